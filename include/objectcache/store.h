@@ -1,0 +1,135 @@
+// Store: the one storage interface, with NVMe key-value semantics.
+//
+// A store maps names (1 to 1024 bytes, any bytes: S3 object names fit) to immutable byte
+// strings. A chunk is stored under its key's 32-digit hex name. The commands are those of the
+// NVMe KV command set, batched where the caller would otherwise loop:
+//
+//   Put       store a whole object atomically: readers see all of the new value or none of it
+//   Retrieve  a whole object, or many byte ranges of many objects, into caller memory
+//   Exist     presence of a batch of keys, and the length of the present prefix of a list
+//   Delete    remove one object
+//   List      names by prefix, in byte order, paged
+//
+// Backends (memory, local directory, RADOS, S3) live under src/store/<backend>/ and are made
+// from a URI by OpenStore (store_registry.h). Every backend passes the conformance suite in
+// src/store/store_conformance.h.
+//
+// Thread safety: every method may be called from many threads at once. Calls block the
+// calling thread until done (servers call them from a bounded pool, never an I/O thread).
+// Spans passed in must stay valid for the duration of the call only.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "objectcache/status.h"
+
+namespace objectcache {
+
+inline constexpr size_t kMaxKeyBytes = 1024;
+
+// InvalidArgument unless 1 <= key.size() <= kMaxKeyBytes.
+Status ValidateKey(std::string_view key);
+
+// What a backend can do; callers pick a path by capability, never by type.
+struct StoreCapabilities {
+  bool ranged_reads = true;          // Retrieve of a byte range costs the range, not the object
+  bool persistent = false;           // survives a restart of the process
+  bool evicts = false;               // may drop objects to stay under a capacity bound
+  std::optional<uint64_t> capacity_bytes;
+};
+
+struct StoreUsage {
+  uint64_t objects = 0;
+  uint64_t bytes = 0;      // payload bytes of all objects
+  uint64_t evictions = 0;  // objects dropped to make room, since open
+};
+
+struct PutOptions {
+  // When true, the call returns only once the object would survive power loss (fsync).
+  // Otherwise it survives a crash of the process but maybe not of the machine.
+  std::optional<bool> durable;
+};
+
+// One byte range of one object, to be read into `dest` (dest.size() bytes from `offset`).
+struct RangeRead {
+  std::string_view key;
+  uint64_t offset = 0;
+  std::span<std::byte> dest;
+  // Set by RetrieveRanges: OK, NotFound (no such object) or OutOfRange (the range passes the
+  // end of the object; dest is then unspecified).
+  Status status;
+};
+
+struct ObjectInfo {
+  std::string key;
+  uint64_t size = 0;
+};
+
+struct ListOptions {
+  std::string prefix;
+  std::string start_after;  // names strictly greater than this (continuation)
+  size_t max_keys = 1000;
+};
+
+struct ListPage {
+  std::vector<ObjectInfo> objects;  // in byte order of the names
+  bool truncated = false;           // more names follow; continue after objects.back().key
+};
+
+class Store {
+ public:
+  virtual ~Store() = default;
+
+  virtual StoreCapabilities Capabilities() const = 0;
+  virtual StoreUsage Usage() const = 0;
+  // "file:///var/cache/objectcache", for logs and errors.
+  virtual std::string Uri() const = 0;
+
+  // Stores `value` under `key`, replacing any previous value atomically. ResourceExhausted when
+  // the object cannot fit (larger than the capacity, or the device is full).
+  virtual Status Put(std::string_view key, std::span<const std::byte> value,
+                     const PutOptions& options = {}) = 0;
+
+  // Size of an object. NotFound when absent.
+  virtual Result<ObjectInfo> Stat(std::string_view key) = 0;
+
+  // Reads a whole object into `dest` and returns its size. ResourceExhausted (and `dest`
+  // unspecified) when `dest` is smaller than the object; NotFound when absent.
+  virtual Result<size_t> Retrieve(std::string_view key, std::span<std::byte> dest) = 0;
+
+  // Reads many ranges of many objects. Each read gets its own status; the call's Status is
+  // not OK only when the store itself failed (then no read's bytes are to be trusted). Reads of
+  // one object within one call see one version of it.
+  virtual Status RetrieveRanges(std::span<RangeRead> reads) = 0;
+
+  // Presence of each key, in order.
+  virtual Result<std::vector<bool>> Exist(std::span<const std::string> keys) = 0;
+
+  // How many leading keys of the ordered list exist (the cached prefix length).
+  virtual Result<size_t> CountPresentPrefix(std::span<const std::string> keys);
+
+  // Removes an object. NotFound when absent.
+  virtual Status Delete(std::string_view key) = 0;
+
+  virtual Result<ListPage> List(const ListOptions& options) = 0;
+};
+
+// Reads a whole object of any size into a new buffer (Stat, then Retrieve; retried if the
+// object was replaced in between by a larger one).
+Result<std::string> ReadWholeObject(Store& store, std::string_view key);
+
+inline std::span<const std::byte> AsBytes(std::string_view s) {
+  return std::as_bytes(std::span(s.data(), s.size()));
+}
+inline std::span<std::byte> AsWritableBytes(std::string& s) {
+  return std::as_writable_bytes(std::span(s.data(), s.size()));
+}
+
+}  // namespace objectcache

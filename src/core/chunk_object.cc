@@ -1,0 +1,207 @@
+#include "objectcache/chunk_object.h"
+
+#include <xxhash.h>
+
+#include <cstring>
+
+#include "core/byte_order.h"
+
+namespace objectcache {
+namespace {
+
+constexpr char kMagic[8] = {'O', 'C', 'K', 'V', 'C', 'H', 'N', 'K'};
+// Bytes before the per-layer checksums (docs/object-format.md).
+constexpr size_t kFixedHeaderBytes = 88;
+
+size_t HeaderBytes(uint32_t layers) { return kFixedHeaderBytes + 8 * size_t{layers} + 8; }
+
+uint64_t RoundUp(uint64_t v, uint64_t to) { return (v + to - 1) / to * to; }
+
+std::string KeyContext(const ChunkExpectation& expect) {
+  return expect.key ? "chunk " + expect.key->ToHex() : std::string("chunk object");
+}
+
+}  // namespace
+
+uint64_t LayerChecksum(std::span<const std::byte> slice) {
+  return XXH3_64bits(slice.data(), slice.size());
+}
+
+ChunkHeader ChunkGeometry(const KvLayout& layout, const ChunkKey& key) {
+  ChunkHeader h;
+  h.layout = layout;
+  h.key = key;
+  h.data_offset = kChunkHeaderRegion;
+  h.layer_stride = RoundUp(layout.LayerSliceBytes(), kChunkAlignment);
+  return h;
+}
+
+Result<std::string> EncodeChunkObject(const KvLayout& layout, const ChunkKey& key,
+                                      std::span<const std::byte> kv) {
+  OC_RETURN_IF_ERROR(layout.Validate());
+  if (kv.size() != layout.ChunkKvBytes()) {
+    return InvalidArgumentError("chunk " + key.ToHex() + ": KV is " + std::to_string(kv.size()) +
+                                " bytes, layout " + layout.ToString() + " needs " +
+                                std::to_string(layout.ChunkKvBytes()));
+  }
+  ChunkHeader h = ChunkGeometry(layout, key);
+  const uint64_t slice = layout.LayerSliceBytes();
+  ByteWriter w;
+  w.str().reserve(h.ObjectBytes());
+  w.Bytes(kMagic, sizeof(kMagic));
+  w.U16(kChunkFormatVersion);
+  w.U16(static_cast<uint16_t>(HeaderBytes(layout.num_layers)));
+  w.U32(0);  // flags
+  w.U32(layout.num_layers);
+  w.U32(layout.num_kv_heads);
+  w.U32(layout.head_dim);
+  w.U8(static_cast<uint8_t>(layout.dtype));
+  w.Zeros(3);
+  w.U32(layout.tokens_per_chunk);
+  w.U32(0);
+  w.U64(layout.Fingerprint());
+  w.Bytes(key.bytes().data(), ChunkKey::kBytes);
+  w.U64(h.data_offset);
+  w.U64(h.layer_stride);
+  w.U64(slice);
+  for (uint32_t l = 0; l < layout.num_layers; ++l) {
+    w.U64(LayerChecksum(kv.subspan(l * slice, slice)));
+  }
+  w.U64(XXH3_64bits(w.data(), w.size()));
+  w.Zeros(h.data_offset - w.size());
+  for (uint32_t l = 0; l < layout.num_layers; ++l) {
+    w.Bytes(kv.data() + l * slice, slice);
+    w.Zeros(h.layer_stride - slice);
+  }
+  return std::move(w.str());
+}
+
+Result<ChunkHeader> DecodeChunkHeader(std::span<const std::byte> prefix,
+                                      const ChunkExpectation& expect) {
+  const std::string what = KeyContext(expect);
+  auto truncated = [&](const char* part) {
+    return DataLossError(what + ": truncated " + part + " (" + std::to_string(prefix.size()) +
+                         " bytes)");
+  };
+  if (prefix.size() < sizeof(kMagic)) return truncated("header");
+  if (std::memcmp(prefix.data(), kMagic, sizeof(kMagic)) != 0) {
+    return InvalidArgumentError(what + ": not a chunk object (bad magic)");
+  }
+  ByteReader r(prefix.subspan(sizeof(kMagic)));
+  uint16_t version = 0, header_bytes = 0;
+  uint32_t flags = 0, reserved32 = 0;
+  uint8_t dtype = 0, reserved8[3];
+  ChunkHeader h;
+  KvLayout& l = h.layout;
+  if (!r.U16(&version)) return truncated("header");
+  if (version != kChunkFormatVersion) {
+    return InvalidArgumentError(what + ": unsupported chunk format version " +
+                                std::to_string(version) + " (this build reads version " +
+                                std::to_string(kChunkFormatVersion) + ")");
+  }
+  uint64_t fingerprint = 0, slice = 0;
+  ChunkKey::Bytes key_bytes;
+  if (!r.U16(&header_bytes) || !r.U32(&flags) || !r.U32(&l.num_layers) ||
+      !r.U32(&l.num_kv_heads) || !r.U32(&l.head_dim) || !r.U8(&dtype) ||
+      !r.Bytes(reserved8, 3) || !r.U32(&l.tokens_per_chunk) || !r.U32(&reserved32) ||
+      !r.U64(&fingerprint) || !r.Bytes(key_bytes.data(), key_bytes.size()) ||
+      !r.U64(&h.data_offset) || !r.U64(&h.layer_stride) || !r.U64(&slice)) {
+    return truncated("header");
+  }
+  // The layer count decides the header length: bound it before trusting it.
+  if (l.num_layers == 0 || l.num_layers > KvLayout::kMaxLayers ||
+      header_bytes != HeaderBytes(l.num_layers)) {
+    return DataLossError(what + ": corrupt header (layer count " + std::to_string(l.num_layers) +
+                         ", header length " + std::to_string(header_bytes) + ")");
+  }
+  if (prefix.size() < header_bytes) return truncated("header");
+  h.layer_checksums.resize(l.num_layers);
+  for (uint64_t& c : h.layer_checksums) (void)r.U64(&c);
+  uint64_t stored_checksum = 0;
+  (void)r.U64(&stored_checksum);
+  if (XXH3_64bits(prefix.data(), header_bytes - 8) != stored_checksum) {
+    return DataLossError(what + ": header checksum mismatch");
+  }
+  // The header is intact; from here on a mismatch means a writer we do not understand.
+  l.dtype = static_cast<KvDtype>(dtype);
+  h.key = ChunkKey(key_bytes);
+  if (Status s = l.Validate(); !s.ok()) return s.Annotate(what);
+  if (flags != 0 || reserved32 != 0 || reserved8[0] || reserved8[1] || reserved8[2]) {
+    return InvalidArgumentError(what + ": unknown header flags");
+  }
+  if (fingerprint != l.Fingerprint() || slice != l.LayerSliceBytes() ||
+      h.data_offset != kChunkHeaderRegion ||
+      h.layer_stride != RoundUp(slice, kChunkAlignment)) {
+    return InvalidArgumentError(what + ": inconsistent layout fields in header");
+  }
+  if (expect.key && h.key != *expect.key) {
+    return InvalidArgumentError(what + ": object holds chunk " + h.key.ToHex());
+  }
+  if (expect.layout && h.layout != *expect.layout) {
+    return InvalidArgumentError(what + ": layout is " + l.ToString() + ", expected " +
+                                expect.layout->ToString());
+  }
+  if (expect.object_bytes && *expect.object_bytes != h.ObjectBytes()) {
+    return DataLossError(what + ": object is " + std::to_string(*expect.object_bytes) +
+                         " bytes, its header says " + std::to_string(h.ObjectBytes()));
+  }
+  return h;
+}
+
+Status VerifyLayerSlice(const ChunkHeader& header, uint32_t layer,
+                        std::span<const std::byte> slice) {
+  if (layer >= header.layout.num_layers) {
+    return InvalidArgumentError("chunk " + header.key.ToHex() + ": layer " +
+                                std::to_string(layer) + " out of range");
+  }
+  if (slice.size() != header.LayerSliceBytes()) {
+    return DataLossError("chunk " + header.key.ToHex() + ": layer " + std::to_string(layer) +
+                         " is " + std::to_string(slice.size()) + " bytes, expected " +
+                         std::to_string(header.LayerSliceBytes()));
+  }
+  if (LayerChecksum(slice) != header.layer_checksums[layer]) {
+    return DataLossError("chunk " + header.key.ToHex() + ": checksum mismatch in layer " +
+                         std::to_string(layer));
+  }
+  return Status();
+}
+
+Result<ChunkHeader> VerifyChunkObject(std::span<const std::byte> object,
+                                      const ChunkExpectation& expect) {
+  ChunkExpectation sized = expect;
+  sized.object_bytes = object.size();
+  OC_ASSIGN_OR_RETURN(ChunkHeader h, DecodeChunkHeader(object, sized));
+  const size_t header_bytes = HeaderBytes(h.layout.num_layers);
+  auto all_zero = [](std::span<const std::byte> s) {
+    for (std::byte b : s) {
+      if (b != std::byte{0}) return false;
+    }
+    return true;
+  };
+  if (!all_zero(object.subspan(header_bytes, h.data_offset - header_bytes))) {
+    return DataLossError("chunk " + h.key.ToHex() + ": header padding is not zero");
+  }
+  const uint64_t slice = h.LayerSliceBytes();
+  for (uint32_t layer = 0; layer < h.layout.num_layers; ++layer) {
+    OC_RETURN_IF_ERROR(VerifyLayerSlice(h, layer, object.subspan(h.LayerOffset(layer), slice)));
+    if (!all_zero(object.subspan(h.LayerOffset(layer) + slice, h.layer_stride - slice))) {
+      return DataLossError("chunk " + h.key.ToHex() + ": padding after layer " +
+                           std::to_string(layer) + " is not zero");
+    }
+  }
+  return h;
+}
+
+Result<std::string> DecodeChunkObject(std::span<const std::byte> object,
+                                      const ChunkExpectation& expect) {
+  OC_ASSIGN_OR_RETURN(ChunkHeader h, VerifyChunkObject(object, expect));
+  const uint64_t slice = h.LayerSliceBytes();
+  std::string kv;
+  kv.reserve(h.layout.ChunkKvBytes());
+  for (uint32_t layer = 0; layer < h.layout.num_layers; ++layer) {
+    kv.append(reinterpret_cast<const char*>(object.data() + h.LayerOffset(layer)), slice);
+  }
+  return kv;
+}
+
+}  // namespace objectcache

@@ -1,0 +1,131 @@
+#include "objectcache/chunk_object.h"
+
+#include <gtest/gtest.h>
+
+#include <random>
+
+namespace objectcache {
+namespace {
+
+std::string RandomBytes(size_t n, uint32_t seed) {
+  std::mt19937_64 rng(seed);
+  std::string s(n, '\0');
+  for (char& c : s) c = static_cast<char>(rng());
+  return s;
+}
+
+std::span<const std::byte> AsBytes(const std::string& s) {
+  return std::as_bytes(std::span(s.data(), s.size()));
+}
+
+class ChunkObjectTest : public ::testing::Test {
+ protected:
+  // Small layout whose slice (2*2*8*2*... ) is not a multiple of 4 KiB, to exercise padding.
+  KvLayout layout_{3, 2, 24, KvDtype::kFp16, 16};  // slice = 16*2*2*24*2 = 3072 bytes
+  ChunkKey key_ = *ChunkKey::FromHex("00112233445566778899aabbccddeeff");
+  std::string kv_ = RandomBytes(layout_.ChunkKvBytes(), 1);
+  std::string object_ = *EncodeChunkObject(layout_, key_, AsBytes(kv_));
+};
+
+TEST_F(ChunkObjectTest, RoundTripsAndAlignsLayers) {
+  ChunkHeader h = *VerifyChunkObject(AsBytes(object_));
+  EXPECT_EQ(object_.size(), h.ObjectBytes());
+  EXPECT_EQ(object_.size(), 4096u + 3 * 4096u);
+  EXPECT_EQ(h.key, key_);
+  EXPECT_EQ(h.layout, layout_);
+  for (uint32_t l = 0; l < 3; ++l) {
+    EXPECT_EQ(h.LayerOffset(l) % kChunkAlignment, 0u);
+    EXPECT_EQ(object_.substr(h.LayerOffset(l), h.LayerSliceBytes()),
+              kv_.substr(l * h.LayerSliceBytes(), h.LayerSliceBytes()));
+  }
+  EXPECT_EQ(*DecodeChunkObject(AsBytes(object_)), kv_);
+}
+
+TEST_F(ChunkObjectTest, LlamaChunkIsTwoMiBPlusHeader) {
+  KvLayout l = FindModelPreset("llama-3.1-8b")->layout;
+  ChunkHeader g = ChunkGeometry(l, key_);
+  EXPECT_EQ(g.ObjectBytes(), (2u << 20) + 4096);
+  EXPECT_EQ(g.LayerOffset(7), 4096u + 7 * (64u << 10));
+}
+
+TEST_F(ChunkObjectTest, HeaderAloneDecodesAndLayersVerifyAlone) {
+  ChunkHeader h = *DecodeChunkHeader(AsBytes(object_).first(kChunkHeaderRegion));
+  auto slice = AsBytes(object_).subspan(h.LayerOffset(2), h.LayerSliceBytes());
+  EXPECT_TRUE(VerifyLayerSlice(h, 2, slice).ok());
+  EXPECT_EQ(VerifyLayerSlice(h, 1, slice).code(), StatusCode::kDataLoss);
+  EXPECT_EQ(VerifyLayerSlice(h, 3, slice).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(VerifyLayerSlice(h, 2, slice.first(100)).code(), StatusCode::kDataLoss);
+}
+
+TEST_F(ChunkObjectTest, WrongKvSizeIsInvalidArgument) {
+  Result<std::string> r = EncodeChunkObject(layout_, key_, AsBytes(kv_).first(kv_.size() - 1));
+  ASSERT_FALSE(r.has_value());
+  EXPECT_EQ(r.error().code(), StatusCode::kInvalidArgument);
+}
+
+TEST_F(ChunkObjectTest, EveryTruncationIsDataLoss) {
+  for (size_t n = 0; n < object_.size(); n += (n < 200 ? 1 : 97)) {
+    Result<ChunkHeader> r = VerifyChunkObject(AsBytes(object_).first(n));
+    ASSERT_FALSE(r.has_value()) << n;
+    EXPECT_EQ(r.error().code(), StatusCode::kDataLoss) << n << " " << r.error().ToString();
+  }
+  std::string longer = object_ + "x";
+  EXPECT_EQ(VerifyChunkObject(AsBytes(longer)).error().code(), StatusCode::kDataLoss);
+}
+
+TEST_F(ChunkObjectTest, EveryBitFlipIsDetected) {
+  // Every bit of the header, and a sample of bits of each layer and the padding.
+  std::mt19937 rng(7);
+  std::vector<size_t> positions;
+  for (size_t i = 0; i < 4096; ++i) positions.push_back(i);
+  for (int i = 0; i < 2000; ++i) positions.push_back(4096 + rng() % (object_.size() - 4096));
+  for (size_t pos : positions) {
+    for (int bit : {0, 5}) {
+      std::string damaged = object_;
+      damaged[pos] = static_cast<char>(damaged[pos] ^ (1 << bit));
+      Result<ChunkHeader> r = VerifyChunkObject(AsBytes(damaged));
+      ASSERT_FALSE(r.has_value()) << "flip at " << pos;
+      StatusCode c = r.error().code();
+      EXPECT_TRUE(c == StatusCode::kDataLoss || c == StatusCode::kInvalidArgument)
+          << pos << " " << r.error().ToString();
+    }
+  }
+}
+
+TEST_F(ChunkObjectTest, WrongVersionAndForeignObjectsAreInvalidArgument) {
+  std::string v2 = object_;
+  v2[8] = 2;
+  Result<ChunkHeader> r = DecodeChunkHeader(AsBytes(v2));
+  ASSERT_FALSE(r.has_value());
+  EXPECT_EQ(r.error().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(r.error().message().find("version 2"), std::string::npos);
+
+  std::string foreign = "PK\x03\x04 this is a zip file, not a chunk" + std::string(5000, 'z');
+  EXPECT_EQ(DecodeChunkHeader(AsBytes(foreign)).error().code(), StatusCode::kInvalidArgument);
+}
+
+TEST_F(ChunkObjectTest, ExpectationMismatchesAreInvalidArgument) {
+  ChunkKey other = *ChunkKey::FromHex("ffffffffffffffffffffffffffffffff");
+  ChunkExpectation want_other_key{.key = &other};
+  EXPECT_EQ(DecodeChunkHeader(AsBytes(object_), want_other_key).error().code(),
+            StatusCode::kInvalidArgument);
+  KvLayout llama = FindModelPreset("llama-3.1-8b")->layout;
+  ChunkExpectation want_llama{.layout = &llama};
+  EXPECT_EQ(DecodeChunkHeader(AsBytes(object_), want_llama).error().code(),
+            StatusCode::kInvalidArgument);
+  ChunkExpectation wrong_size{.object_bytes = object_.size() - 4096};
+  EXPECT_EQ(DecodeChunkHeader(AsBytes(object_), wrong_size).error().code(),
+            StatusCode::kDataLoss);
+}
+
+TEST_F(ChunkObjectTest, RandomGarbageNeverDecodes) {
+  for (uint32_t seed = 0; seed < 2000; ++seed) {
+    std::string junk = RandomBytes(seed % 9000, seed);
+    if (seed % 2 == 0 && junk.size() >= 8) junk.replace(0, 8, "OCKVCHNK");  // right magic only
+    Result<ChunkHeader> r = VerifyChunkObject(AsBytes(junk));
+    ASSERT_FALSE(r.has_value()) << seed;
+  }
+}
+
+}  // namespace
+}  // namespace objectcache

@@ -1,0 +1,87 @@
+#include "objectcache/kv_layout.h"
+
+#include <gtest/gtest.h>
+
+namespace objectcache {
+namespace {
+
+TEST(KvLayoutTest, PresetsMatchArchitectureTable) {
+  struct Want {
+    const char* name;
+    uint64_t token_bytes;
+    uint64_t slice_bytes;
+  };
+  for (const Want& w : {Want{"llama-3.1-8b", 128 << 10, 64 << 10},
+                        Want{"granite-3.3-8b", 160 << 10, 64 << 10},
+                        Want{"deepseek-r1-distill-qwen-7b", 56 << 10, 32 << 10},
+                        Want{"llama-3.1-70b", 320 << 10, 64 << 10}}) {
+    Result<ModelPreset> p = FindModelPreset(w.name);
+    ASSERT_TRUE(p.has_value()) << w.name;
+    EXPECT_EQ(p->layout.TokenBytes(), w.token_bytes) << w.name;
+    EXPECT_EQ(p->layout.LayerSliceBytes(), w.slice_bytes) << w.name;
+    EXPECT_TRUE(p->layout.Validate().ok());
+  }
+  EXPECT_EQ(FindModelPreset("llama-3.1-8b")->layout.ChunkKvBytes(), 2u << 20);
+}
+
+TEST(KvLayoutTest, FingerprintIsPinned) {
+  // Golden values, computed independently by scripts/keys_reference.py (docs/keys.md).
+  EXPECT_EQ(FindModelPreset("llama-3.1-8b")->layout.Fingerprint(), 0x9e8349eb5bbe3ab6u);
+  EXPECT_EQ(FindModelPreset("deepseek-r1-distill-qwen-7b")->layout.Fingerprint(),
+            0x2c855935a8b744e5u);
+  KvLayout tiny{2, 1, 4, KvDtype::kFp8, 4};
+  EXPECT_EQ(tiny.Fingerprint(), 0x19e9e77551e0fa4du);
+}
+
+TEST(KvLayoutTest, FingerprintChangesWithEveryField) {
+  KvLayout base = FindModelPreset("llama-3.1-8b")->layout;
+  KvLayout a = base, b = base, c = base, d = base, e = base;
+  a.num_layers = 33;
+  b.num_kv_heads = 4;
+  c.head_dim = 64;
+  d.dtype = KvDtype::kFp16;
+  e.tokens_per_chunk = 32;
+  for (const KvLayout& other : {a, b, c, d, e}) {
+    EXPECT_NE(other.Fingerprint(), base.Fingerprint()) << other.ToString();
+  }
+}
+
+TEST(KvLayoutTest, UnknownPresetIsNotFoundAndListsNames) {
+  Result<ModelPreset> p = FindModelPreset("gpt-5");
+  ASSERT_FALSE(p.has_value());
+  EXPECT_EQ(p.error().code(), StatusCode::kNotFound);
+  EXPECT_NE(p.error().message().find("llama-3.1-8b"), std::string::npos);
+}
+
+TEST(KvLayoutTest, JsonRoundTrips) {
+  ModelPreset m{"my-model", {12, 2, 64, KvDtype::kFp32, 8}};
+  Result<ModelPreset> back = ParseModelJson(ModelToJson(m));
+  ASSERT_TRUE(back.has_value()) << back.error().ToString();
+  EXPECT_EQ(back->name, "my-model");
+  EXPECT_EQ(back->layout, m.layout);
+}
+
+TEST(KvLayoutTest, JsonDefaultsTokensPerChunkTo16) {
+  Result<ModelPreset> m =
+      ParseModelJson(R"({"layers": 4, "kv_heads": 2, "head_dim": 64, "dtype": "fp16"})");
+  ASSERT_TRUE(m.has_value());
+  EXPECT_EQ(m->layout.tokens_per_chunk, 16u);
+  EXPECT_EQ(m->name, "custom");
+}
+
+TEST(KvLayoutTest, BadJsonIsInvalidArgument) {
+  for (const char* text : {"", "[]", "{", R"({"layers": 4})",
+                           R"({"layers": -1, "kv_heads": 2, "head_dim": 64, "dtype": "fp16"})",
+                           R"({"layers": 0, "kv_heads": 2, "head_dim": 64, "dtype": "fp16"})",
+                           R"({"layers": 4, "kv_heads": 2, "head_dim": 64, "dtype": "int4"})",
+                           R"({"layers": 4, "kv_heads": 2, "head_dim": 64, "dtype": 3})",
+                           R"({"layers": 999, "kv_heads": 2, "head_dim": 64, "dtype": "fp16"})",
+                           R"({"layers": 4.5, "kv_heads": 2, "head_dim": 64, "dtype": "fp16"})"}) {
+    Result<ModelPreset> m = ParseModelJson(text);
+    ASSERT_FALSE(m.has_value()) << text;
+    EXPECT_EQ(m.error().code(), StatusCode::kInvalidArgument) << text;
+  }
+}
+
+}  // namespace
+}  // namespace objectcache

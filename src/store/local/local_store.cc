@@ -1,0 +1,738 @@
+#include "store/local/local_store.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <thread>
+
+#include "core/byte_order.h"
+#include "core/hex.h"
+
+namespace objectcache {
+namespace {
+
+constexpr std::string_view kFormatFile = "FORMAT";
+constexpr std::string_view kFormatText = "objectcache local store v1\n";
+constexpr char kFooterMagic[8] = {'O', 'C', 'L', 'S', 'O', 'B', 'J', '1'};
+constexpr size_t kFooterBytes = 40;
+constexpr uint16_t kFooterVersion = 1;
+constexpr size_t kDirShards = 256;
+constexpr size_t kIndexShards = 64;
+constexpr size_t kMaxPlainFileName = 200;
+
+// ---- file names --------------------------------------------------------------------------
+
+bool IsPlainNameChar(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
+         c == '_' || c == '.';
+}
+
+uint64_t KeyHash(std::string_view key) { return XXH3_64bits(key.data(), key.size()); }
+size_t DirShardOf(std::string_view key) { return KeyHash(key) & (kDirShards - 1); }
+size_t IndexShardOf(std::string_view key) { return (KeyHash(key) >> 8) % kIndexShards; }
+
+// Inverse of LocalStoreFileName for plain (not hashed) names; nullopt for anything else.
+std::optional<std::string> DecodeFileName(std::string_view name) {
+  std::string key;
+  for (size_t i = 0; i < name.size(); ++i) {
+    if (name[i] == '%') {
+      uint8_t byte;
+      if (i + 2 >= name.size()) return std::nullopt;
+      if (!DecodeHex(name.substr(i + 1, 2), &byte)) return std::nullopt;
+      key.push_back(static_cast<char>(byte));
+      i += 2;
+    } else if (IsPlainNameChar(name[i])) {
+      key.push_back(name[i]);
+    } else {
+      return std::nullopt;
+    }
+  }
+  if (key.empty() || key.size() > kMaxKeyBytes || LocalStoreFileName(key) != name) {
+    return std::nullopt;
+  }
+  return key;
+}
+
+// ---- file helpers ------------------------------------------------------------------------
+
+class Fd {
+ public:
+  Fd() = default;
+  explicit Fd(int fd) : fd_(fd) {}
+  Fd(Fd&& o) noexcept : fd_(std::exchange(o.fd_, -1)) {}
+  Fd& operator=(Fd&& o) noexcept {
+    if (this != &o) {
+      Reset();
+      fd_ = std::exchange(o.fd_, -1);
+    }
+    return *this;
+  }
+  ~Fd() { Reset(); }
+  int get() const { return fd_; }
+  bool valid() const { return fd_ >= 0; }
+  void Reset() {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = -1;
+  }
+  // Closes and reports the error close() may carry (delayed write errors).
+  int Close() {
+    int rc = ::close(fd_);
+    fd_ = -1;
+    return rc == 0 ? 0 : errno;
+  }
+
+ private:
+  int fd_ = -1;
+};
+
+int WriteAll(int fd, const char* p, size_t n) {
+  while (n > 0) {
+    ssize_t w = ::write(fd, p, n);
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      return errno;
+    }
+    p += w;
+    n -= static_cast<size_t>(w);
+  }
+  return 0;
+}
+
+// Reads exactly dest.size() bytes at `offset`. Returns the errno, or -1 for end of file.
+int PreadAll(int fd, std::span<std::byte> dest, uint64_t offset) {
+  size_t done = 0;
+  while (done < dest.size()) {
+    ssize_t r = ::pread(fd, dest.data() + done, dest.size() - done, offset + done);
+    if (r < 0) {
+      if (errno == EINTR) continue;
+      return errno;
+    }
+    if (r == 0) return -1;
+    done += static_cast<size_t>(r);
+  }
+  return 0;
+}
+
+// Calls on(name) for each entry of a directory but "." and "..".
+template <typename F>
+Status ForEachDirEntry(int dir_fd, const std::string& what, F on) {
+  int fd = ::dup(dir_fd);
+  DIR* d = fd >= 0 ? ::fdopendir(fd) : nullptr;
+  if (d == nullptr) {
+    int e = errno;
+    if (fd >= 0) ::close(fd);
+    return ErrnoError("reading " + what, e);
+  }
+  ::rewinddir(d);
+  while (dirent* ent = ::readdir(d)) {
+    std::string_view name = ent->d_name;
+    if (name != "." && name != "..") on(ent->d_name);
+  }
+  ::closedir(d);
+  return Status();
+}
+
+// ---- trailer: key bytes, then a 40-byte footer -------------------------------------------
+
+std::string MakeTrailer(std::string_view key, uint64_t payload_len, uint64_t payload_checksum) {
+  ByteWriter w;
+  w.Bytes(key.data(), key.size());
+  w.Bytes(kFooterMagic, sizeof(kFooterMagic));
+  w.U64(payload_len);
+  w.U64(payload_checksum);
+  w.U32(static_cast<uint32_t>(key.size()));
+  w.U16(kFooterVersion);
+  w.U16(0);
+  w.U64(XXH3_64bits(w.data(), w.size()));
+  return std::move(w.str());
+}
+
+struct Trailer {
+  std::string key;
+  uint64_t payload_len = 0;
+  uint64_t payload_checksum = 0;
+};
+
+// Reads and checks the trailer of an object file of `file_size` bytes. With `expect_key`, the
+// trailer must name that key. DataLoss on anything inconsistent.
+Result<Trailer> ReadTrailer(int fd, uint64_t file_size, std::optional<std::string_view> expect_key) {
+  auto damaged = [](const std::string& why) { return DataLossError("damaged object file: " + why); };
+  size_t key_len = expect_key ? expect_key->size() : 0;
+  if (!expect_key) {
+    // Learn the key length from the footer first.
+    std::array<std::byte, kFooterBytes> footer;
+    if (file_size < kFooterBytes) return damaged("shorter than its footer");
+    if (int e = PreadAll(fd, footer, file_size - kFooterBytes); e != 0) {
+      return e < 0 ? damaged("short read") : ErrnoError("reading object footer", e);
+    }
+    ByteReader r(std::span<const std::byte>(footer).subspan(24));
+    uint32_t k = 0;
+    (void)r.U32(&k);
+    if (k == 0 || k > kMaxKeyBytes) return damaged("bad key length");
+    key_len = k;
+  }
+  const size_t trailer_len = key_len + kFooterBytes;
+  if (file_size < trailer_len) return damaged("shorter than its trailer");
+  std::string buf(trailer_len, '\0');
+  if (int e = PreadAll(fd, AsWritableBytes(buf), file_size - trailer_len); e != 0) {
+    return e < 0 ? damaged("short read") : ErrnoError("reading object trailer", e);
+  }
+  ByteReader r(AsBytes(buf).subspan(key_len));
+  char magic[8];
+  Trailer t;
+  uint32_t stored_key_len = 0;
+  uint16_t version = 0, flags = 0;
+  uint64_t checksum = 0;
+  (void)r.Bytes(magic, 8);
+  (void)r.U64(&t.payload_len);
+  (void)r.U64(&t.payload_checksum);
+  (void)r.U32(&stored_key_len);
+  (void)r.U16(&version);
+  (void)r.U16(&flags);
+  (void)r.U64(&checksum);
+  if (std::memcmp(magic, kFooterMagic, 8) != 0) return damaged("bad footer magic");
+  if (XXH3_64bits(buf.data(), trailer_len - 8) != checksum) return damaged("footer checksum");
+  if (version != kFooterVersion || flags != 0 || stored_key_len != key_len) {
+    return damaged("unknown footer version");
+  }
+  if (t.payload_len != file_size - trailer_len) return damaged("size does not match footer");
+  t.key = buf.substr(0, key_len);
+  if (expect_key && t.key != *expect_key) return damaged("footer names another key");
+  return t;
+}
+
+// ---- the index ---------------------------------------------------------------------------
+
+struct Entry {
+  uint64_t size = 0;
+  uint64_t stamp = 0;  // recency: larger is more recent
+  Entry* prev = nullptr;
+  Entry* next = nullptr;
+  const std::string* key = nullptr;
+};
+
+struct IndexShard {
+  std::mutex mu;
+  std::map<std::string, Entry, std::less<>> objects;  // guarded by mu
+  Entry lru;  // sentinel, guarded by mu: lru.next is the most recent, lru.prev the least
+
+  IndexShard() { lru.prev = lru.next = &lru; }
+  void Unlink(Entry* e) {
+    e->prev->next = e->next;
+    e->next->prev = e->prev;
+  }
+  void PushFront(Entry* e) {
+    e->next = lru.next;
+    e->prev = &lru;
+    lru.next->prev = e;
+    lru.next = e;
+  }
+};
+
+struct OpenObject {
+  Fd fd;
+  ino_t inode = 0;
+  uint64_t size = 0;
+  uint64_t checksum = 0;
+};
+
+class LocalStore final : public Store {
+ public:
+  LocalStore(LocalStoreOptions options, Fd root, Fd lock, Fd tmp_dir,
+             std::array<Fd, kDirShards> dirs)
+      : options_(std::move(options)),
+        root_(std::move(root)),
+        lock_(std::move(lock)),
+        tmp_dir_(std::move(tmp_dir)),
+        dirs_(std::move(dirs)) {}
+
+  StoreCapabilities Capabilities() const override {
+    return {.ranged_reads = true,
+            .persistent = true,
+            .evicts = options_.capacity_bytes.has_value(),
+            .capacity_bytes = options_.capacity_bytes};
+  }
+
+  StoreUsage Usage() const override {
+    return {.objects = objects_.load(), .bytes = bytes_.load(), .evictions = evictions_.load()};
+  }
+
+  std::string Uri() const override { return "file://" + options_.root; }
+
+  Status Put(std::string_view key, std::span<const std::byte> value,
+             const PutOptions& put_options) override;
+  Result<ObjectInfo> Stat(std::string_view key) override;
+  Result<size_t> Retrieve(std::string_view key, std::span<std::byte> dest) override;
+  Status RetrieveRanges(std::span<RangeRead> reads) override;
+  Result<std::vector<bool>> Exist(std::span<const std::string> keys) override;
+  Status Delete(std::string_view key) override;
+  Result<ListPage> List(const ListOptions& options) override;
+
+  // Adds an object found on disk at open; called in order of age, oldest first.
+  void AddRebuilt(std::string key, uint64_t size) {
+    IndexShard& s = index_[IndexShardOf(key)];
+    auto [it, inserted] = s.objects.try_emplace(std::move(key));
+    if (!inserted) return;
+    Entry& e = it->second;
+    e.size = size;
+    e.key = &it->first;
+    e.stamp = ++clock_;
+    s.PushFront(&e);
+    objects_++;
+    bytes_ += size;
+  }
+  void EvictToCapacity();
+
+ private:
+  int DirFor(std::string_view key) const { return dirs_[DirShardOf(key)].get(); }
+  Result<OpenObject> OpenForRead(std::string_view key);
+  // Drops an object whose file failed a check, unless it was replaced meanwhile.
+  Status DropDamaged(std::string_view key, ino_t inode, const Status& why);
+
+  const LocalStoreOptions options_;
+  Fd root_;
+  Fd lock_;  // holds the flock for the life of the store
+  Fd tmp_dir_;
+  std::array<Fd, kDirShards> dirs_;
+  std::array<IndexShard, kIndexShards> index_;
+  std::atomic<uint64_t> clock_{0};
+  std::atomic<uint64_t> next_temp_{0};
+  std::atomic<uint64_t> objects_{0};
+  std::atomic<uint64_t> bytes_{0};
+  std::atomic<uint64_t> evictions_{0};
+  std::mutex evict_mu_;  // one evictor at a time; never taken on the read path
+};
+
+Status LocalStore::Put(std::string_view key, std::span<const std::byte> value,
+                       const PutOptions& put_options) {
+  OC_RETURN_IF_ERROR(ValidateKey(key));
+  const std::string what = "storing '" + std::string(key) + "'";
+  if (options_.capacity_bytes && value.size() > *options_.capacity_bytes) {
+    return ResourceExhaustedError(what + ": " + std::to_string(value.size()) +
+                                  " bytes exceed the store capacity of " +
+                                  std::to_string(*options_.capacity_bytes));
+  }
+  const bool durable = put_options.durable.value_or(options_.durable);
+  const std::string temp_name = std::to_string(next_temp_++);
+  Fd fd(::openat(tmp_dir_.get(), temp_name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644));
+  if (!fd.valid()) return ErrnoError(what + ": creating temporary file", errno);
+  const std::string trailer = MakeTrailer(key, value.size(), XXH3_64bits(value.data(), value.size()));
+  int err = WriteAll(fd.get(), reinterpret_cast<const char*>(value.data()), value.size());
+  if (err == 0) err = WriteAll(fd.get(), trailer.data(), trailer.size());
+  if (err == 0 && durable && ::fdatasync(fd.get()) != 0) err = errno;
+  if (int close_err = fd.Close(); err == 0) err = close_err;
+  if (err != 0) {
+    ::unlinkat(tmp_dir_.get(), temp_name.c_str(), 0);
+    return ErrnoError(what + ": writing", err);
+  }
+  const std::string file_name = LocalStoreFileName(key);
+  const int dir = DirFor(key);
+  IndexShard& s = index_[IndexShardOf(key)];
+  {
+    // Rename and index update together, so the index always matches the directory.
+    std::lock_guard lock(s.mu);
+    if (::renameat(tmp_dir_.get(), temp_name.c_str(), dir, file_name.c_str()) != 0) {
+      int e = errno;
+      ::unlinkat(tmp_dir_.get(), temp_name.c_str(), 0);
+      return ErrnoError(what + ": renaming into place", e);
+    }
+    auto [it, inserted] = s.objects.try_emplace(std::string(key));
+    Entry& entry = it->second;
+    if (inserted) {
+      entry.key = &it->first;
+      objects_++;
+    } else {
+      s.Unlink(&entry);
+      bytes_ -= entry.size;
+    }
+    entry.size = value.size();
+    entry.stamp = ++clock_;
+    s.PushFront(&entry);
+    bytes_ += value.size();
+  }
+  if (durable && ::fsync(dir) != 0) return ErrnoError(what + ": syncing directory", errno);
+  EvictToCapacity();
+  return Status();
+}
+
+void LocalStore::EvictToCapacity() {
+  if (!options_.capacity_bytes) return;
+  std::lock_guard evict_lock(evict_mu_);
+  while (bytes_.load() > *options_.capacity_bytes) {
+    // The global least recently used object is the oldest of the shards' LRU tails.
+    IndexShard* victim = nullptr;
+    uint64_t oldest = UINT64_MAX;
+    for (IndexShard& s : index_) {
+      std::lock_guard lock(s.mu);
+      if (s.lru.prev != &s.lru && s.lru.prev->stamp < oldest) {
+        oldest = s.lru.prev->stamp;
+        victim = &s;
+      }
+    }
+    if (victim == nullptr) return;
+    std::lock_guard lock(victim->mu);
+    Entry* e = victim->lru.prev;
+    if (e == &victim->lru || e->stamp != oldest) continue;  // touched meanwhile: look again
+    const std::string& key = *e->key;
+    ::unlinkat(DirFor(key), LocalStoreFileName(key).c_str(), 0);
+    victim->Unlink(e);
+    bytes_ -= e->size;
+    objects_--;
+    evictions_++;
+    victim->objects.erase(victim->objects.find(key));
+  }
+}
+
+Result<ObjectInfo> LocalStore::Stat(std::string_view key) {
+  OC_RETURN_IF_ERROR(ValidateKey(key));
+  IndexShard& s = index_[IndexShardOf(key)];
+  std::lock_guard lock(s.mu);
+  auto it = s.objects.find(key);
+  if (it == s.objects.end()) return NotFoundError("'" + std::string(key) + "': no such object");
+  return ObjectInfo{std::string(key), it->second.size};
+}
+
+Result<OpenObject> LocalStore::OpenForRead(std::string_view key) {
+  OC_RETURN_IF_ERROR(ValidateKey(key));
+  const std::string what = "reading '" + std::string(key) + "'";
+  IndexShard& s = index_[IndexShardOf(key)];
+  {
+    std::lock_guard lock(s.mu);
+    auto it = s.objects.find(key);
+    if (it == s.objects.end()) return NotFoundError(what + ": no such object");
+    Entry& e = it->second;
+    s.Unlink(&e);
+    e.stamp = ++clock_;
+    s.PushFront(&e);
+  }
+  OpenObject obj;
+  obj.fd = Fd(::openat(DirFor(key), LocalStoreFileName(key).c_str(), O_RDONLY | O_CLOEXEC));
+  if (!obj.fd.valid()) {
+    // Deleted or evicted since the lookup: a miss like any other.
+    if (errno == ENOENT) return NotFoundError(what + ": no such object");
+    return ErrnoError(what, errno);
+  }
+  struct stat st;
+  if (::fstat(obj.fd.get(), &st) != 0) return ErrnoError(what, errno);
+  obj.inode = st.st_ino;
+  Result<Trailer> t = ReadTrailer(obj.fd.get(), static_cast<uint64_t>(st.st_size), key);
+  if (!t.has_value()) {
+    if (t.error().code() != StatusCode::kDataLoss) return t.error().Annotate(what);
+    return DropDamaged(key, obj.inode, t.error().Annotate(what));
+  }
+  obj.size = t->payload_len;
+  obj.checksum = t->payload_checksum;
+  return obj;
+}
+
+Status LocalStore::DropDamaged(std::string_view key, ino_t inode, const Status& why) {
+  IndexShard& s = index_[IndexShardOf(key)];
+  std::lock_guard lock(s.mu);
+  const std::string name = LocalStoreFileName(key);
+  struct stat st;
+  if (::fstatat(DirFor(key), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && st.st_ino == inode) {
+    ::unlinkat(DirFor(key), name.c_str(), 0);
+    if (auto it = s.objects.find(key); it != s.objects.end()) {
+      s.Unlink(&it->second);
+      bytes_ -= it->second.size;
+      objects_--;
+      s.objects.erase(it);
+    }
+  }
+  return why;
+}
+
+Result<size_t> LocalStore::Retrieve(std::string_view key, std::span<std::byte> dest) {
+  OC_ASSIGN_OR_RETURN(OpenObject obj, OpenForRead(key));
+  const std::string what = "reading '" + std::string(key) + "'";
+  if (dest.size() < obj.size) {
+    return ResourceExhaustedError(what + ": object is " + std::to_string(obj.size) +
+                                  " bytes, buffer " + std::to_string(dest.size()));
+  }
+  std::span<std::byte> out = dest.first(obj.size);
+  if (int e = PreadAll(obj.fd.get(), out, 0); e != 0) {
+    if (e > 0) return ErrnoError(what, e);
+    return DropDamaged(key, obj.inode, DataLossError(what + ": file shorter than its footer says"));
+  }
+  if (XXH3_64bits(out.data(), out.size()) != obj.checksum) {
+    return DropDamaged(key, obj.inode, DataLossError(what + ": payload checksum mismatch"));
+  }
+  return obj.size;
+}
+
+Status LocalStore::RetrieveRanges(std::span<RangeRead> reads) {
+  // One open per distinct key: all ranges of a key come from one version of it.
+  std::map<std::string_view, Result<OpenObject>> open;
+  for (RangeRead& r : reads) {
+    auto it = open.find(r.key);
+    if (it == open.end()) it = open.emplace(r.key, OpenForRead(r.key)).first;
+    if (!it->second.has_value()) {
+      r.status = it->second.error();
+      continue;
+    }
+    const OpenObject& obj = *it->second;
+    if (r.offset > obj.size || r.dest.size() > obj.size - r.offset) {
+      r.status = OutOfRangeError("reading '" + std::string(r.key) + "': range " +
+                                 std::to_string(r.offset) + "+" + std::to_string(r.dest.size()) +
+                                 " passes the end of a " + std::to_string(obj.size) +
+                                 "-byte object");
+      continue;
+    }
+    if (int e = PreadAll(obj.fd.get(), r.dest, r.offset); e != 0) {
+      r.status = e > 0 ? ErrnoError("reading '" + std::string(r.key) + "'", e)
+                       : DataLossError("reading '" + std::string(r.key) + "': file truncated");
+      continue;
+    }
+    r.status = Status();
+  }
+  return Status();
+}
+
+Result<std::vector<bool>> LocalStore::Exist(std::span<const std::string> keys) {
+  std::vector<bool> out(keys.size());
+  for (size_t i = 0; i < keys.size(); ++i) {
+    if (!ValidateKey(keys[i]).ok()) continue;
+    IndexShard& s = index_[IndexShardOf(keys[i])];
+    std::lock_guard lock(s.mu);
+    out[i] = s.objects.contains(keys[i]);
+  }
+  return out;
+}
+
+Status LocalStore::Delete(std::string_view key) {
+  OC_RETURN_IF_ERROR(ValidateKey(key));
+  const std::string what = "deleting '" + std::string(key) + "'";
+  IndexShard& s = index_[IndexShardOf(key)];
+  std::lock_guard lock(s.mu);
+  auto it = s.objects.find(key);
+  if (it == s.objects.end()) return NotFoundError(what + ": no such object");
+  if (::unlinkat(DirFor(key), LocalStoreFileName(key).c_str(), 0) != 0 && errno != ENOENT) {
+    return ErrnoError(what, errno);
+  }
+  s.Unlink(&it->second);
+  bytes_ -= it->second.size;
+  objects_--;
+  s.objects.erase(it);
+  return Status();
+}
+
+Result<ListPage> LocalStore::List(const ListOptions& options) {
+  std::vector<ObjectInfo> merged;
+  const bool after = options.start_after >= options.prefix;
+  const std::string& from = after ? options.start_after : options.prefix;
+  for (IndexShard& s : index_) {
+    std::lock_guard lock(s.mu);
+    auto it = after ? s.objects.upper_bound(from) : s.objects.lower_bound(from);
+    for (size_t n = 0; it != s.objects.end() && n <= options.max_keys; ++it, ++n) {
+      if (!it->first.starts_with(options.prefix)) break;
+      merged.push_back({it->first, it->second.size});
+    }
+  }
+  std::sort(merged.begin(), merged.end(),
+            [](const ObjectInfo& a, const ObjectInfo& b) { return a.key < b.key; });
+  ListPage page;
+  page.truncated = merged.size() > options.max_keys;
+  if (page.truncated) merged.resize(options.max_keys);
+  page.objects = std::move(merged);
+  return page;
+}
+
+// ---- open and rebuild --------------------------------------------------------------------
+
+struct FoundObject {
+  std::string key;
+  uint64_t size;
+  int64_t mtime_ns;
+};
+
+struct ShardScan {
+  std::vector<FoundObject> objects;
+  uint64_t damaged = 0;
+  Status status;
+};
+
+void ScanDirShard(int dir_fd, size_t shard, ShardScan* out) {
+  out->status = ForEachDirEntry(dir_fd, "object directory " + std::to_string(shard), [&](const char* entry) {
+    std::string_view name = entry;
+    struct stat st;
+    if (::fstatat(dir_fd, entry, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode)) return;
+    std::optional<std::string> key;
+    uint64_t trailer_len = 0;
+    if (name.starts_with('~')) {
+      // Long name: the key is in the trailer.
+      Fd f(::openat(dir_fd, entry, O_RDONLY | O_CLOEXEC));
+      if (!f.valid()) return;
+      Result<Trailer> t = ReadTrailer(f.get(), static_cast<uint64_t>(st.st_size), std::nullopt);
+      if (t.has_value() && LocalStoreFileName(t->key) == name) key = std::move(t->key);
+    } else {
+      key = DecodeFileName(name);
+    }
+    if (key) trailer_len = key->size() + kFooterBytes;
+    if (!key || DirShardOf(*key) != shard || static_cast<uint64_t>(st.st_size) < trailer_len) {
+      // Not a file this store wrote where it belongs, or too short to be one.
+      ::unlinkat(dir_fd, entry, 0);
+      out->damaged++;
+      return;
+    }
+    out->objects.push_back({std::move(*key), static_cast<uint64_t>(st.st_size) - trailer_len,
+                            st.st_mtim.tv_sec * 1'000'000'000 + st.st_mtim.tv_nsec});
+  });
+}
+
+Status EnsureDir(int parent, const char* name) {
+  if (::mkdirat(parent, name, 0755) != 0 && errno != EEXIST) {
+    return ErrnoError(std::string("creating directory ") + name, errno);
+  }
+  return Status();
+}
+
+Result<Fd> OpenDir(int parent, const char* name) {
+  Fd fd(::openat(parent, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (!fd.valid()) return ErrnoError(std::string("opening directory ") + name, errno);
+  return fd;
+}
+
+// Checks that `root` is a store of this format, or an empty directory to make into one.
+Status CheckFormat(int root, const std::string& path) {
+  Fd f(::openat(root, std::string(kFormatFile).c_str(), O_RDONLY | O_CLOEXEC));
+  if (f.valid()) {
+    char buf[64] = {};
+    ssize_t n = ::read(f.get(), buf, sizeof(buf));
+    if (n != static_cast<ssize_t>(kFormatText.size()) ||
+        std::string_view(buf, static_cast<size_t>(n)) != kFormatText) {
+      return FailedPreconditionError(path + " holds a store of an unknown format (FORMAT says '" +
+                                     std::string(buf, n > 0 ? static_cast<size_t>(n) : 0) + "')");
+    }
+    return Status();
+  }
+  if (errno != ENOENT) return ErrnoError("opening " + path + "/FORMAT", errno);
+  // No FORMAT file: only an empty directory may become a store.
+  bool empty = true;
+  OC_RETURN_IF_ERROR(ForEachDirEntry(root, path, [&](const char* name) {
+    if (std::string_view(name) != "LOCK") empty = false;
+  }));
+  if (!empty) {
+    return FailedPreconditionError(path +
+                                   " is not empty and is not an objectcache store (no FORMAT file)");
+  }
+  Fd w(::openat(root, "FORMAT.tmp", O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+  if (!w.valid() || WriteAll(w.get(), kFormatText.data(), kFormatText.size()) != 0 ||
+      ::fsync(w.get()) != 0 || ::renameat(root, "FORMAT.tmp", root, "FORMAT") != 0) {
+    return ErrnoError("writing " + path + "/FORMAT", errno);
+  }
+  return Status();
+}
+
+}  // namespace
+
+std::string LocalStoreFileName(std::string_view key) {
+  static constexpr char kDigits[] = "0123456789ABCDEF";
+  std::string name;
+  name.reserve(key.size());
+  for (size_t i = 0; i < key.size(); ++i) {
+    char c = key[i];
+    if (IsPlainNameChar(c) && !(i == 0 && c == '.')) {
+      name.push_back(c);
+    } else {
+      uint8_t b = static_cast<uint8_t>(c);
+      name.push_back('%');
+      name.push_back(kDigits[b >> 4]);
+      name.push_back(kDigits[b & 0xf]);
+    }
+    if (name.size() > kMaxPlainFileName) break;
+  }
+  if (name.size() > kMaxPlainFileName) {
+    XXH128_canonical_t c;
+    XXH128_canonicalFromHash(&c, XXH3_128bits(key.data(), key.size()));
+    return "~" + EncodeHex(c.digest, sizeof(c.digest));
+  }
+  return name;
+}
+
+Result<std::unique_ptr<Store>> OpenLocalStore(const LocalStoreOptions& options,
+                                              LocalStoreOpenStats* stats) {
+  const auto start = std::chrono::steady_clock::now();
+  const std::string& path = options.root;
+  if (path.empty()) return InvalidArgumentError("local store: empty directory path");
+  if (::mkdir(path.c_str(), 0755) != 0 && errno != EEXIST) {
+    return ErrnoError("creating store directory " + path, errno);
+  }
+  Fd root(::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (!root.valid()) return ErrnoError("opening store directory " + path, errno);
+
+  OC_RETURN_IF_ERROR(CheckFormat(root.get(), path));
+  Fd lock(::openat(root.get(), "LOCK", O_RDWR | O_CREAT | O_CLOEXEC, 0644));
+  if (!lock.valid()) return ErrnoError("creating " + path + "/LOCK", errno);
+  if (::flock(lock.get(), LOCK_EX | LOCK_NB) != 0) {
+    if (errno == EWOULDBLOCK) {
+      return FailedPreconditionError("store " + path + " is in use by another process");
+    }
+    return ErrnoError("locking " + path, errno);
+  }
+
+  OC_RETURN_IF_ERROR(EnsureDir(root.get(), "objects"));
+  OC_RETURN_IF_ERROR(EnsureDir(root.get(), "tmp"));
+  OC_ASSIGN_OR_RETURN(Fd objects, OpenDir(root.get(), "objects"));
+  OC_ASSIGN_OR_RETURN(Fd tmp, OpenDir(root.get(), "tmp"));
+  std::array<Fd, kDirShards> dirs;
+  for (size_t i = 0; i < kDirShards; ++i) {
+    const std::string name = EncodeHex(reinterpret_cast<const uint8_t*>(&i), 1);
+    OC_RETURN_IF_ERROR(EnsureDir(objects.get(), name.c_str()));
+    OC_ASSIGN_OR_RETURN(dirs[i], OpenDir(objects.get(), name.c_str()));
+  }
+
+  LocalStoreOpenStats local_stats;
+  // Temporary files are writes that never completed: remove them.
+  OC_RETURN_IF_ERROR(ForEachDirEntry(tmp.get(), path + "/tmp", [&](const char* name) {
+    if (::unlinkat(tmp.get(), name, 0) == 0) local_stats.removed_temp_files++;
+  }));
+
+  unsigned threads = options.rebuild_threads;
+  if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
+  std::vector<ShardScan> scans(kDirShards);
+  {
+    std::atomic<size_t> next{0};
+    std::vector<std::jthread> workers;
+    for (unsigned t = 0; t < threads; ++t) {
+      workers.emplace_back([&] {
+        for (size_t i = next++; i < kDirShards; i = next++) ScanDirShard(dirs[i].get(), i, &scans[i]);
+      });
+    }
+  }
+  std::vector<FoundObject> found;
+  for (ShardScan& scan : scans) {
+    if (!scan.status.ok()) return scan.status.Annotate("opening store " + path);
+    local_stats.removed_damaged_files += scan.damaged;
+    std::move(scan.objects.begin(), scan.objects.end(), std::back_inserter(found));
+    scan.objects = {};
+  }
+  std::sort(found.begin(), found.end(),
+            [](const FoundObject& a, const FoundObject& b) { return a.mtime_ns < b.mtime_ns; });
+
+  auto store = std::make_unique<LocalStore>(options, std::move(root), std::move(lock),
+                                            std::move(tmp), std::move(dirs));
+  for (FoundObject& f : found) store->AddRebuilt(std::move(f.key), f.size);
+  store->EvictToCapacity();  // the capacity may have shrunk since the last run
+  StoreUsage usage = store->Usage();
+  local_stats.objects = usage.objects;
+  local_stats.bytes = usage.bytes;
+  local_stats.seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (stats) *stats = local_stats;
+  return std::unique_ptr<Store>(std::move(store));
+}
+
+}  // namespace objectcache

@@ -1,0 +1,177 @@
+#include "store/local/local_store.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "store/store_conformance.h"
+
+namespace objectcache {
+namespace {
+
+namespace fs = std::filesystem;
+
+INSTANTIATE_TEST_SUITE_P(Local, StoreConformanceTest,
+                         ::testing::Values(StoreFactory{
+                             "local", [](const std::string& dir) {
+                               return OpenLocalStore({.root = dir});
+                             }}),
+                         [](const auto& param_info) { return param_info.param.name; });
+
+class LocalStoreTest : public ::testing::Test {
+ protected:
+  void SetUp() override { dir_ = MakeScratchDir(); }
+  void TearDown() override { RemoveTree(dir_); }
+
+  std::unique_ptr<Store> Open(LocalStoreOptions options = {}, LocalStoreOpenStats* stats = nullptr) {
+    options.root = dir_;
+    Result<std::unique_ptr<Store>> s = OpenLocalStore(options, stats);
+    EXPECT_TRUE(s.has_value()) << s.error().ToString();
+    return s.has_value() ? std::move(*s) : nullptr;
+  }
+  // The file holding `key`, found by name in any shard directory.
+  fs::path FileOf(std::string_view key) {
+    for (const auto& shard : fs::directory_iterator(fs::path(dir_) / "objects")) {
+      fs::path p = shard.path() / LocalStoreFileName(key);
+      if (fs::exists(p)) return p;
+    }
+    return {};
+  }
+
+  std::string dir_;
+};
+
+TEST_F(LocalStoreTest, SecondOpenOfTheSameDirectoryIsRefused) {
+  auto store = Open();
+  Result<std::unique_ptr<Store>> second = OpenLocalStore({.root = dir_});
+  ASSERT_FALSE(second.has_value());
+  EXPECT_EQ(second.error().code(), StatusCode::kFailedPrecondition);
+  store.reset();
+  EXPECT_TRUE(OpenLocalStore({.root = dir_}).has_value());
+}
+
+TEST_F(LocalStoreTest, ForeignNonEmptyDirectoryIsRefusedAndLeftAlone) {
+  fs::create_directories(dir_);
+  std::ofstream(fs::path(dir_) / "thesis.tex") << "precious";
+  Result<std::unique_ptr<Store>> s = OpenLocalStore({.root = dir_});
+  ASSERT_FALSE(s.has_value());
+  EXPECT_EQ(s.error().code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(std::distance(fs::directory_iterator(dir_), fs::directory_iterator()), 1);
+}
+
+TEST_F(LocalStoreTest, UnknownFormatVersionIsRefused) {
+  Open().reset();
+  std::ofstream(fs::path(dir_) / "FORMAT", std::ios::trunc) << "objectcache local store v9\n";
+  Result<std::unique_ptr<Store>> s = OpenLocalStore({.root = dir_});
+  ASSERT_FALSE(s.has_value());
+  EXPECT_EQ(s.error().code(), StatusCode::kFailedPrecondition);
+}
+
+TEST_F(LocalStoreTest, LeftoverTemporaryFilesAreRemovedAndNeverServed) {
+  Open().reset();
+  std::ofstream(fs::path(dir_) / "tmp" / "17") << "half a write";
+  LocalStoreOpenStats stats;
+  auto store = Open({}, &stats);
+  EXPECT_EQ(stats.removed_temp_files, 1u);
+  EXPECT_EQ(stats.objects, 0u);
+  EXPECT_TRUE(fs::is_empty(fs::path(dir_) / "tmp"));
+}
+
+TEST_F(LocalStoreTest, TruncatedObjectFileIsDataLossThenGone) {
+  auto store = Open();
+  std::string value(10000, 'v');
+  ASSERT_TRUE(store->Put("k", AsBytes(value)).ok());
+  fs::resize_file(FileOf("k"), 6000);  // as a power loss without fsync might leave it
+  std::string buf(10000, '\0');
+  EXPECT_EQ(store->Retrieve("k", AsWritableBytes(buf)).status().code(), StatusCode::kDataLoss);
+  EXPECT_EQ(store->Stat("k").status().code(), StatusCode::kNotFound);
+  EXPECT_TRUE(FileOf("k").empty());
+}
+
+TEST_F(LocalStoreTest, BitFlipInPayloadIsDataLossOnWholeRead) {
+  auto store = Open();
+  std::string value(10000, 'v');
+  ASSERT_TRUE(store->Put("k", AsBytes(value)).ok());
+  {
+    std::fstream f(FileOf("k"), std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(1234);
+    f.put('w');
+  }
+  std::string buf(10000, '\0');
+  EXPECT_EQ(store->Retrieve("k", AsWritableBytes(buf)).status().code(), StatusCode::kDataLoss);
+}
+
+TEST_F(LocalStoreTest, DamagedFilesFoundAtOpenAreRemoved) {
+  auto store = Open();
+  ASSERT_TRUE(store->Put("good", AsBytes(std::string(100, 'g'))).ok());
+  ASSERT_TRUE(store->Put("short", AsBytes(std::string(100, 's'))).ok());
+  fs::path shard = FileOf("short").parent_path();
+  store.reset();
+  fs::resize_file(FileOf("short"), 3);               // shorter than its trailer
+  std::ofstream(shard / "bad%zzname") << "junk";     // not a name this store writes
+  LocalStoreOpenStats stats;
+  store = Open({}, &stats);
+  EXPECT_EQ(stats.objects, 1u);
+  EXPECT_EQ(stats.removed_damaged_files, 2u);
+  EXPECT_EQ(*ReadWholeObject(*store, "good"), std::string(100, 'g'));
+}
+
+TEST_F(LocalStoreTest, LongNamesAreHashedAndRecoveredAtOpen) {
+  std::string long_key(900, 'L');
+  long_key += "/tail";
+  EXPECT_TRUE(LocalStoreFileName(long_key).starts_with("~"));
+  EXPECT_EQ(LocalStoreFileName("6d0f5c5d66016c150b2cafada81c8810"),
+            "6d0f5c5d66016c150b2cafada81c8810");
+  EXPECT_EQ(LocalStoreFileName("a/b c"), "a%2Fb%20c");
+  EXPECT_EQ(LocalStoreFileName(".."), "%2E.");
+  auto store = Open();
+  ASSERT_TRUE(store->Put(long_key, AsBytes("long")).ok());
+  store.reset();
+  store = Open();
+  EXPECT_EQ(*ReadWholeObject(*store, long_key), "long");
+}
+
+TEST_F(LocalStoreTest, CapacityEvictsLeastRecentlyUsedWholeObjects) {
+  auto store = Open({.capacity_bytes = 3000});
+  std::string kb(1000, 'x');
+  ASSERT_TRUE(store->Put("a", AsBytes(kb)).ok());
+  ASSERT_TRUE(store->Put("b", AsBytes(kb)).ok());
+  ASSERT_TRUE(store->Put("c", AsBytes(kb)).ok());
+  ASSERT_TRUE(ReadWholeObject(*store, "a").has_value());  // a is now more recent than b
+  ASSERT_TRUE(store->Put("d", AsBytes(kb)).ok());
+  EXPECT_EQ(store->Stat("b").status().code(), StatusCode::kNotFound);
+  for (const char* k : {"a", "c", "d"}) EXPECT_TRUE(store->Stat(k).has_value()) << k;
+  EXPECT_EQ(store->Usage().evictions, 1u);
+  EXPECT_EQ(store->Usage().bytes, 3000u);
+  EXPECT_TRUE(FileOf("b").empty());
+  EXPECT_EQ(store->Put("huge", AsBytes(std::string(3001, 'h'))).code(),
+            StatusCode::kResourceExhausted);
+}
+
+TEST_F(LocalStoreTest, ShrunkCapacityEvictsOldestAtOpen) {
+  auto store = Open();
+  for (int i = 0; i < 5; ++i) {
+    ASSERT_TRUE(store->Put("k" + std::to_string(i), AsBytes(std::string(100, 'x'))).ok());
+    // Distinct modification times order the rebuilt LRU.
+    struct timespec times[2] = {{0, UTIME_OMIT}, {1000000 + i, 0}};
+    ASSERT_EQ(::utimensat(AT_FDCWD, FileOf("k" + std::to_string(i)).c_str(), times, 0), 0);
+  }
+  store.reset();
+  store = Open({.capacity_bytes = 250});
+  EXPECT_EQ(store->Usage().objects, 2u);
+  EXPECT_TRUE(store->Stat("k3").has_value());
+  EXPECT_TRUE(store->Stat("k4").has_value());
+}
+
+TEST_F(LocalStoreTest, DurablePutsWork) {
+  auto store = Open({.durable = true});
+  ASSERT_TRUE(store->Put("d", AsBytes("durable")).ok());
+  ASSERT_TRUE(store->Put("n", AsBytes("not"), {.durable = false}).ok());
+  EXPECT_EQ(*ReadWholeObject(*store, "d"), "durable");
+}
+
+}  // namespace
+}  // namespace objectcache

@@ -1,0 +1,278 @@
+#include "store/store_conformance.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <random>
+#include <set>
+#include <thread>
+
+#include "objectcache/chunk_object.h"
+
+namespace objectcache {
+
+std::string MakeScratchDir() {
+  std::string tmpl = (std::filesystem::temp_directory_path() / "objectcache-test-XXXXXX").string();
+  char* dir = ::mkdtemp(tmpl.data());
+  if (dir == nullptr) std::abort();
+  return std::string(dir) + "/store";
+}
+
+void RemoveTree(const std::string& dir) {
+  std::error_code ec;
+  std::filesystem::remove_all(std::filesystem::path(dir).parent_path(), ec);
+}
+
+void StoreConformanceTest::SetUp() {
+  dir_ = MakeScratchDir();
+  Result<std::unique_ptr<Store>> s = GetParam().open(dir_);
+  ASSERT_TRUE(s.has_value()) << s.error().ToString();
+  store_ = std::move(*s);
+}
+
+void StoreConformanceTest::TearDown() {
+  store_.reset();
+  RemoveTree(dir_);
+}
+
+void StoreConformanceTest::Reopen() {
+  store_.reset();
+  Result<std::unique_ptr<Store>> s = GetParam().open(dir_);
+  ASSERT_TRUE(s.has_value()) << s.error().ToString();
+  store_ = std::move(*s);
+}
+
+namespace {
+
+std::string Pattern(size_t n, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::string s(n, '\0');
+  for (char& c : s) c = static_cast<char>(rng());
+  return s;
+}
+
+std::string Get(Store& store, std::string_view key) {
+  Result<std::string> r = ReadWholeObject(store, key);
+  EXPECT_TRUE(r.has_value()) << key << ": " << r.error().ToString();
+  return r.value_or("<error>");
+}
+
+TEST_P(StoreConformanceTest, PutThenRetrieveRoundTripsEverySize) {
+  for (size_t size : {size_t{0}, size_t{1}, size_t{4095}, size_t{4096}, size_t{(1 << 20) + 3}}) {
+    std::string key = "obj-" + std::to_string(size);
+    std::string value = Pattern(size, size);
+    ASSERT_TRUE(store_->Put(key, AsBytes(value)).ok());
+    EXPECT_EQ(Get(*store_, key), value) << size;
+    EXPECT_EQ(store_->Stat(key)->size, size);
+  }
+}
+
+TEST_P(StoreConformanceTest, OverwriteReplacesTheWholeValue) {
+  std::string big = Pattern(100000, 1), small = Pattern(10, 2);
+  ASSERT_TRUE(store_->Put("k", AsBytes(big)).ok());
+  ASSERT_TRUE(store_->Put("k", AsBytes(small)).ok());
+  EXPECT_EQ(Get(*store_, "k"), small);
+  EXPECT_EQ(store_->Usage().objects, 1u);
+  EXPECT_EQ(store_->Usage().bytes, 10u);
+}
+
+TEST_P(StoreConformanceTest, MissingObjectIsNotFoundEverywhere) {
+  char buf[16];
+  EXPECT_EQ(store_->Stat("missing").status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(store_->Retrieve("missing", std::as_writable_bytes(std::span(buf))).status().code(),
+            StatusCode::kNotFound);
+  EXPECT_EQ(store_->Delete("missing").code(), StatusCode::kNotFound);
+  RangeRead r{.key = "missing", .offset = 0, .dest = std::as_writable_bytes(std::span(buf))};
+  ASSERT_TRUE(store_->RetrieveRanges(std::span(&r, 1)).ok());
+  EXPECT_EQ(r.status.code(), StatusCode::kNotFound);
+}
+
+TEST_P(StoreConformanceTest, RetrieveIntoTooSmallBufferIsResourceExhausted) {
+  std::string value = Pattern(100, 3);
+  ASSERT_TRUE(store_->Put("k", AsBytes(value)).ok());
+  std::string buf(99, '\0');
+  EXPECT_EQ(store_->Retrieve("k", AsWritableBytes(buf)).status().code(),
+            StatusCode::kResourceExhausted);
+  std::string exact(100, '\0');
+  EXPECT_EQ(*store_->Retrieve("k", AsWritableBytes(exact)), 100u);
+  EXPECT_EQ(exact, value);
+}
+
+TEST_P(StoreConformanceTest, ManyRangesOfManyObjectsInOneCall) {
+  std::string a = Pattern(70000, 4), b = Pattern(5000, 5);
+  ASSERT_TRUE(store_->Put("a", AsBytes(a)).ok());
+  ASSERT_TRUE(store_->Put("b", AsBytes(b)).ok());
+  std::string d0(4096, 0), d1(100, 0), d2(1, 0), d3(10, 0), d4(0, 0), d5(8, 0), d6(5000, 0);
+  std::vector<RangeRead> reads = {
+      {.key = "a", .offset = 65536, .dest = AsWritableBytes(d0)},
+      {.key = "b", .offset = 4900, .dest = AsWritableBytes(d1)},   // ends exactly at the end
+      {.key = "a", .offset = 0, .dest = AsWritableBytes(d2)},
+      {.key = "b", .offset = 4995, .dest = AsWritableBytes(d3)},   // passes the end
+      {.key = "b", .offset = 5000, .dest = AsWritableBytes(d4)},   // empty range at the end
+      {.key = "nope", .offset = 0, .dest = AsWritableBytes(d5)},
+      {.key = "b", .offset = 0, .dest = AsWritableBytes(d6)},
+  };
+  ASSERT_TRUE(store_->RetrieveRanges(reads).ok());
+  EXPECT_TRUE(reads[0].status.ok());
+  EXPECT_EQ(d0, a.substr(65536, 4096));
+  EXPECT_TRUE(reads[1].status.ok());
+  EXPECT_EQ(d1, b.substr(4900));
+  EXPECT_EQ(d2, a.substr(0, 1));
+  EXPECT_EQ(reads[3].status.code(), StatusCode::kOutOfRange);
+  EXPECT_TRUE(reads[4].status.ok());
+  EXPECT_EQ(reads[5].status.code(), StatusCode::kNotFound);
+  EXPECT_EQ(d6, b);
+  RangeRead past{.key = "b", .offset = 5001, .dest = AsWritableBytes(d4)};
+  ASSERT_TRUE(store_->RetrieveRanges(std::span(&past, 1)).ok());
+  EXPECT_EQ(past.status.code(), StatusCode::kOutOfRange);
+}
+
+TEST_P(StoreConformanceTest, ExistAndPresentPrefix) {
+  std::vector<std::string> keys;
+  for (int i = 0; i < 10; ++i) keys.push_back("chunk-" + std::to_string(i));
+  for (int i : {0, 1, 2, 3, 5, 6}) ASSERT_TRUE(store_->Put(keys[i], AsBytes("x")).ok());
+  std::vector<bool> present = *store_->Exist(keys);
+  EXPECT_EQ(present, (std::vector<bool>{1, 1, 1, 1, 0, 1, 1, 0, 0, 0}));
+  EXPECT_EQ(*store_->CountPresentPrefix(keys), 4u);
+  EXPECT_EQ(*store_->CountPresentPrefix(std::span(keys).subspan(4)), 0u);
+  EXPECT_EQ(*store_->CountPresentPrefix({}), 0u);
+}
+
+TEST_P(StoreConformanceTest, DeleteRemovesOnlyThatObject) {
+  ASSERT_TRUE(store_->Put("a", AsBytes("1")).ok());
+  ASSERT_TRUE(store_->Put("b", AsBytes("22")).ok());
+  ASSERT_TRUE(store_->Delete("a").ok());
+  EXPECT_EQ(store_->Stat("a").status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(Get(*store_, "b"), "22");
+  EXPECT_EQ(store_->Usage().objects, 1u);
+  EXPECT_EQ(store_->Usage().bytes, 2u);
+}
+
+TEST_P(StoreConformanceTest, ListIsOrderedFilteredAndPaged) {
+  std::set<std::string> want;
+  for (int i = 0; i < 60; ++i) {
+    std::string key = (i % 3 == 0 ? "logs/" : "kv/") + std::to_string(i * 7919 % 1000);
+    ASSERT_TRUE(store_->Put(key, AsBytes(std::string(i, 'v'))).ok());
+    if (key.starts_with("kv/")) want.insert(key);
+  }
+  ASSERT_TRUE(store_->Put("kv", AsBytes("not under kv/")).ok());
+  std::vector<std::string> got;
+  ListOptions options{.prefix = "kv/", .start_after = "", .max_keys = 7};
+  for (int pages = 0; pages < 100; ++pages) {
+    Result<ListPage> page = store_->List(options);
+    ASSERT_TRUE(page.has_value());
+    EXPECT_LE(page->objects.size(), 7u);
+    for (const ObjectInfo& o : page->objects) got.push_back(o.key);
+    if (!page->truncated) break;
+    options.start_after = page->objects.back().key;
+  }
+  EXPECT_EQ(got, std::vector<std::string>(want.begin(), want.end()));
+  ListPage all = *store_->List({.prefix = "", .start_after = "", .max_keys = 1000});
+  EXPECT_EQ(all.objects.size(), 61u);
+  EXPECT_FALSE(all.truncated);
+  EXPECT_TRUE(std::is_sorted(all.objects.begin(), all.objects.end(),
+                             [](const ObjectInfo& a, const ObjectInfo& b) { return a.key < b.key; }));
+  ListPage after = *store_->List({.prefix = "kv/", .start_after = "kw", .max_keys = 10});
+  EXPECT_TRUE(after.objects.empty());
+  EXPECT_FALSE(after.truncated);
+}
+
+TEST_P(StoreConformanceTest, NamesAreOpaqueBytesUpTo1024) {
+  std::vector<std::string> names = {
+      "a/b/c", "../../etc/passwd", ".", "..", ".hidden", "~tilde", "100%", "sp ace",
+      "caf\xc3\xa9", std::string("nul\0byte", 8), "\xff\xfe", std::string(1024, 'x'),
+      std::string(300, '/'), std::string(1023, '%') + "z"};
+  for (size_t i = 0; i < names.size(); ++i) {
+    std::string value = Pattern(i * 10, i);
+    ASSERT_TRUE(store_->Put(names[i], AsBytes(value)).ok()) << i;
+  }
+  for (size_t i = 0; i < names.size(); ++i) {
+    EXPECT_EQ(Get(*store_, names[i]), Pattern(i * 10, i)) << i;
+  }
+  EXPECT_EQ(store_->List({.prefix = "", .start_after = "", .max_keys = 100})->objects.size(),
+            names.size());
+  EXPECT_EQ(store_->Put(std::string(1025, 'x'), AsBytes("v")).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(store_->Put("", AsBytes("v")).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(store_->Stat(std::string(1025, 'x')).status().code(), StatusCode::kInvalidArgument);
+}
+
+TEST_P(StoreConformanceTest, ChunkLayerIsOneRangeUnderTheHexName) {
+  KvLayout layout = FindModelPreset("llama-3.1-8b")->layout;
+  ChunkKey key = KeyNamespace("llama-3.1-8b", layout).KeysForTokens(std::vector<uint32_t>(16, 1))[0];
+  std::string kv = Pattern(layout.ChunkKvBytes(), 9);
+  std::string object = *EncodeChunkObject(layout, key, AsBytes(kv));
+  ASSERT_TRUE(store_->Put(key.ToHex(), AsBytes(object)).ok());
+  std::string header(kChunkHeaderRegion, '\0'), slice(layout.LayerSliceBytes(), '\0');
+  ChunkHeader geometry = ChunkGeometry(layout, key);
+  std::string hex = key.ToHex();
+  std::vector<RangeRead> reads = {
+      {.key = hex, .offset = 0, .dest = AsWritableBytes(header)},
+      {.key = hex, .offset = geometry.LayerOffset(17), .dest = AsWritableBytes(slice)}};
+  ASSERT_TRUE(store_->RetrieveRanges(reads).ok());
+  ASSERT_TRUE(reads[0].status.ok() && reads[1].status.ok());
+  ChunkExpectation expect{.layout = &layout, .key = &key, .object_bytes = object.size()};
+  Result<ChunkHeader> h = DecodeChunkHeader(AsBytes(header), expect);
+  ASSERT_TRUE(h.has_value()) << h.error().ToString();
+  EXPECT_TRUE(VerifyLayerSlice(*h, 17, AsBytes(slice)).ok());
+  EXPECT_EQ(slice, kv.substr(17 * layout.LayerSliceBytes(), layout.LayerSliceBytes()));
+}
+
+TEST_P(StoreConformanceTest, ConcurrentReadersSeeWholeVersions) {
+  // Each value is a version number repeated: a torn read would mix two versions.
+  constexpr int kKeys = 4, kWriters = 2, kReaders = 2, kRounds = 150;
+  auto value_of = [](uint32_t version, size_t size) {
+    std::string v(size, '\0');
+    for (size_t i = 0; i + 4 <= size; i += 4) std::memcpy(&v[i], &version, 4);
+    return v;
+  };
+  for (int k = 0; k < kKeys; ++k) {
+    ASSERT_TRUE(store_->Put("c" + std::to_string(k), AsBytes(value_of(0, 4096))).ok());
+  }
+  std::atomic<int> torn{0}, errors{0};
+  std::vector<std::thread> threads;
+  for (int w = 0; w < kWriters; ++w) {
+    threads.emplace_back([&, w] {
+      for (int i = 1; i <= kRounds; ++i) {
+        uint32_t version = static_cast<uint32_t>(w * kRounds + i);
+        size_t size = 4096 * (1 + version % 16);
+        if (!store_->Put("c" + std::to_string(i % kKeys), AsBytes(value_of(version, size))).ok()) {
+          errors++;
+        }
+      }
+    });
+  }
+  for (int r = 0; r < kReaders; ++r) {
+    threads.emplace_back([&] {
+      for (int i = 0; i < kRounds * 2; ++i) {
+        Result<std::string> v = ReadWholeObject(*store_, "c" + std::to_string(i % kKeys));
+        if (!v.has_value()) {
+          errors++;
+          continue;
+        }
+        uint32_t first;
+        std::memcpy(&first, v->data(), 4);
+        if (*v != value_of(first, v->size())) torn++;
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  EXPECT_EQ(torn.load(), 0);
+  EXPECT_EQ(errors.load(), 0);
+}
+
+TEST_P(StoreConformanceTest, PersistentStoreKeepsObjectsAcrossReopen) {
+  if (!store_->Capabilities().persistent) GTEST_SKIP() << "not a persistent backend";
+  std::string value = Pattern(12345, 11);
+  ASSERT_TRUE(store_->Put("kept", AsBytes(value)).ok());
+  ASSERT_TRUE(store_->Put("gone", AsBytes(value)).ok());
+  ASSERT_TRUE(store_->Delete("gone").ok());
+  Reopen();
+  EXPECT_EQ(Get(*store_, "kept"), value);
+  EXPECT_EQ(store_->Stat("gone").status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(store_->Usage().objects, 1u);
+}
+
+}  // namespace
+}  // namespace objectcache

@@ -1,0 +1,101 @@
+#include "objectcache/store_registry.h"
+
+#include <cctype>
+#include <charconv>
+
+#include "store/local/local_store.h"
+#include "store/memory/memory_store.h"
+
+namespace objectcache {
+namespace {
+
+// "a=1&b=2" -> calls `on(key, value)` for each pair.
+template <typename F>
+Status ForEachQueryParam(std::string_view query, F on) {
+  while (!query.empty()) {
+    size_t amp = query.find('&');
+    std::string_view pair = query.substr(0, amp);
+    query = amp == std::string_view::npos ? std::string_view() : query.substr(amp + 1);
+    if (pair.empty()) continue;
+    size_t eq = pair.find('=');
+    if (eq == std::string_view::npos) {
+      return InvalidArgumentError("store URI option '" + std::string(pair) + "' lacks a value");
+    }
+    OC_RETURN_IF_ERROR(on(pair.substr(0, eq), pair.substr(eq + 1)));
+  }
+  return Status();
+}
+
+Result<bool> ParseBool(std::string_view name, std::string_view v) {
+  if (v == "true" || v == "1" || v == "yes") return true;
+  if (v == "false" || v == "0" || v == "no") return false;
+  return InvalidArgumentError("store URI option " + std::string(name) + "=" + std::string(v) +
+                              " is not true or false");
+}
+
+Result<std::unique_ptr<Store>> OpenFileUri(std::string_view rest) {
+  size_t q = rest.find('?');
+  LocalStoreOptions options;
+  options.root = std::string(rest.substr(0, q));
+  if (options.root.empty()) return InvalidArgumentError("file:// store URI lacks a path");
+  if (q != std::string_view::npos) {
+    OC_RETURN_IF_ERROR(ForEachQueryParam(rest.substr(q + 1), [&](std::string_view k,
+                                                                 std::string_view v) -> Status {
+      if (k == "capacity") {
+        OC_ASSIGN_OR_RETURN(options.capacity_bytes, ParseByteSize(v));
+      } else if (k == "durable") {
+        OC_ASSIGN_OR_RETURN(options.durable, ParseBool(k, v));
+      } else {
+        return InvalidArgumentError("unknown file:// store option '" + std::string(k) +
+                                    "' (known: capacity, durable)");
+      }
+      return Status();
+    }));
+  }
+  return OpenLocalStore(options);
+}
+
+}  // namespace
+
+Result<uint64_t> ParseByteSize(std::string_view text) {
+  uint64_t value = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  std::string_view unit(end, text.data() + text.size() - end);
+  if (ec != std::errc() || end == text.data()) {
+    return InvalidArgumentError("'" + std::string(text) + "' is not a byte size (e.g. 10GiB)");
+  }
+  struct Unit {
+    std::string_view name;
+    uint64_t factor;
+  };
+  static constexpr Unit kUnits[] = {
+      {"", 1},           {"B", 1},          {"K", 1000},        {"KB", 1000},
+      {"M", 1000000},    {"MB", 1000000},   {"G", 1000000000},  {"GB", 1000000000},
+      {"T", 1000000000000}, {"TB", 1000000000000}, {"KiB", 1ull << 10}, {"MiB", 1ull << 20},
+      {"GiB", 1ull << 30}, {"TiB", 1ull << 40}};
+  for (const Unit& u : kUnits) {
+    if (u.name == unit) {
+      if (value > UINT64_MAX / u.factor) {
+        return InvalidArgumentError("byte size '" + std::string(text) + "' is too large");
+      }
+      return value * u.factor;
+    }
+  }
+  return InvalidArgumentError("'" + std::string(text) + "': unknown size unit '" +
+                              std::string(unit) + "'");
+}
+
+Result<std::unique_ptr<Store>> OpenStore(std::string_view uri) {
+  if (uri.empty()) return InvalidArgumentError("empty store URI");
+  if (uri == "mem://" || uri == "mem:") return NewMemoryStore();
+  if (uri.starts_with("file://")) return OpenFileUri(uri.substr(7));
+  size_t colon = uri.find("://");
+  if (colon != std::string_view::npos) {
+    return InvalidArgumentError("unknown store URI scheme '" + std::string(uri.substr(0, colon)) +
+                                "://' (known: mem://, file://)");
+  }
+  // A bare path is a local store.
+  return OpenFileUri(uri);
+}
+
+}  // namespace objectcache
