@@ -13,18 +13,6 @@
 
 namespace objectcache {
 
-std::string MakeScratchDir() {
-  std::string tmpl = (std::filesystem::temp_directory_path() / "objectcache-test-XXXXXX").string();
-  char* dir = ::mkdtemp(tmpl.data());
-  if (dir == nullptr) std::abort();
-  return std::string(dir) + "/store";
-}
-
-void RemoveTree(const std::string& dir) {
-  std::error_code ec;
-  std::filesystem::remove_all(std::filesystem::path(dir).parent_path(), ec);
-}
-
 void StoreConformanceTest::SetUp() {
   dir_ = MakeScratchDir();
   Result<std::unique_ptr<Store>> s = GetParam().open(dir_);

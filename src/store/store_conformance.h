@@ -18,6 +18,7 @@
 #include <string>
 
 #include "objectcache/store.h"
+#include "store/scratch_dir.h"
 
 namespace objectcache {
 
@@ -38,9 +39,5 @@ class StoreConformanceTest : public ::testing::TestWithParam<StoreFactory> {
   std::string dir_;
   std::unique_ptr<Store> store_;
 };
-
-// A fresh, empty temporary directory; removed by RemoveTree.
-std::string MakeScratchDir();
-void RemoveTree(const std::string& dir);
 
 }  // namespace objectcache

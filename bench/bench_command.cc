@@ -1,0 +1,355 @@
+#include "bench/bench_command.h"
+
+#include <fcntl.h>
+#include <malloc.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include <filesystem>
+#include <iostream>
+#include <memory>
+#include <random>
+
+#include "bench/bench_report.h"
+#include "objectcache/chunk_key.h"
+#include "objectcache/chunk_object.h"
+#include "store/local/local_store.h"
+
+namespace objectcache::bench {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Runs a benchmark body; prints its error like every other command.
+void Run(const std::function<Status()>& body) {
+  Status s = body();
+  if (!s.ok()) {
+    std::cerr << "objectcache: error: " << s.ToString() << "\n";
+    std::exit(1);
+  }
+}
+
+std::vector<uint32_t> RandomTokens(size_t n, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::vector<uint32_t> t(n);
+  for (uint32_t& v : t) v = static_cast<uint32_t>(rng() % 128256);  // Llama-3 vocabulary
+  return t;
+}
+
+std::string RandomBytes(size_t n, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::string s(n, '\0');
+  for (size_t i = 0; i + 8 <= n; i += 8) {
+    uint64_t v = rng();
+    std::memcpy(&s[i], &v, 8);
+  }
+  return s;
+}
+
+Result<ModelPreset> Model(const std::string& name) { return FindModelPreset(name); }
+
+// ---- bench keys --------------------------------------------------------------------------
+
+struct KeysFlags {
+  size_t tokens = 131072;
+  int repeats = 21;
+  std::string layout = "llama-3.1-8b";
+  std::string json;
+};
+
+Status RunKeys(const KeysFlags& f) {
+  OC_ASSIGN_OR_RETURN(ModelPreset m, Model(f.layout));
+  KeyNamespace ns(m.name, m.layout);
+  std::vector<uint32_t> tokens = RandomTokens(f.tokens, 1);
+  const std::vector<ChunkKey> reference = ns.KeysForTokens(tokens);
+  std::vector<double> ours, ceiling;
+  uint64_t sink = 0;
+  for (int r = 0; r < f.repeats; ++r) {
+    double t0 = NowSeconds();
+    std::vector<ChunkKey> keys = ns.KeysForTokens(tokens);
+    double t1 = NowSeconds();
+    XXH128_hash_t h = XXH3_128bits(tokens.data(), tokens.size() * sizeof(uint32_t));
+    double t2 = NowSeconds();
+    if (keys != reference) return InternalError("key chain is not deterministic");
+    sink += h.low64;
+    ours.push_back(t1 - t0);
+    ceiling.push_back(t2 - t1);
+  }
+  Report report("keys");
+  report.Param("tokens", f.tokens);
+  report.Param("layout", m.name);
+  report.Param("repeats", f.repeats);
+  report.Param("chunks", reference.size());
+  const double med = Median(ours), med_ceiling = Median(ceiling);
+  report.Metric("tokens_per_s", f.tokens / med, "tokens/s", "prefix hash chain, G=16");
+  report.Metric("prompt_us", med * 1e6, "us", "all keys of one prompt");
+  report.Metric("single_pass_tokens_per_s", f.tokens / med_ceiling, "tokens/s",
+                "one XXH3-128 over all tokens (ceiling)");
+  report.Metric("ratio_vs_single_pass", med_ceiling / med, "x", "");
+  report.Print();
+  if (sink == 42) std::cout << "";
+  return report.WriteJson(f.json);
+}
+
+// ---- bench store -------------------------------------------------------------------------
+
+struct StoreFlags {
+  std::string dir = "./objectcache-bench";
+  size_t objects = 256;
+  int put_repeats = 5;
+  int read_repeats = 31;
+  std::string layout = "llama-3.1-8b";
+  bool durable = false;
+  std::string json;
+};
+
+Status WritePlainFile(const fs::path& path, std::string_view bytes, bool durable) {
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return ErrnoError("creating " + path.string(), errno);
+  size_t done = 0;
+  while (done < bytes.size()) {
+    ssize_t w = ::write(fd, bytes.data() + done, bytes.size() - done);
+    if (w < 0) {
+      ::close(fd);
+      return ErrnoError("writing " + path.string(), errno);
+    }
+    done += static_cast<size_t>(w);
+  }
+  if (durable) ::fdatasync(fd);
+  ::close(fd);
+  return Status();
+}
+
+Status RunStore(const StoreFlags& f) {
+  OC_ASSIGN_OR_RETURN(ModelPreset m, Model(f.layout));
+  const fs::path root = fs::absolute(f.dir);
+  std::error_code ec;
+  fs::remove_all(root, ec);
+  fs::create_directories(root / "plain", ec);
+  if (ec) return ErrnoError("creating " + root.string(), ec.value());
+  LocalStoreOptions options{.root = (root / "store").string(), .durable = f.durable};
+  OC_ASSIGN_OR_RETURN(std::unique_ptr<Store> store, OpenLocalStore(options));
+
+  KeyNamespace ns(m.name, m.layout);
+  std::vector<ChunkKey> keys = ns.KeysForTokens(RandomTokens(f.objects * m.layout.tokens_per_chunk, 2));
+  std::vector<std::string> names, objects;
+  for (size_t i = 0; i < keys.size(); ++i) {
+    names.push_back(keys[i].ToHex());
+    std::string kv = RandomBytes(m.layout.ChunkKvBytes(), 100 + i);
+    OC_ASSIGN_OR_RETURN(std::string obj, EncodeChunkObject(m.layout, keys[i], AsBytes(kv)));
+    objects.push_back(std::move(obj));
+  }
+  const double object_mib = objects[0].size() / 1048576.0;
+
+  // Puts, interleaved with a plain write of the same bytes to one file per object.
+  std::vector<double> put_ours, put_plain;
+  for (int r = 0; r < f.put_repeats; ++r) {
+    double t0 = NowSeconds();
+    for (size_t i = 0; i < keys.size(); ++i) OC_RETURN_IF_ERROR(store->Put(names[i], AsBytes(objects[i])));
+    double t1 = NowSeconds();
+    for (size_t i = 0; i < keys.size(); ++i) {
+      OC_RETURN_IF_ERROR(WritePlainFile(root / "plain" / names[i], objects[i], f.durable));
+    }
+    double t2 = NowSeconds();
+    put_ours.push_back(keys.size() * object_mib / (t1 - t0));
+    put_plain.push_back(keys.size() * object_mib / (t2 - t1));
+  }
+
+  // One layer slice from each object: ours in one RetrieveRanges call, the ceiling a pread
+  // loop over already-open files holding the same bytes.
+  std::vector<int> fds;
+  for (const std::string& n : names) {
+    int fd = ::open((root / "plain" / n).c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return ErrnoError("opening plain file", errno);
+    fds.push_back(fd);
+  }
+  const uint64_t slice = m.layout.LayerSliceBytes();
+  std::string ours_buf(keys.size() * slice, '\0'), plain_buf(keys.size() * slice, '\0');
+  std::vector<RangeRead> reads(keys.size());
+  std::vector<double> read_ours, read_plain;
+  const ChunkHeader geometry = ChunkGeometry(m.layout, keys[0]);
+  for (int r = 0; r < f.read_repeats; ++r) {
+    const uint32_t layer = static_cast<uint32_t>(r) % m.layout.num_layers;
+    const uint64_t offset = geometry.LayerOffset(layer);
+    auto time_ours = [&] {
+      for (size_t i = 0; i < keys.size(); ++i) {
+        reads[i] = {.key = names[i], .offset = offset,
+                    .dest = AsWritableBytes(ours_buf).subspan(i * slice, slice)};
+      }
+      double t0 = NowSeconds();
+      Status s = store->RetrieveRanges(reads);
+      double t = NowSeconds() - t0;
+      return s.ok() ? t : -1.0;
+    };
+    auto time_plain = [&] {
+      double t0 = NowSeconds();
+      for (size_t i = 0; i < keys.size(); ++i) {
+        if (::pread(fds[i], plain_buf.data() + i * slice, slice, offset) != static_cast<ssize_t>(slice)) {
+          return -1.0;
+        }
+      }
+      return NowSeconds() - t0;
+    };
+    // Alternate which goes first, so neither always gets the warmer cache.
+    double to, tp;
+    if (r % 2 == 0) {
+      to = time_ours();
+      tp = time_plain();
+    } else {
+      tp = time_plain();
+      to = time_ours();
+    }
+    if (to < 0 || tp < 0) return InternalError("layer read failed in round " + std::to_string(r));
+    for (size_t i = 0; i < keys.size(); ++i) {
+      OC_RETURN_IF_ERROR(reads[i].status);
+      ChunkHeader h = *DecodeChunkHeader(AsBytes(objects[i]));
+      OC_RETURN_IF_ERROR(VerifyLayerSlice(h, layer, reads[i].dest));
+    }
+    if (ours_buf != plain_buf) return DataLossError("layer bytes differ from the plain files");
+    const double gb = keys.size() * slice / 1e9;
+    read_ours.push_back(gb * 8 / to);
+    read_plain.push_back(gb * 8 / tp);
+  }
+  for (int fd : fds) ::close(fd);
+
+  Report report("store");
+  report.Param("layout", m.name);
+  report.Param("objects", keys.size());
+  report.Param("object_bytes", objects[0].size());
+  report.Param("slice_bytes", slice);
+  report.Param("durable", f.durable);
+  report.Param("dir", root.string());
+  report.Param("page_cache", "warm (objects just written)");
+  const double po = Median(put_ours), pp = Median(put_plain);
+  report.Metric("put_mib_per_s", po, "MiB/s", "2 MiB chunk objects, atomic put");
+  report.Metric("put_objects_per_s", po / object_mib, "objects/s", "");
+  report.Metric("plain_write_mib_per_s", pp, "MiB/s", "open+write+close, same bytes");
+  report.Metric("put_ratio_vs_plain", po / pp, "x", "");
+  const double ro = Median(read_ours), rp = Median(read_plain);
+  report.Metric("ranged_read_gbps", ro, "Gbit/s", "1 slice x N objects, one call");
+  report.Metric("pread_gbps", rp, "Gbit/s", "pread loop, files already open (ceiling)");
+  report.Metric("ranged_read_ratio_vs_pread", ro / rp, "x", "");
+  report.Metric("ranged_read_us_per_object", keys.size() * slice * 8 / (ro * 1e3) / keys.size(),
+                "us", "");
+  report.Print();
+  store.reset();
+  fs::remove_all(root, ec);
+  return report.WriteJson(f.json);
+}
+
+// ---- bench index -------------------------------------------------------------------------
+
+struct IndexFlags {
+  std::string dir = "./objectcache-bench-index";
+  size_t objects = 1000000;
+  size_t payload = 16;
+  int reopens = 3;
+  bool keep = false;
+  std::string json;
+};
+
+size_t HeapInUse() {
+  struct mallinfo2 mi = ::mallinfo2();
+  return mi.uordblks + mi.hblkhd;
+}
+
+Status RunIndex(const IndexFlags& f) {
+  const fs::path root = fs::absolute(f.dir);
+  LocalStoreOptions options{.root = root.string()};
+  double populate_s = 0;
+  {
+    OC_ASSIGN_OR_RETURN(std::unique_ptr<Store> store, OpenLocalStore(options));
+    const uint64_t have = store->Usage().objects;
+    if (have != f.objects) {
+      if (have != 0) return FailedPreconditionError(root.string() + " holds " + std::to_string(have) +
+                                                    " objects; remove it or pass its count");
+      std::cout << "populating " << f.objects << " objects in " << root << " ..." << std::endl;
+      KeyNamespace ns("bench", FindModelPreset("llama-3.1-8b")->layout);
+      std::string payload = RandomBytes(f.payload, 5);
+      ChunkKey prev;
+      std::vector<uint32_t> chunk(16);
+      double t0 = NowSeconds();
+      for (size_t i = 0; i < f.objects; ++i) {
+        chunk[0] = static_cast<uint32_t>(i);
+        prev = ns.Next(prev, chunk);
+        OC_RETURN_IF_ERROR(store->Put(prev.ToHex(), AsBytes(payload)));
+        if (i % 100000 == 99999) std::cout << "  " << i + 1 << std::endl;
+      }
+      populate_s = NowSeconds() - t0;
+    }
+  }
+  std::vector<double> rebuild_s, heap_per_object;
+  uint64_t objects = 0;
+  for (int r = 0; r < f.reopens; ++r) {
+    ::malloc_trim(0);
+    const size_t before = HeapInUse();
+    LocalStoreOpenStats stats;
+    OC_ASSIGN_OR_RETURN(std::unique_ptr<Store> store, OpenLocalStore(options, &stats));
+    const size_t after = HeapInUse();
+    objects = stats.objects;
+    if (objects != f.objects) {
+      return DataLossError("rebuilt " + std::to_string(objects) + " objects, expected " +
+                           std::to_string(f.objects));
+    }
+    rebuild_s.push_back(stats.seconds);
+    heap_per_object.push_back(static_cast<double>(after - before) / objects);
+    // Spot-check that the rebuilt index serves the bytes.
+    ListPage page = *store->List({.prefix = "", .start_after = "", .max_keys = 3});
+    for (const ObjectInfo& o : page.objects) OC_RETURN_IF_ERROR(ReadWholeObject(*store, o.key));
+  }
+  Report report("index");
+  report.Param("objects", objects);
+  report.Param("payload_bytes", f.payload);
+  report.Param("name", "32-hex chunk key");
+  report.Param("dir", root.string());
+  if (populate_s > 0) report.Metric("populate_puts_per_s", f.objects / populate_s, "puts/s", "");
+  report.Metric("index_bytes_per_object", Median(heap_per_object), "bytes", "heap in use");
+  report.Metric("rebuild_s", Median(rebuild_s), "s", "open: scan + index, warm dentry cache");
+  report.Metric("rebuild_objects_per_s", objects / Median(rebuild_s), "objects/s", "");
+  report.Metric("index_gib_at_1e7", Median(heap_per_object) * 1e7 / (1 << 30), "GiB", "projected");
+  report.Print();
+  if (!f.keep) {
+    std::error_code ec;
+    fs::remove_all(root, ec);
+  }
+  return report.WriteJson(f.json);
+}
+
+}  // namespace
+
+void AddBenchCommands(CLI::App* app) {
+  CLI::App* bench = app->add_subcommand("bench", "Benchmarks (short table; --json PATH)");
+  bench->require_subcommand(1);
+
+  auto keys = std::make_shared<KeysFlags>();
+  CLI::App* k = bench->add_subcommand("keys", "Chunk-key hashing throughput for a long prompt");
+  k->add_option("--tokens", keys->tokens, "Prompt length in tokens")->capture_default_str();
+  k->add_option("--repeats", keys->repeats, "Timed repetitions")->capture_default_str();
+  k->add_option("--layout", keys->layout, "Model preset")->capture_default_str();
+  k->add_option("--json", keys->json, "Write metrics to this JSON file");
+  k->callback([keys] { Run([&] { return RunKeys(*keys); }); });
+
+  auto store = std::make_shared<StoreFlags>();
+  CLI::App* s = bench->add_subcommand(
+      "store", "Local store: chunk put throughput; layer-slice reads vs a plain pread loop");
+  s->add_option("--dir", store->dir, "Scratch directory (removed)")->capture_default_str();
+  s->add_option("--objects", store->objects, "Chunk objects")->capture_default_str();
+  s->add_option("--put-repeats", store->put_repeats, "Put rounds")->capture_default_str();
+  s->add_option("--read-repeats", store->read_repeats, "Read rounds")->capture_default_str();
+  s->add_option("--layout", store->layout, "Model preset")->capture_default_str();
+  s->add_flag("--durable", store->durable, "fdatasync every object (both sides)");
+  s->add_option("--json", store->json, "Write metrics to this JSON file");
+  s->callback([store] { Run([&] { return RunStore(*store); }); });
+
+  auto index = std::make_shared<IndexFlags>();
+  CLI::App* i = bench->add_subcommand("index", "Local store index: memory per object, rebuild time");
+  i->add_option("--dir", index->dir, "Store directory")->capture_default_str();
+  i->add_option("--objects", index->objects, "Objects")->capture_default_str();
+  i->add_option("--payload", index->payload, "Payload bytes per object")->capture_default_str();
+  i->add_option("--reopens", index->reopens, "Timed rebuilds")->capture_default_str();
+  i->add_flag("--keep", index->keep, "Keep the populated store for the next run");
+  i->add_option("--json", index->json, "Write metrics to this JSON file");
+  i->callback([index] { Run([&] { return RunIndex(*index); }); });
+}
+
+}  // namespace objectcache::bench

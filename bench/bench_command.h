@@ -1,0 +1,17 @@
+// `objectcache bench`: the system benchmarks (db_bench style). Each prints a short table and,
+// with --json PATH, writes its metrics; each runs its baseline in the same process, interleaved
+// with ours, and reports medians and ratios; each checks the bytes it reads.
+//
+//   bench keys    chunk-key hashing of a 128K-token prompt
+//   bench store   local store: 2 MiB chunk puts; 64 KiB layer-slice reads of 256 objects
+//                 against a plain pread loop over the same bytes
+//   bench index   local store index: memory per object and rebuild time at 10^6 objects
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+namespace objectcache::bench {
+
+void AddBenchCommands(CLI::App* app);
+
+}  // namespace objectcache::bench

@@ -1,0 +1,48 @@
+// Timing, medians and the table/JSON report every benchmark prints.
+#pragma once
+
+#include <algorithm>
+#include <chrono>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "objectcache/status.h"
+
+namespace objectcache::bench {
+
+inline double NowSeconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+inline double Median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  size_t n = v.size();
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+// Rows of (metric, value, unit, note), printed as a table and written as JSON:
+//   {"benchmark": NAME, "params": {...}, "metrics": {metric: value, ...}, "rows": [...]}
+class Report {
+ public:
+  explicit Report(std::string name) : name_(std::move(name)) {}
+  void Param(const std::string& key, nlohmann::json value) { params_[key] = std::move(value); }
+  void Metric(const std::string& metric, double value, const std::string& unit,
+              const std::string& note = "");
+  void Print() const;
+  // Writes the JSON file when `path` is not empty.
+  Status WriteJson(const std::string& path) const;
+
+ private:
+  struct Row {
+    std::string metric;
+    double value;
+    std::string unit, note;
+  };
+  std::string name_;
+  nlohmann::ordered_json params_ = nlohmann::ordered_json::object();
+  std::vector<Row> rows_;
+};
+
+}  // namespace objectcache::bench

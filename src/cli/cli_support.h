@@ -1,0 +1,69 @@
+// Pieces shared by the `objectcache` subcommands: errors to stderr, files in and out, the
+// --store and layout flags.
+//
+// A command reports failure by returning a non-OK Status; main prints it as one line
+// ("objectcache: error: ...") and exits nonzero. Output files are written to a temporary name
+// and renamed, so a failed command leaves no half-written file.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "objectcache/kv_layout.h"
+#include "objectcache/status.h"
+#include "objectcache/store.h"
+
+namespace objectcache::cli {
+
+// Exit codes of every subcommand.
+inline constexpr int kExitOk = 0;
+inline constexpr int kExitError = 1;
+inline constexpr int kExitUsage = 2;
+inline constexpr int kExitAbsent = 3;  // `kv exist`: some keys are absent
+
+// Where a subcommand's exit code is left for main.
+int& ExitCode();
+
+// Runs `body`; a non-OK Status is printed to stderr and sets the exit code to kExitError.
+void RunCommand(const std::function<Status()>& body);
+
+// Reads a whole file ("-" = stdin).
+Result<std::string> ReadFile(const std::string& path);
+
+// Writes `bytes` to `path` atomically (temporary file, then rename); "-" = stdout.
+Status WriteFileAtomically(const std::string& path, std::string_view bytes);
+
+// Streams to a file that appears under its name only on Commit(); "-" writes to stdout.
+class OutputFile {
+ public:
+  static Result<std::unique_ptr<OutputFile>> Open(const std::string& path);
+  ~OutputFile();
+  Status Write(std::span<const std::byte> bytes);
+  Status Commit();
+
+ private:
+  OutputFile() = default;
+  std::string path_, temp_path_;
+  int fd_ = -1;
+  bool committed_ = false;
+};
+
+// --store URI on a subcommand.
+void AddStoreFlag(CLI::App* cmd, std::string* uri);
+Result<std::unique_ptr<Store>> OpenStoreFlag(const std::string& uri);
+
+// --layout NAME|FILE.json, or the geometry flags (--num-layers, --kv-heads, --head-dim, --dtype),
+// plus --tokens-per-chunk and --model that override either.
+struct LayoutFlags {
+  std::string layout;
+  std::string model;
+  std::optional<uint32_t> layers, kv_heads, head_dim, tokens_per_chunk;
+  std::string dtype;
+};
+void AddLayoutFlags(CLI::App* cmd, LayoutFlags* flags);
+Result<ModelPreset> ResolveLayoutFlags(const LayoutFlags& flags);
+
+}  // namespace objectcache::cli

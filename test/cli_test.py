@@ -1,0 +1,245 @@
+#!/usr/bin/python3
+"""Drives `objectcache kv` as users and scripts do, and checks every byte.
+
+  cli_test.py --objectcache PATH --reference scripts/keys_reference.py
+"""
+import argparse
+import json
+import os
+import random
+import shutil
+import subprocess
+import sys
+import tempfile
+import unittest
+
+OC = None
+REFERENCE = None
+
+LAYOUTS = {  # name: (layers, kv_heads, head_dim, dtype bytes)
+    "llama-3.1-8b": (32, 8, 128, 2),
+    "deepseek-r1-distill-qwen-7b": (28, 4, 128, 2),
+}
+
+
+def run(*args, stdin=None, check=True, cwd=None):
+    p = subprocess.run([OC, *args], input=stdin, capture_output=True, cwd=cwd, timeout=120)
+    if check and p.returncode != 0:
+        raise AssertionError(f"objectcache {' '.join(args)} failed ({p.returncode}): "
+                             f"{p.stderr.decode(errors='replace')}")
+    return p
+
+
+class CliTest(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp(prefix="objectcache-cli-")
+        self.store = os.path.join(self.tmp, "store")
+        self.rng = random.Random(self._testMethodName)
+
+    def tearDown(self):
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def path(self, name):
+        return os.path.join(self.tmp, name)
+
+    def write(self, name, data):
+        with open(self.path(name), "wb") as f:
+            f.write(data)
+        return self.path(name)
+
+    def assertFailsCleanly(self, args, message_part, code=1):
+        p = run(*args, check=False)
+        self.assertEqual(p.returncode, code, p.stderr)
+        err = p.stderr.decode()
+        self.assertEqual(err.count("\n"), 1, f"want one line on stderr, got: {err!r}")
+        self.assertIn(message_part, err)
+        self.assertEqual(p.stdout, b"")
+
+    def test_random_objects_round_trip_bit_exactly(self):
+        objects = {}
+        for i in range(40):
+            size = self.rng.choice([0, 1, 7, 4096, 65537, 1 << 20, self.rng.randrange(3 << 20)])
+            key = self.rng.choice(["", "dir/", "a b/", "ü/"]) + f"obj-{i}"
+            data = self.rng.randbytes(size)
+            run("kv", "put", "--store", self.store, key, self.write("in", data))
+            objects[key] = data
+        # One more from stdin.
+        run("kv", "put", "--store", self.store, "from-stdin", "-", stdin=b"\x00\xffpiped")
+        objects["from-stdin"] = b"\x00\xffpiped"
+        for key, data in objects.items():
+            self.assertEqual(run("kv", "get", "--store", self.store, key).stdout, data, key)
+        key, data = next(iter(objects.items()))
+        run("kv", "get", "--store", self.store, key, "--out", self.path("out"))
+        with open(self.path("out"), "rb") as f:
+            self.assertEqual(f.read(), data)
+        listed = run("kv", "ls", "--store", self.store, "-l").stdout.decode().splitlines()
+        self.assertEqual([l.split("\t", 1)[1] for l in listed], sorted(objects, key=str.encode))
+        self.assertEqual([int(l.split("\t")[0]) for l in listed],
+                         [len(objects[k]) for k in sorted(objects, key=str.encode)])
+        only_dir = run("kv", "ls", "--store", self.store, "--prefix", "dir/").stdout.decode().split()
+        self.assertEqual(only_dir, sorted(k for k in objects if k.startswith("dir/")))
+
+    def test_exist_and_rm(self):
+        for k in ["a", "b", "c"]:
+            run("kv", "put", "--store", self.store, k, self.write("v", k.encode()))
+        p = run("kv", "exist", "--store", self.store, "a", "b", "zz", "c", check=False)
+        self.assertEqual(p.returncode, 3)
+        self.assertEqual(p.stdout.decode().splitlines(),
+                         ["present a", "present b", "absent zz", "present c"])
+        p = run("kv", "exist", "--store", self.store, "--prefix-count", "a", "b", "zz", "c",
+                check=False)
+        self.assertEqual(p.stdout.decode().strip(), "2")
+        self.assertEqual(run("kv", "exist", "--store", self.store, "a", "c").returncode, 0)
+        run("kv", "rm", "--store", self.store, "a", "b")
+        self.assertEqual(run("kv", "ls", "--store", self.store).stdout.decode().split(), ["c"])
+        self.assertFailsCleanly(["kv", "rm", "--store", self.store, "a"], "NotFound")
+        run("kv", "rm", "--store", self.store, "-f", "a")
+
+    def chunk_keys(self, layout, count):
+        tokens = [str(self.rng.randrange(128256)) for _ in range(16 * count)]
+        out = run("kv", "keys", "--layout", layout, *tokens).stdout.decode().split()
+        self.assertEqual(len(out), count)
+        return out
+
+    def test_put_chunk_then_get_layers_returns_exactly_the_right_bytes(self):
+        for layout, (layers, heads, dim, width) in LAYOUTS.items():
+            slice_bytes = 16 * 2 * heads * dim * width
+            keys = self.chunk_keys(layout, 6)
+            raw = {}
+            for k in keys:
+                raw[k] = self.rng.randbytes(layers * slice_bytes)
+                run("kv", "put-chunk", "--store", self.store, "--layout", layout, "--key", k,
+                    self.write("raw", raw[k]))
+            for first, last in [(0, layers), (0, 1), (layers - 1, layers), (3, 11)]:
+                order = keys[:]
+                self.rng.shuffle(order)
+                order = order[: self.rng.randrange(1, len(order) + 1)]
+                self.write("keys", ("\n".join(order) + "\n").encode())
+                want = b"".join(raw[k][l * slice_bytes:(l + 1) * slice_bytes]
+                                for l in range(first, last) for k in order)
+                got = run("kv", "get-layers", "--store", self.store, "--layout", layout,
+                          "--keys", self.path("keys"), "--layers", f"{first}:{last}").stdout
+                self.assertEqual(got, want, f"{layout} {first}:{last}")
+                run("kv", "get-layers", "--store", self.store, "--layout", layout, "--keys",
+                    self.path("keys"), "--layers", f"{first}:{last}", "--out", self.path("o"))
+                with open(self.path("o"), "rb") as f:
+                    self.assertEqual(f.read(), want)
+
+    def test_custom_layouts_by_json_and_flags(self):
+        spec = {"name": "tiny-model", "layers": 3, "kv_heads": 1, "head_dim": 8, "dtype": "fp32",
+                "tokens_per_chunk": 4}
+        self.write("tiny.json", json.dumps(spec).encode())
+        tokens = ["1", "2", "3", "4", "5", "6", "7", "8"]
+        by_json = run("kv", "keys", "--layout", self.path("tiny.json"), *tokens).stdout
+        by_flags = run("kv", "keys", "--model", "tiny-model", "--num-layers", "3", "--kv-heads",
+                       "1", "--head-dim", "8", "--dtype", "fp32", "--tokens-per-chunk", "4",
+                       *tokens).stdout
+        self.assertEqual(by_json, by_flags)
+        self.assertEqual(len(by_json.split()), 2)
+        key = by_json.split()[0].decode()
+        raw = self.rng.randbytes(3 * 4 * 2 * 1 * 8 * 4)
+        run("kv", "put-chunk", "--store", self.store, "--layout", self.path("tiny.json"), "--key",
+            key, self.write("raw", raw))
+        self.write("keys", key.encode())
+        got = run("kv", "get-layers", "--store", self.store, "--layout", self.path("tiny.json"),
+                  "--keys", self.path("keys"), "--layers", "1:3").stdout
+        self.assertEqual(got, raw[256:])
+
+    def test_keys_match_the_independent_reference(self):
+        cases = [("llama-3.1-8b", 32, 8, 128, "bf16", ""),
+                 ("llama-3.1-70b", 80, 8, 128, "bf16", "tenant-7"),
+                 ("granite-3.3-8b", 40, 8, 128, "bf16", ""),
+                 ("deepseek-r1-distill-qwen-7b", 28, 4, 128, "bf16", "")]
+        for model, layers, heads, dim, dtype, tenant in cases:
+            tokens = [str(self.rng.randrange(2**32)) for _ in range(16 * 9 + 5)]
+            self.write("tokens", ",".join(tokens).encode())
+            ours = run("kv", "keys", "--layout", model, "--tenant", tenant, "--namespace",
+                       "--tokens", self.path("tokens")).stdout.decode().splitlines()
+            ref = subprocess.run(
+                ["/usr/bin/python3", REFERENCE, "--model", model, "--layers", str(layers),
+                 "--kv-heads", str(heads), "--head-dim", str(dim), "--dtype", dtype, "--tenant",
+                 tenant, *tokens], capture_output=True, check=True).stdout.decode().splitlines()
+            self.assertEqual(ours, ref[1:], model)  # the reference prints the fingerprint first
+            self.assertEqual(len(ours), 1 + 9)
+
+    def test_bad_input_gets_one_line_and_nonzero_exit_and_writes_nothing(self):
+        layout = "llama-3.1-8b"
+        key = self.chunk_keys(layout, 1)[0]
+        raw = self.rng.randbytes(32 * 65536)
+        run("kv", "put-chunk", "--store", self.store, "--layout", layout, "--key", key,
+            self.write("raw", raw))
+        before = run("kv", "ls", "--store", self.store, "-l").stdout
+        self.assertFailsCleanly(["kv", "put-chunk", "--store", self.store, "--layout", layout,
+                                 "--key", "xyz", self.path("raw")], "not a chunk key")
+        self.assertFailsCleanly(["kv", "put-chunk", "--store", self.store, "--layout", "gpt-9",
+                                 "--key", key, self.path("raw")], "unknown layout")
+        self.assertFailsCleanly(["kv", "put-chunk", "--store", self.store, "--layout", layout,
+                                 "--key", key[:-1] + "0", self.write("short", raw[:-1])],
+                                "2097152")
+        self.assertFailsCleanly(["kv", "put", "--store", self.store, "k", self.path("absent")],
+                                "NotFound")
+        self.assertFailsCleanly(["kv", "put", "--store", self.store, "x" * 1025,
+                                 self.path("raw")], "exceeds the limit")
+        self.assertFailsCleanly(["kv", "get", "--store", self.store, "missing", "--out",
+                                 self.path("o1")], "NotFound")
+        self.assertFalse(os.path.exists(self.path("o1")))
+        self.write("keys", f"{key}\n{'0' * 32}\n".encode())
+        self.assertFailsCleanly(["kv", "get-layers", "--store", self.store, "--layout", layout,
+                                 "--keys", self.path("keys"), "--layers", "0:32", "--out",
+                                 self.path("o2")], "0" * 32)
+        self.assertFalse(os.path.exists(self.path("o2")))
+        self.write("badkeys", f"{key}\nnot-hex\n".encode())
+        self.assertFailsCleanly(["kv", "get-layers", "--store", self.store, "--layout", layout,
+                                 "--keys", self.path("badkeys"), "--layers", "0:1"], "line 2")
+        self.write("keys1", key.encode())
+        for bad_range in ["0:33", "5:5", "x", "3:1"]:
+            self.assertFailsCleanly(["kv", "get-layers", "--store", self.store, "--layout",
+                                     layout, "--keys", self.path("keys1"), "--layers", bad_range],
+                                    "layer range")
+        self.assertFailsCleanly(["kv", "get-layers", "--store", self.store, "--layout",
+                                 "deepseek-r1-distill-qwen-7b", "--keys", self.path("keys1"),
+                                 "--layers", "0:1"], "layout")
+        os.makedirs(self.path("foreign"))
+        self.write("foreign/notes.txt", b"mine")
+        self.assertFailsCleanly(["kv", "ls", "--store", self.path("foreign")], "not an objectcache")
+        self.assertFailsCleanly(["kv", "ls", "--store", "gopher://x"], "unknown store URI scheme")
+        self.assertEqual(run("kv", "ls", "--store", self.store, "-l").stdout, before)
+        p = run("kv", "frobnicate", check=False)
+        self.assertEqual(p.returncode, 2)
+
+    def test_damaged_chunk_is_refused(self):
+        layout = "llama-3.1-8b"
+        key = self.chunk_keys(layout, 1)[0]
+        raw = self.rng.randbytes(32 * 65536)
+        run("kv", "put-chunk", "--store", self.store, "--layout", layout, "--key", key,
+            self.write("raw", raw))
+        obj = bytearray(run("kv", "get", "--store", self.store, key).stdout)
+        obj[4096 + 5 * 65536 + 99] ^= 0x10  # a bit of layer 5
+        run("kv", "put", "--store", self.store, key, self.write("damaged", bytes(obj)))
+        self.write("keys", key.encode())
+        self.assertFailsCleanly(["kv", "get-layers", "--store", self.store, "--layout", layout,
+                                 "--keys", self.path("keys"), "--layers", "0:32", "--out",
+                                 self.path("o")], "checksum mismatch in layer 5")
+        self.assertFalse(os.path.exists(self.path("o")))
+        got = run("kv", "get-layers", "--store", self.store, "--layout", layout, "--keys",
+                  self.path("keys"), "--layers", "0:5").stdout
+        self.assertEqual(got, raw[:5 * 65536])
+
+    def test_default_store_is_objectcache_data_in_the_working_directory(self):
+        run("kv", "put", "here", self.write("v", b"x"), cwd=self.tmp)
+        self.assertTrue(os.path.isfile(os.path.join(self.tmp, "objectcache-data", "FORMAT")))
+        self.assertEqual(run("kv", "get", "here", cwd=self.tmp).stdout, b"x")
+
+
+def main():
+    global OC, REFERENCE
+    p = argparse.ArgumentParser()
+    p.add_argument("--objectcache", required=True)
+    p.add_argument("--reference", required=True)
+    args, rest = p.parse_known_args()
+    OC, REFERENCE = args.objectcache, args.reference
+    unittest.main(argv=[sys.argv[0], "-v", *rest])
+
+
+if __name__ == "__main__":
+    main()
