@@ -2,7 +2,8 @@
 //
 //   mem://                       an empty in-memory store (tests, hot tier)
 //   file:///abs/path[?opts]      the local directory store; a bare path means the same
-//     opts: capacity=BYTES (suffixes K, M, G, T, KiB, MiB, GiB, TiB), durable=true|false
+//     opts: capacity=BYTES (suffixes K, M, G, T, KiB, MiB, GiB, TiB), durable=true|false,
+//           open_files=N (files kept open for recent reads, default 4096)
 //
 // Later backends (rados://, s3://) register here too. OpenStore is thread-safe.
 #pragma once

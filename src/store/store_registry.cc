@@ -43,11 +43,14 @@ Result<std::unique_ptr<Store>> OpenFileUri(std::string_view rest) {
                                                                  std::string_view v) -> Status {
       if (k == "capacity") {
         OC_ASSIGN_OR_RETURN(options.capacity_bytes, ParseByteSize(v));
+      } else if (k == "open_files") {
+        OC_ASSIGN_OR_RETURN(uint64_t n, ParseByteSize(v));
+        options.max_open_files = n;
       } else if (k == "durable") {
         OC_ASSIGN_OR_RETURN(options.durable, ParseBool(k, v));
       } else {
         return InvalidArgumentError("unknown file:// store option '" + std::string(k) +
-                                    "' (known: capacity, durable)");
+                                    "' (known: capacity, durable, open_files)");
       }
       return Status();
     }));

@@ -17,6 +17,7 @@
 #include <map>
 #include <mutex>
 #include <thread>
+#include <unordered_map>
 
 #include "core/byte_order.h"
 #include "core/hex.h"
@@ -224,10 +225,37 @@ struct Entry {
   const std::string* key = nullptr;
 };
 
+// An object file opened and checked (trailer) once, shared by the reads that follow until the
+// object is replaced, deleted or evicted. Reads through an old one still see the old version
+// whole: the inode lives while it is open.
+struct OpenObject {
+  Fd fd;
+  ino_t inode = 0;
+  uint64_t size = 0;
+  uint64_t checksum = 0;
+};
+using OpenObjectRef = std::shared_ptr<const OpenObject>;
+
+struct TransparentHash {
+  using is_transparent = void;
+  size_t operator()(std::string_view s) const { return std::hash<std::string_view>()(s); }
+};
+
 struct IndexShard {
   std::mutex mu;
   std::map<std::string, Entry, std::less<>> objects;  // guarded by mu
   Entry lru;  // sentinel, guarded by mu: lru.next is the most recent, lru.prev the least
+  // Open files of recently read objects, bounded; guarded by mu.
+  std::unordered_map<std::string, OpenObjectRef, TransparentHash, std::equal_to<>> open_files;
+  // Bumped whenever an object of this shard is replaced or removed; guarded by mu. A reader
+  // caches a file it opened only if no mutation happened since it looked the object up.
+  uint64_t mutations = 0;
+
+  // Called with mu held whenever `key`'s file is replaced or removed.
+  void Mutated(std::string_view key) {
+    mutations++;
+    if (auto it = open_files.find(key); it != open_files.end()) open_files.erase(it);
+  }
 
   IndexShard() { lru.prev = lru.next = &lru; }
   void Unlink(Entry* e) {
@@ -242,13 +270,6 @@ struct IndexShard {
   }
 };
 
-struct OpenObject {
-  Fd fd;
-  ino_t inode = 0;
-  uint64_t size = 0;
-  uint64_t checksum = 0;
-};
-
 class LocalStore final : public Store {
  public:
   LocalStore(LocalStoreOptions options, Fd root, Fd lock, Fd tmp_dir,
@@ -257,7 +278,8 @@ class LocalStore final : public Store {
         root_(std::move(root)),
         lock_(std::move(lock)),
         tmp_dir_(std::move(tmp_dir)),
-        dirs_(std::move(dirs)) {}
+        dirs_(std::move(dirs)),
+        open_files_per_shard_(options_.max_open_files / kIndexShards) {}
 
   StoreCapabilities Capabilities() const override {
     return {.ranged_reads = true,
@@ -298,7 +320,7 @@ class LocalStore final : public Store {
 
  private:
   int DirFor(std::string_view key) const { return dirs_[DirShardOf(key)].get(); }
-  Result<OpenObject> OpenForRead(std::string_view key);
+  Result<OpenObjectRef> OpenForRead(std::string_view key);
   // Drops an object whose file failed a check, unless it was replaced meanwhile.
   Status DropDamaged(std::string_view key, ino_t inode, const Status& why);
 
@@ -314,6 +336,7 @@ class LocalStore final : public Store {
   std::atomic<uint64_t> bytes_{0};
   std::atomic<uint64_t> evictions_{0};
   std::mutex evict_mu_;  // one evictor at a time; never taken on the read path
+  const size_t open_files_per_shard_;
 };
 
 Status LocalStore::Put(std::string_view key, std::span<const std::byte> value,
@@ -349,6 +372,7 @@ Status LocalStore::Put(std::string_view key, std::span<const std::byte> value,
       ::unlinkat(tmp_dir_.get(), temp_name.c_str(), 0);
       return ErrnoError(what + ": renaming into place", e);
     }
+    s.Mutated(key);
     auto [it, inserted] = s.objects.try_emplace(std::string(key));
     Entry& entry = it->second;
     if (inserted) {
@@ -388,6 +412,7 @@ void LocalStore::EvictToCapacity() {
     if (e == &victim->lru || e->stamp != oldest) continue;  // touched meanwhile: look again
     const std::string& key = *e->key;
     ::unlinkat(DirFor(key), LocalStoreFileName(key).c_str(), 0);
+    victim->Mutated(key);
     victim->Unlink(e);
     bytes_ -= e->size;
     objects_--;
@@ -405,10 +430,11 @@ Result<ObjectInfo> LocalStore::Stat(std::string_view key) {
   return ObjectInfo{std::string(key), it->second.size};
 }
 
-Result<OpenObject> LocalStore::OpenForRead(std::string_view key) {
+Result<OpenObjectRef> LocalStore::OpenForRead(std::string_view key) {
   OC_RETURN_IF_ERROR(ValidateKey(key));
   const std::string what = "reading '" + std::string(key) + "'";
   IndexShard& s = index_[IndexShardOf(key)];
+  uint64_t mutations_seen;
   {
     std::lock_guard lock(s.mu);
     auto it = s.objects.find(key);
@@ -417,8 +443,11 @@ Result<OpenObject> LocalStore::OpenForRead(std::string_view key) {
     s.Unlink(&e);
     e.stamp = ++clock_;
     s.PushFront(&e);
+    if (auto open = s.open_files.find(key); open != s.open_files.end()) return open->second;
+    mutations_seen = s.mutations;
   }
-  OpenObject obj;
+  auto opened = std::make_shared<OpenObject>();
+  OpenObject& obj = *opened;
   obj.fd = Fd(::openat(DirFor(key), LocalStoreFileName(key).c_str(), O_RDONLY | O_CLOEXEC));
   if (!obj.fd.valid()) {
     // Deleted or evicted since the lookup: a miss like any other.
@@ -435,7 +464,12 @@ Result<OpenObject> LocalStore::OpenForRead(std::string_view key) {
   }
   obj.size = t->payload_len;
   obj.checksum = t->payload_checksum;
-  return obj;
+  std::lock_guard lock(s.mu);
+  if (s.mutations == mutations_seen && open_files_per_shard_ > 0) {
+    if (s.open_files.size() >= open_files_per_shard_) s.open_files.erase(s.open_files.begin());
+    s.open_files.emplace(std::string(key), opened);
+  }
+  return OpenObjectRef(std::move(opened));
 }
 
 Status LocalStore::DropDamaged(std::string_view key, ino_t inode, const Status& why) {
@@ -445,6 +479,7 @@ Status LocalStore::DropDamaged(std::string_view key, ino_t inode, const Status& 
   struct stat st;
   if (::fstatat(DirFor(key), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && st.st_ino == inode) {
     ::unlinkat(DirFor(key), name.c_str(), 0);
+    s.Mutated(key);
     if (auto it = s.objects.find(key); it != s.objects.end()) {
       s.Unlink(&it->second);
       bytes_ -= it->second.size;
@@ -456,7 +491,8 @@ Status LocalStore::DropDamaged(std::string_view key, ino_t inode, const Status& 
 }
 
 Result<size_t> LocalStore::Retrieve(std::string_view key, std::span<std::byte> dest) {
-  OC_ASSIGN_OR_RETURN(OpenObject obj, OpenForRead(key));
+  OC_ASSIGN_OR_RETURN(OpenObjectRef ref, OpenForRead(key));
+  const OpenObject& obj = *ref;
   const std::string what = "reading '" + std::string(key) + "'";
   if (dest.size() < obj.size) {
     return ResourceExhaustedError(what + ": object is " + std::to_string(obj.size) +
@@ -475,7 +511,7 @@ Result<size_t> LocalStore::Retrieve(std::string_view key, std::span<std::byte> d
 
 Status LocalStore::RetrieveRanges(std::span<RangeRead> reads) {
   // One open per distinct key: all ranges of a key come from one version of it.
-  std::map<std::string_view, Result<OpenObject>> open;
+  std::map<std::string_view, Result<OpenObjectRef>> open;
   for (RangeRead& r : reads) {
     auto it = open.find(r.key);
     if (it == open.end()) it = open.emplace(r.key, OpenForRead(r.key)).first;
@@ -483,7 +519,7 @@ Status LocalStore::RetrieveRanges(std::span<RangeRead> reads) {
       r.status = it->second.error();
       continue;
     }
-    const OpenObject& obj = *it->second;
+    const OpenObject& obj = **it->second;
     if (r.offset > obj.size || r.dest.size() > obj.size - r.offset) {
       r.status = OutOfRangeError("reading '" + std::string(r.key) + "': range " +
                                  std::to_string(r.offset) + "+" + std::to_string(r.dest.size()) +
@@ -522,6 +558,7 @@ Status LocalStore::Delete(std::string_view key) {
   if (::unlinkat(DirFor(key), LocalStoreFileName(key).c_str(), 0) != 0 && errno != ENOENT) {
     return ErrnoError(what, errno);
   }
+  s.Mutated(key);
   s.Unlink(&it->second);
   bytes_ -= it->second.size;
   objects_--;

@@ -7,7 +7,8 @@
 //
 // The index of names, sizes and recency lives in memory, in 64 shards each with its own lock
 // (no global lock on the read path); it is rebuilt from the directory at open, in parallel.
-// An optional capacity bound evicts whole objects, least recently used first.
+// An optional capacity bound evicts whole objects, least recently used first. Files of recently
+// read objects stay open (bounded), so repeated ranged reads cost one pread each.
 //
 // One process owns a store directory at a time (an flock on ROOT/LOCK); a second Open fails
 // with FailedPrecondition. Within that process every method is thread-safe.
@@ -28,6 +29,8 @@ struct LocalStoreOptions {
   std::optional<uint64_t> capacity_bytes;
   // Default for PutOptions::durable: fdatasync each object and fsync its directory.
   bool durable = false;
+  // Files kept open (and their trailers checked) for objects read recently; 0 disables.
+  size_t max_open_files = 4096;
   // Threads used to rebuild the index at open (0: one per core).
   unsigned rebuild_threads = 0;
 };

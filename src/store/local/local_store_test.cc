@@ -166,6 +166,36 @@ TEST_F(LocalStoreTest, ShrunkCapacityEvictsOldestAtOpen) {
   EXPECT_TRUE(store->Stat("k4").has_value());
 }
 
+TEST_F(LocalStoreTest, ReadsAfterReplaceDeleteOrEvictNeverSeeTheOldFile) {
+  auto store = Open({.capacity_bytes = 2000});
+  ASSERT_TRUE(store->Put("k", AsBytes("first")).ok());
+  EXPECT_EQ(*ReadWholeObject(*store, "k"), "first");  // its file is now kept open
+  ASSERT_TRUE(store->Put("k", AsBytes("second!")).ok());
+  EXPECT_EQ(*ReadWholeObject(*store, "k"), "second!");
+  std::string buf(4, '\0');
+  RangeRead r{.key = "k", .offset = 3, .dest = AsWritableBytes(buf)};
+  ASSERT_TRUE(store->RetrieveRanges(std::span(&r, 1)).ok());
+  EXPECT_EQ(buf, "ond!");
+  ASSERT_TRUE(store->Delete("k").ok());
+  EXPECT_EQ(ReadWholeObject(*store, "k").error().code(), StatusCode::kNotFound);
+  ASSERT_TRUE(store->Put("old", AsBytes(std::string(1500, 'o'))).ok());
+  EXPECT_TRUE(ReadWholeObject(*store, "old").has_value());
+  ASSERT_TRUE(store->Put("new", AsBytes(std::string(1500, 'n'))).ok());  // evicts "old"
+  EXPECT_EQ(ReadWholeObject(*store, "old").error().code(), StatusCode::kNotFound);
+}
+
+TEST_F(LocalStoreTest, ManyObjectsReadWithFewOpenFiles) {
+  auto store = Open({.max_open_files = 64});  // one per index shard
+  for (int i = 0; i < 300; ++i) {
+    ASSERT_TRUE(store->Put("o" + std::to_string(i), AsBytes(std::to_string(i))).ok());
+  }
+  for (int round = 0; round < 2; ++round) {
+    for (int i = 0; i < 300; ++i) {
+      EXPECT_EQ(*ReadWholeObject(*store, "o" + std::to_string(i)), std::to_string(i));
+    }
+  }
+}
+
 TEST_F(LocalStoreTest, DurablePutsWork) {
   auto store = Open({.durable = true});
   ASSERT_TRUE(store->Put("d", AsBytes("durable")).ok());
