@@ -289,7 +289,7 @@ Status RunIndex(const IndexFlags& f) {
       populate_s = NowSeconds() - t0;
     }
   }
-  std::vector<double> rebuild_s, heap_per_object;
+  std::vector<double> rebuild_s, scan_s, heap_per_object;
   uint64_t objects = 0;
   for (int r = 0; r < f.reopens; ++r) {
     ::malloc_trim(0);
@@ -303,6 +303,7 @@ Status RunIndex(const IndexFlags& f) {
                            std::to_string(f.objects));
     }
     rebuild_s.push_back(stats.seconds);
+    scan_s.push_back(stats.scan_seconds);
     heap_per_object.push_back(static_cast<double>(after - before) / objects);
     // Spot-check that the rebuilt index serves the bytes.
     ListPage page = *store->List({.prefix = "", .start_after = "", .max_keys = 3});
@@ -316,6 +317,7 @@ Status RunIndex(const IndexFlags& f) {
   if (populate_s > 0) report.Metric("populate_puts_per_s", f.objects / populate_s, "puts/s", "");
   report.Metric("index_bytes_per_object", Median(heap_per_object), "bytes", "heap in use");
   report.Metric("rebuild_s", Median(rebuild_s), "s", "open: scan + index, warm dentry cache");
+  report.Metric("rebuild_scan_s", Median(scan_s), "s", "of which directory scan");
   report.Metric("rebuild_objects_per_s", objects / Median(rebuild_s), "objects/s", "");
   report.Metric("index_gib_at_1e7", Median(heap_per_object) * 1e7 / (1 << 30), "GiB", "projected");
   report.Print();

@@ -217,6 +217,25 @@ Result<Trailer> ReadTrailer(int fd, uint64_t file_size, std::optional<std::strin
 
 // ---- the index ---------------------------------------------------------------------------
 
+// An object found on disk at open.
+struct FoundObject {
+  std::string key;
+  uint64_t size = 0;
+  uint64_t stamp = 0;  // modification time, ns
+};
+
+// Runs fn(0) .. fn(n - 1) on `threads` threads.
+template <typename F>
+void ParallelFor(size_t n, unsigned threads, F fn) {
+  std::atomic<size_t> next{0};
+  std::vector<std::jthread> workers;
+  for (unsigned t = 0; t < threads; ++t) {
+    workers.emplace_back([&] {
+      for (size_t i = next++; i < n; i = next++) fn(i);
+    });
+  }
+}
+
 struct Entry {
   uint64_t size = 0;
   uint64_t stamp = 0;  // recency: larger is more recent
@@ -303,18 +322,28 @@ class LocalStore final : public Store {
   Status Delete(std::string_view key) override;
   Result<ListPage> List(const ListOptions& options) override;
 
-  // Adds an object found on disk at open; called in order of age, oldest first.
-  void AddRebuilt(std::string key, uint64_t size) {
-    IndexShard& s = index_[IndexShardOf(key)];
-    auto [it, inserted] = s.objects.try_emplace(std::move(key));
-    if (!inserted) return;
-    Entry& e = it->second;
-    e.size = size;
-    e.key = &it->first;
-    e.stamp = ++clock_;
-    s.PushFront(&e);
-    objects_++;
-    bytes_ += size;
+  // Fills index shard `shard` with the objects found on disk at open. Their recency is their
+  // modification time, so shards can be built in parallel and still agree on a global order.
+  void RebuildIndexShard(size_t shard, std::vector<FoundObject>* found) {
+    std::sort(found->begin(), found->end(),
+              [](const FoundObject& a, const FoundObject& b) { return a.stamp < b.stamp; });
+    IndexShard& s = index_[shard];
+    std::lock_guard lock(s.mu);
+    for (FoundObject& f : *found) {
+      auto [it, inserted] = s.objects.try_emplace(std::move(f.key));
+      if (!inserted) continue;
+      Entry& e = it->second;
+      e.size = f.size;
+      e.key = &it->first;
+      e.stamp = f.stamp;
+      s.PushFront(&e);
+      objects_++;
+      bytes_ += f.size;
+      uint64_t clock = clock_.load();
+      while (f.stamp >= clock && !clock_.compare_exchange_weak(clock, f.stamp + 1)) {
+      }
+    }
+    *found = {};
   }
   void EvictToCapacity();
 
@@ -589,14 +618,8 @@ Result<ListPage> LocalStore::List(const ListOptions& options) {
 
 // ---- open and rebuild --------------------------------------------------------------------
 
-struct FoundObject {
-  std::string key;
-  uint64_t size;
-  int64_t mtime_ns;
-};
-
 struct ShardScan {
-  std::vector<FoundObject> objects;
+  std::array<std::vector<FoundObject>, kIndexShards> by_index_shard;
   uint64_t damaged = 0;
   Status status;
 };
@@ -624,8 +647,11 @@ void ScanDirShard(int dir_fd, size_t shard, ShardScan* out) {
       out->damaged++;
       return;
     }
-    out->objects.push_back({std::move(*key), static_cast<uint64_t>(st.st_size) - trailer_len,
-                            st.st_mtim.tv_sec * 1'000'000'000 + st.st_mtim.tv_nsec});
+    const int64_t mtime_ns = st.st_mtim.tv_sec * 1'000'000'000 + st.st_mtim.tv_nsec;
+    const size_t index_shard = IndexShardOf(*key);
+    out->by_index_shard[index_shard].push_back({std::move(*key),
+                                                static_cast<uint64_t>(st.st_size) - trailer_len,
+                                                static_cast<uint64_t>(std::max<int64_t>(mtime_ns, 0))});
   });
 }
 
@@ -740,28 +766,24 @@ Result<std::unique_ptr<Store>> OpenLocalStore(const LocalStoreOptions& options,
   unsigned threads = options.rebuild_threads;
   if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
   std::vector<ShardScan> scans(kDirShards);
-  {
-    std::atomic<size_t> next{0};
-    std::vector<std::jthread> workers;
-    for (unsigned t = 0; t < threads; ++t) {
-      workers.emplace_back([&] {
-        for (size_t i = next++; i < kDirShards; i = next++) ScanDirShard(dirs[i].get(), i, &scans[i]);
-      });
-    }
-  }
-  std::vector<FoundObject> found;
+  ParallelFor(kDirShards, threads, [&](size_t i) { ScanDirShard(dirs[i].get(), i, &scans[i]); });
+  local_stats.scan_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   for (ShardScan& scan : scans) {
     if (!scan.status.ok()) return scan.status.Annotate("opening store " + path);
     local_stats.removed_damaged_files += scan.damaged;
-    std::move(scan.objects.begin(), scan.objects.end(), std::back_inserter(found));
-    scan.objects = {};
   }
-  std::sort(found.begin(), found.end(),
-            [](const FoundObject& a, const FoundObject& b) { return a.mtime_ns < b.mtime_ns; });
-
   auto store = std::make_unique<LocalStore>(options, std::move(root), std::move(lock),
                                             std::move(tmp), std::move(dirs));
-  for (FoundObject& f : found) store->AddRebuilt(std::move(f.key), f.size);
+  ParallelFor(kIndexShards, threads, [&](size_t shard) {
+    std::vector<FoundObject> found;
+    for (ShardScan& scan : scans) {
+      std::vector<FoundObject>& part = scan.by_index_shard[shard];
+      std::move(part.begin(), part.end(), std::back_inserter(found));
+      part = {};
+    }
+    store->RebuildIndexShard(shard, &found);
+  });
   store->EvictToCapacity();  // the capacity may have shrunk since the last run
   StoreUsage usage = store->Usage();
   local_stats.objects = usage.objects;

@@ -40,7 +40,8 @@ struct LocalStoreOpenStats {
   uint64_t bytes = 0;
   uint64_t removed_temp_files = 0;
   uint64_t removed_damaged_files = 0;
-  double seconds = 0;
+  double seconds = 0;       // the whole open
+  double scan_seconds = 0;  // of which reading the directories
 };
 
 // Opens (creating if needed) a store directory and rebuilds its index. `stats`, if given,
