@@ -131,7 +131,8 @@ Status RunStore(const StoreFlags& f) {
   OC_ASSIGN_OR_RETURN(std::unique_ptr<Store> store, OpenLocalStore(options));
 
   KeyNamespace ns(m.name, m.layout);
-  std::vector<ChunkKey> keys = ns.KeysForTokens(RandomTokens(f.objects * m.layout.tokens_per_chunk, 2));
+  std::vector<ChunkKey> keys =
+      ns.KeysForTokens(RandomTokens(f.objects * m.layout.tokens_per_chunk, 2));
   std::vector<std::string> names, objects;
   for (size_t i = 0; i < keys.size(); ++i) {
     names.push_back(keys[i].ToHex());
@@ -184,7 +185,8 @@ Status RunStore(const StoreFlags& f) {
     const uint64_t offset = geometry.LayerOffset(layer);
     auto time_ours = [&] {
       for (size_t i = 0; i < keys.size(); ++i) {
-        reads[i] = {.key = names[i], .offset = offset,
+        reads[i] = {.key = names[i],
+                    .offset = offset,
                     .dest = AsWritableBytes(ours_buf).subspan(i * slice, slice)};
       }
       double t0 = NowSeconds();
@@ -195,7 +197,8 @@ Status RunStore(const StoreFlags& f) {
     auto time_plain = [&] {
       double t0 = NowSeconds();
       for (size_t i = 0; i < keys.size(); ++i) {
-        if (::pread(fds[i], plain_buf.data() + i * slice, slice, offset) != static_cast<ssize_t>(slice)) {
+        if (::pread(fds[i], plain_buf.data() + i * slice, slice, offset) !=
+            static_cast<ssize_t>(slice)) {
           return -1.0;
         }
       }
@@ -272,8 +275,9 @@ Status RunIndex(const IndexFlags& f) {
     OC_ASSIGN_OR_RETURN(std::unique_ptr<Store> store, OpenLocalStore(options));
     const uint64_t have = store->Usage().objects;
     if (have != f.objects) {
-      if (have != 0) return FailedPreconditionError(root.string() + " holds " + std::to_string(have) +
-                                                    " objects; remove it or pass its count");
+      if (have != 0)
+        return FailedPreconditionError(root.string() + " holds " + std::to_string(have) +
+                                       " objects; remove it or pass its count");
       std::cout << "populating " << f.objects << " objects in " << root << " ..." << std::endl;
       KeyNamespace ns("bench", FindModelPreset("llama-3.1-8b")->layout);
       std::string payload = RandomBytes(f.payload, 5);
@@ -355,7 +359,8 @@ void AddBenchCommands(CLI::App* app) {
   s->callback([store] { Run([&] { return RunStore(*store); }); });
 
   auto index = std::make_shared<IndexFlags>();
-  CLI::App* i = bench->add_subcommand("index", "Local store index: memory per object, rebuild time");
+  CLI::App* i =
+      bench->add_subcommand("index", "Local store index: memory per object, rebuild time");
   i->add_option("--dir", index->dir, "Store directory")->capture_default_str();
   i->add_option("--objects", index->objects, "Objects")->capture_default_str();
   i->add_option("--payload", index->payload, "Payload bytes per object")->capture_default_str();

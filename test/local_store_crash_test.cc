@@ -110,7 +110,8 @@ TEST(LocalStoreCrashTest, KilledWriterLeavesEveryObjectAbsentOrBitExact) {
       } else {
         uint64_t version = 0;
         ASSERT_TRUE(crash::CheckValue(k, *v, &version))
-            << "cycle " << cycle << ": key " << k << " is not bit-exact (" << v->size() << " bytes)";
+            << "cycle " << cycle << ": key " << k << " is not bit-exact (" << v->size()
+            << " bytes)";
         observed[k] = version;
       }
       ASSERT_TRUE(observed[k] == acked[k] || observed[k] == with_inflight[k])
@@ -123,11 +124,12 @@ TEST(LocalStoreCrashTest, KilledWriterLeavesEveryObjectAbsentOrBitExact) {
     EXPECT_EQ(all.objects.size(), present) << "objects the writer never wrote";
     model = observed;
   }
-  std::printf("%d kills, %llu acknowledged operations, %llu unacknowledged operations landed "
-              "whole, %llu partial writes discarded at reopen\n",
-              kCycles, static_cast<unsigned long long>(total_acks),
-              static_cast<unsigned long long>(inflight_landed),
-              static_cast<unsigned long long>(removed_temp));
+  std::printf(
+      "%d kills, %llu acknowledged operations, %llu unacknowledged operations landed "
+      "whole, %llu partial writes discarded at reopen\n",
+      kCycles, static_cast<unsigned long long>(total_acks),
+      static_cast<unsigned long long>(inflight_landed),
+      static_cast<unsigned long long>(removed_temp));
   EXPECT_GT(total_acks, 0u);
   RemoveTree(dir);
 }

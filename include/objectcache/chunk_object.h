@@ -37,7 +37,7 @@ struct ChunkHeader {
   KvLayout layout;
   ChunkKey key;
   uint64_t data_offset = kChunkHeaderRegion;
-  uint64_t layer_stride = 0;  // LayerSliceBytes rounded up to kChunkAlignment
+  uint64_t layer_stride = 0;              // LayerSliceBytes rounded up to kChunkAlignment
   std::vector<uint64_t> layer_checksums;  // XXH3-64 of each layer slice
 
   uint64_t LayerSliceBytes() const { return layout.LayerSliceBytes(); }
@@ -67,7 +67,8 @@ Result<ChunkHeader> DecodeChunkHeader(std::span<const std::byte> prefix,
                                       const ChunkExpectation& expect = {});
 
 // DataLoss unless `slice` is exactly layer `layer`'s slice with the checksum in `header`.
-Status VerifyLayerSlice(const ChunkHeader& header, uint32_t layer, std::span<const std::byte> slice);
+Status VerifyLayerSlice(const ChunkHeader& header, uint32_t layer,
+                        std::span<const std::byte> slice);
 
 // Validates a whole object (header, size, every layer checksum, zero padding) and returns its
 // header.

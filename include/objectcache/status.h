@@ -99,20 +99,20 @@ class [[nodiscard]] Result : public std::expected<T, Status> {
 }  // namespace objectcache
 
 // Early return of a failed Status or Result from a function returning Status or Result<U>.
-#define OC_RETURN_IF_ERROR(expr)                                      \
-  do {                                                                \
-    if (auto oc_status_ = ::objectcache::internal::ToStatus(expr);    \
-        !oc_status_.ok()) {                                           \
-      return oc_status_;                                              \
-    }                                                                 \
+#define OC_RETURN_IF_ERROR(expr)                                                       \
+  do {                                                                                 \
+    if (auto oc_status_ = ::objectcache::internal::ToStatus(expr); !oc_status_.ok()) { \
+      return oc_status_;                                                               \
+    }                                                                                  \
   } while (false)
 
 #define OC_CONCAT_INNER(a, b) a##b
 #define OC_CONCAT(a, b) OC_CONCAT_INNER(a, b)
 // OC_ASSIGN_OR_RETURN(auto x, MakeX()); assigns the value or returns the error.
-#define OC_ASSIGN_OR_RETURN(lhs, expr) OC_ASSIGN_OR_RETURN_IMPL(OC_CONCAT(oc_result_, __LINE__), lhs, expr)
-#define OC_ASSIGN_OR_RETURN_IMPL(tmp, lhs, expr) \
-  auto tmp = (expr);                             \
+#define OC_ASSIGN_OR_RETURN(lhs, expr) \
+  OC_ASSIGN_OR_RETURN_IMPL(OC_CONCAT(oc_result_, __LINE__), lhs, expr)
+#define OC_ASSIGN_OR_RETURN_IMPL(tmp, lhs, expr)       \
+  auto tmp = (expr);                                   \
   if (!tmp.has_value()) return std::move(tmp).error(); \
   lhs = std::move(*tmp)
 

@@ -39,9 +39,9 @@ Status ValidateKey(std::string_view key);
 
 // What a backend can do; callers pick a path by capability, never by type.
 struct StoreCapabilities {
-  bool ranged_reads = true;          // Retrieve of a byte range costs the range, not the object
-  bool persistent = false;           // survives a restart of the process
-  bool evicts = false;               // may drop objects to stay under a capacity bound
+  bool ranged_reads = true;  // Retrieve of a byte range costs the range, not the object
+  bool persistent = false;   // survives a restart of the process
+  bool evicts = false;       // may drop objects to stay under a capacity bound
   std::optional<uint64_t> capacity_bytes;
 };
 

@@ -78,7 +78,8 @@ Status OutputFile::Commit() {
   if (temp_path_.empty()) return Status();
   int fd = std::exchange(fd_, -1);
   if (::close(fd) != 0) return ErrnoError("writing " + path_, errno);
-  if (::rename(temp_path_.c_str(), path_.c_str()) != 0) return ErrnoError("renaming to " + path_, errno);
+  if (::rename(temp_path_.c_str(), path_.c_str()) != 0)
+    return ErrnoError("renaming to " + path_, errno);
   committed_ = true;
   return Status();
 }
@@ -124,7 +125,8 @@ Result<ModelPreset> ResolveLayoutFlags(const LayoutFlags& f) {
     OC_ASSIGN_OR_RETURN(m, ResolveModel(f.layout));
   } else if (geometry) {
     if (!f.layers || !f.kv_heads || !f.head_dim || f.dtype.empty()) {
-      return InvalidArgumentError("a custom layout needs --num-layers, --kv-heads, --head-dim and --dtype");
+      return InvalidArgumentError(
+          "a custom layout needs --num-layers, --kv-heads, --head-dim and --dtype");
     }
     m.name = "custom";
     m.layout.num_layers = *f.layers;

@@ -56,7 +56,8 @@ class ByteReader {
   bool Le(T* v, size_t n) {
     if (remaining() < n) return false;
     uint64_t x = 0;
-    for (size_t i = 0; i < n; ++i) x |= uint64_t{std::to_integer<uint8_t>(in_[pos_ + i])} << (8 * i);
+    for (size_t i = 0; i < n; ++i)
+      x |= uint64_t{std::to_integer<uint8_t>(in_[pos_ + i])} << (8 * i);
     *v = static_cast<T>(x);
     pos_ += n;
     return true;

@@ -90,8 +90,9 @@ TEST(ChunkKeyTest, HexRoundTripAndRejectsBadHex) {
   Result<ChunkKey> k = ChunkKey::FromHex("6D0F5C5D66016C150B2CAFADA81C8810");
   ASSERT_TRUE(k.has_value());
   EXPECT_EQ(k->ToHex(), "6d0f5c5d66016c150b2cafada81c8810");
-  for (const char* bad : {"", "6d0f", "6d0f5c5d66016c150b2cafada81c881", "6d0f5c5d66016c150b2cafada81c88100",
-                          "6d0f5c5d66016c150b2cafada81c881g", " d0f5c5d66016c150b2cafada81c8810"}) {
+  for (const char* bad :
+       {"", "6d0f", "6d0f5c5d66016c150b2cafada81c881", "6d0f5c5d66016c150b2cafada81c88100",
+        "6d0f5c5d66016c150b2cafada81c881g", " d0f5c5d66016c150b2cafada81c8810"}) {
     Result<ChunkKey> r = ChunkKey::FromHex(bad);
     ASSERT_FALSE(r.has_value()) << bad;
     EXPECT_EQ(r.error().code(), StatusCode::kInvalidArgument);

@@ -101,11 +101,11 @@ Result<ChunkHeader> DecodeChunkHeader(std::span<const std::byte> prefix,
   }
   uint64_t fingerprint = 0, slice = 0;
   ChunkKey::Bytes key_bytes;
-  if (!r.U16(&header_bytes) || !r.U32(&flags) || !r.U32(&l.num_layers) ||
-      !r.U32(&l.num_kv_heads) || !r.U32(&l.head_dim) || !r.U8(&dtype) ||
-      !r.Bytes(reserved8, 3) || !r.U32(&l.tokens_per_chunk) || !r.U32(&reserved32) ||
-      !r.U64(&fingerprint) || !r.Bytes(key_bytes.data(), key_bytes.size()) ||
-      !r.U64(&h.data_offset) || !r.U64(&h.layer_stride) || !r.U64(&slice)) {
+  if (!r.U16(&header_bytes) || !r.U32(&flags) || !r.U32(&l.num_layers) || !r.U32(&l.num_kv_heads) ||
+      !r.U32(&l.head_dim) || !r.U8(&dtype) || !r.Bytes(reserved8, 3) ||
+      !r.U32(&l.tokens_per_chunk) || !r.U32(&reserved32) || !r.U64(&fingerprint) ||
+      !r.Bytes(key_bytes.data(), key_bytes.size()) || !r.U64(&h.data_offset) ||
+      !r.U64(&h.layer_stride) || !r.U64(&slice)) {
     return truncated("header");
   }
   // The layer count decides the header length: bound it before trusting it.
@@ -130,8 +130,7 @@ Result<ChunkHeader> DecodeChunkHeader(std::span<const std::byte> prefix,
     return InvalidArgumentError(what + ": unknown header flags");
   }
   if (fingerprint != l.Fingerprint() || slice != l.LayerSliceBytes() ||
-      h.data_offset != kChunkHeaderRegion ||
-      h.layer_stride != RoundUp(slice, kChunkAlignment)) {
+      h.data_offset != kChunkHeaderRegion || h.layer_stride != RoundUp(slice, kChunkAlignment)) {
     return InvalidArgumentError(what + ": inconsistent layout fields in header");
   }
   if (expect.key && h.key != *expect.key) {
@@ -151,8 +150,8 @@ Result<ChunkHeader> DecodeChunkHeader(std::span<const std::byte> prefix,
 Status VerifyLayerSlice(const ChunkHeader& header, uint32_t layer,
                         std::span<const std::byte> slice) {
   if (layer >= header.layout.num_layers) {
-    return InvalidArgumentError("chunk " + header.key.ToHex() + ": layer " +
-                                std::to_string(layer) + " out of range");
+    return InvalidArgumentError("chunk " + header.key.ToHex() + ": layer " + std::to_string(layer) +
+                                " out of range");
   }
   if (slice.size() != header.LayerSliceBytes()) {
     return DataLossError("chunk " + header.key.ToHex() + ": layer " + std::to_string(layer) +

@@ -114,8 +114,7 @@ TEST_F(ChunkObjectTest, ExpectationMismatchesAreInvalidArgument) {
   EXPECT_EQ(DecodeChunkHeader(AsBytes(object_), want_llama).error().code(),
             StatusCode::kInvalidArgument);
   ChunkExpectation wrong_size{.object_bytes = object_.size() - 4096};
-  EXPECT_EQ(DecodeChunkHeader(AsBytes(object_), wrong_size).error().code(),
-            StatusCode::kDataLoss);
+  EXPECT_EQ(DecodeChunkHeader(AsBytes(object_), wrong_size).error().code(), StatusCode::kDataLoss);
 }
 
 TEST_F(ChunkObjectTest, RandomGarbageNeverDecodes) {

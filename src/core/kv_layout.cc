@@ -12,10 +12,14 @@ namespace objectcache {
 
 std::string_view KvDtypeName(KvDtype dtype) {
   switch (dtype) {
-    case KvDtype::kBf16: return "bf16";
-    case KvDtype::kFp16: return "fp16";
-    case KvDtype::kFp8: return "fp8";
-    case KvDtype::kFp32: return "fp32";
+    case KvDtype::kBf16:
+      return "bf16";
+    case KvDtype::kFp16:
+      return "fp16";
+    case KvDtype::kFp8:
+      return "fp8";
+    case KvDtype::kFp32:
+      return "fp32";
   }
   return "unknown";
 }
@@ -31,9 +35,12 @@ Result<KvDtype> ParseKvDtype(std::string_view name) {
 uint32_t KvDtypeBytes(KvDtype dtype) {
   switch (dtype) {
     case KvDtype::kBf16:
-    case KvDtype::kFp16: return 2;
-    case KvDtype::kFp8: return 1;
-    case KvDtype::kFp32: return 4;
+    case KvDtype::kFp16:
+      return 2;
+    case KvDtype::kFp8:
+      return 1;
+    case KvDtype::kFp32:
+      return 4;
   }
   return 0;
 }
@@ -157,8 +164,8 @@ std::string ModelToJson(const ModelPreset& model) {
 }
 
 Result<ModelPreset> ResolveModel(std::string_view name_or_path) {
-  bool is_path = name_or_path.find('/') != std::string_view::npos ||
-                 name_or_path.ends_with(".json");
+  bool is_path =
+      name_or_path.find('/') != std::string_view::npos || name_or_path.ends_with(".json");
   if (!is_path) return FindModelPreset(name_or_path);
   std::ifstream in{std::string(name_or_path)};
   if (!in) return NotFoundError("cannot open layout file '" + std::string(name_or_path) + "'");

@@ -11,10 +11,10 @@ TEST(KvLayoutTest, PresetsMatchArchitectureTable) {
     uint64_t token_bytes;
     uint64_t slice_bytes;
   };
-  for (const Want& w : {Want{"llama-3.1-8b", 128 << 10, 64 << 10},
-                        Want{"granite-3.3-8b", 160 << 10, 64 << 10},
-                        Want{"deepseek-r1-distill-qwen-7b", 56 << 10, 32 << 10},
-                        Want{"llama-3.1-70b", 320 << 10, 64 << 10}}) {
+  for (const Want& w :
+       {Want{"llama-3.1-8b", 128 << 10, 64 << 10}, Want{"granite-3.3-8b", 160 << 10, 64 << 10},
+        Want{"deepseek-r1-distill-qwen-7b", 56 << 10, 32 << 10},
+        Want{"llama-3.1-70b", 320 << 10, 64 << 10}}) {
     Result<ModelPreset> p = FindModelPreset(w.name);
     ASSERT_TRUE(p.has_value()) << w.name;
     EXPECT_EQ(p->layout.TokenBytes(), w.token_bytes) << w.name;

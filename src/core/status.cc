@@ -7,23 +7,40 @@ namespace objectcache {
 
 std::string_view StatusCodeName(StatusCode code) {
   switch (code) {
-    case StatusCode::kOk: return "OK";
-    case StatusCode::kCancelled: return "Cancelled";
-    case StatusCode::kUnknown: return "Unknown";
-    case StatusCode::kInvalidArgument: return "InvalidArgument";
-    case StatusCode::kDeadlineExceeded: return "DeadlineExceeded";
-    case StatusCode::kNotFound: return "NotFound";
-    case StatusCode::kAlreadyExists: return "AlreadyExists";
-    case StatusCode::kPermissionDenied: return "PermissionDenied";
-    case StatusCode::kResourceExhausted: return "ResourceExhausted";
-    case StatusCode::kFailedPrecondition: return "FailedPrecondition";
-    case StatusCode::kAborted: return "Aborted";
-    case StatusCode::kOutOfRange: return "OutOfRange";
-    case StatusCode::kUnimplemented: return "Unimplemented";
-    case StatusCode::kInternal: return "Internal";
-    case StatusCode::kUnavailable: return "Unavailable";
-    case StatusCode::kDataLoss: return "DataLoss";
-    case StatusCode::kUnauthenticated: return "Unauthenticated";
+    case StatusCode::kOk:
+      return "OK";
+    case StatusCode::kCancelled:
+      return "Cancelled";
+    case StatusCode::kUnknown:
+      return "Unknown";
+    case StatusCode::kInvalidArgument:
+      return "InvalidArgument";
+    case StatusCode::kDeadlineExceeded:
+      return "DeadlineExceeded";
+    case StatusCode::kNotFound:
+      return "NotFound";
+    case StatusCode::kAlreadyExists:
+      return "AlreadyExists";
+    case StatusCode::kPermissionDenied:
+      return "PermissionDenied";
+    case StatusCode::kResourceExhausted:
+      return "ResourceExhausted";
+    case StatusCode::kFailedPrecondition:
+      return "FailedPrecondition";
+    case StatusCode::kAborted:
+      return "Aborted";
+    case StatusCode::kOutOfRange:
+      return "OutOfRange";
+    case StatusCode::kUnimplemented:
+      return "Unimplemented";
+    case StatusCode::kInternal:
+      return "Internal";
+    case StatusCode::kUnavailable:
+      return "Unavailable";
+    case StatusCode::kDataLoss:
+      return "DataLoss";
+    case StatusCode::kUnauthenticated:
+      return "Unauthenticated";
   }
   return "Unknown";
 }
@@ -66,24 +83,39 @@ Status ErrnoError(std::string_view context, int errno_value) {
   StatusCode code = StatusCode::kInternal;
   switch (errno_value) {
     case ENOENT:
-    case ENOTDIR: code = StatusCode::kNotFound; break;
-    case EEXIST: code = StatusCode::kAlreadyExists; break;
+    case ENOTDIR:
+      code = StatusCode::kNotFound;
+      break;
+    case EEXIST:
+      code = StatusCode::kAlreadyExists;
+      break;
     case EACCES:
     case EPERM:
-    case EROFS: code = StatusCode::kPermissionDenied; break;
+    case EROFS:
+      code = StatusCode::kPermissionDenied;
+      break;
     case ENOSPC:
     case EDQUOT:
     case EMFILE:
     case ENFILE:
-    case ENOMEM: code = StatusCode::kResourceExhausted; break;
+    case ENOMEM:
+      code = StatusCode::kResourceExhausted;
+      break;
     case EINVAL:
-    case ENAMETOOLONG: code = StatusCode::kInvalidArgument; break;
+    case ENAMETOOLONG:
+      code = StatusCode::kInvalidArgument;
+      break;
     case EAGAIN:
     case EINTR:
     case EBUSY:
-    case ETIMEDOUT: code = StatusCode::kUnavailable; break;
-    case EIO: code = StatusCode::kDataLoss; break;
-    default: break;
+    case ETIMEDOUT:
+      code = StatusCode::kUnavailable;
+      break;
+    case EIO:
+      code = StatusCode::kDataLoss;
+      break;
+    default:
+      break;
   }
   std::string message(context);
   message += ": ";

@@ -20,8 +20,8 @@ Result<LayerRange> LayerRange::Parse(std::string_view text, uint32_t num_layers)
                                 "' is not A:B (A inclusive, B exclusive)");
   }
   if (r.first >= r.last || r.last > num_layers) {
-    return InvalidArgumentError("layer range " + std::string(text) + " is empty or outside 0:" +
-                                std::to_string(num_layers));
+    return InvalidArgumentError("layer range " + std::string(text) +
+                                " is empty or outside 0:" + std::to_string(num_layers));
   }
   return r;
 }
@@ -31,8 +31,8 @@ Status ReadLayersLayerMajor(Store& store, const KvLayout& layout, std::span<cons
   OC_RETURN_IF_ERROR(layout.Validate());
   if (layers.first >= layers.last || layers.last > layout.num_layers) {
     return InvalidArgumentError("layer range " + std::to_string(layers.first) + ":" +
-                                std::to_string(layers.last) + " is empty or outside 0:" +
-                                std::to_string(layout.num_layers));
+                                std::to_string(layers.last) +
+                                " is empty or outside 0:" + std::to_string(layout.num_layers));
   }
   const size_t n = keys.size();
   std::vector<std::string> names(n);
@@ -42,9 +42,10 @@ Status ReadLayersLayerMajor(Store& store, const KvLayout& layout, std::span<cons
   std::string headers(n * kChunkHeaderRegion, '\0');
   std::vector<RangeRead> reads(n);
   for (size_t i = 0; i < n; ++i) {
-    reads[i] = {.key = names[i],
-                .offset = 0,
-                .dest = AsWritableBytes(headers).subspan(i * kChunkHeaderRegion, kChunkHeaderRegion)};
+    reads[i] = {
+        .key = names[i],
+        .offset = 0,
+        .dest = AsWritableBytes(headers).subspan(i * kChunkHeaderRegion, kChunkHeaderRegion)};
   }
   OC_RETURN_IF_ERROR(store.RetrieveRanges(reads));
   std::vector<ChunkHeader> parsed(n);

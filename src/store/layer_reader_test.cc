@@ -21,20 +21,20 @@ class LayerReaderTest : public ::testing::Test {
       std::string kv(layout_.ChunkKvBytes(), '\0');
       for (char& c : kv) c = static_cast<char>(rng());
       kv_.push_back(kv);
-      ASSERT_TRUE(store_->Put(k.ToHex(), AsBytes(*EncodeChunkObject(layout_, k, AsBytes(kv)))).ok());
+      ASSERT_TRUE(
+          store_->Put(k.ToHex(), AsBytes(*EncodeChunkObject(layout_, k, AsBytes(kv)))).ok());
     }
   }
 
   Result<std::string> Read(LayerRange range, std::span<const ChunkKey> keys) {
     std::string out;
     uint32_t expect_layer = range.first;
-    Status s = ReadLayersLayerMajor(*store_, layout_, keys, range,
-                                    [&](uint32_t layer, std::span<const std::byte> bytes) {
-                                      EXPECT_EQ(layer, expect_layer++);
-                                      out.append(reinterpret_cast<const char*>(bytes.data()),
-                                                 bytes.size());
-                                      return Status();
-                                    });
+    Status s = ReadLayersLayerMajor(
+        *store_, layout_, keys, range, [&](uint32_t layer, std::span<const std::byte> bytes) {
+          EXPECT_EQ(layer, expect_layer++);
+          out.append(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+          return Status();
+        });
     if (!s.ok()) return s;
     return out;
   }
@@ -85,7 +85,8 @@ TEST_F(LayerReaderTest, WrongLayoutAndWrongObjectAreInvalidArgument) {
                                   [](uint32_t, std::span<const std::byte>) { return Status(); });
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
   // Chunk 0's object stored under chunk 1's name.
-  ASSERT_TRUE(store_->Put(keys_[1].ToHex(), AsBytes(*ReadWholeObject(*store_, keys_[0].ToHex()))).ok());
+  ASSERT_TRUE(
+      store_->Put(keys_[1].ToHex(), AsBytes(*ReadWholeObject(*store_, keys_[0].ToHex()))).ok());
   EXPECT_EQ(Read({0, 1}, keys_).error().code(), StatusCode::kInvalidArgument);
   ASSERT_TRUE(store_->Put(keys_[2].ToHex(), AsBytes("short")).ok());
   EXPECT_EQ(Read({0, 1}, std::span(keys_).subspan(2)).error().code(), StatusCode::kDataLoss);

@@ -95,10 +95,10 @@ TEST_P(StoreConformanceTest, ManyRangesOfManyObjectsInOneCall) {
   std::string d0(4096, 0), d1(100, 0), d2(1, 0), d3(10, 0), d4(0, 0), d5(8, 0), d6(5000, 0);
   std::vector<RangeRead> reads = {
       {.key = "a", .offset = 65536, .dest = AsWritableBytes(d0)},
-      {.key = "b", .offset = 4900, .dest = AsWritableBytes(d1)},   // ends exactly at the end
+      {.key = "b", .offset = 4900, .dest = AsWritableBytes(d1)},  // ends exactly at the end
       {.key = "a", .offset = 0, .dest = AsWritableBytes(d2)},
-      {.key = "b", .offset = 4995, .dest = AsWritableBytes(d3)},   // passes the end
-      {.key = "b", .offset = 5000, .dest = AsWritableBytes(d4)},   // empty range at the end
+      {.key = "b", .offset = 4995, .dest = AsWritableBytes(d3)},  // passes the end
+      {.key = "b", .offset = 5000, .dest = AsWritableBytes(d4)},  // empty range at the end
       {.key = "nope", .offset = 0, .dest = AsWritableBytes(d5)},
       {.key = "b", .offset = 0, .dest = AsWritableBytes(d6)},
   };
@@ -160,18 +160,29 @@ TEST_P(StoreConformanceTest, ListIsOrderedFilteredAndPaged) {
   ListPage all = *store_->List({.prefix = "", .start_after = "", .max_keys = 1000});
   EXPECT_EQ(all.objects.size(), 61u);
   EXPECT_FALSE(all.truncated);
-  EXPECT_TRUE(std::is_sorted(all.objects.begin(), all.objects.end(),
-                             [](const ObjectInfo& a, const ObjectInfo& b) { return a.key < b.key; }));
+  EXPECT_TRUE(
+      std::is_sorted(all.objects.begin(), all.objects.end(),
+                     [](const ObjectInfo& a, const ObjectInfo& b) { return a.key < b.key; }));
   ListPage after = *store_->List({.prefix = "kv/", .start_after = "kw", .max_keys = 10});
   EXPECT_TRUE(after.objects.empty());
   EXPECT_FALSE(after.truncated);
 }
 
 TEST_P(StoreConformanceTest, NamesAreOpaqueBytesUpTo1024) {
-  std::vector<std::string> names = {
-      "a/b/c", "../../etc/passwd", ".", "..", ".hidden", "~tilde", "100%", "sp ace",
-      "caf\xc3\xa9", std::string("nul\0byte", 8), "\xff\xfe", std::string(1024, 'x'),
-      std::string(300, '/'), std::string(1023, '%') + "z"};
+  std::vector<std::string> names = {"a/b/c",
+                                    "../../etc/passwd",
+                                    ".",
+                                    "..",
+                                    ".hidden",
+                                    "~tilde",
+                                    "100%",
+                                    "sp ace",
+                                    "caf\xc3\xa9",
+                                    std::string("nul\0byte", 8),
+                                    "\xff\xfe",
+                                    std::string(1024, 'x'),
+                                    std::string(300, '/'),
+                                    std::string(1023, '%') + "z"};
   for (size_t i = 0; i < names.size(); ++i) {
     std::string value = Pattern(i * 10, i);
     ASSERT_TRUE(store_->Put(names[i], AsBytes(value)).ok()) << i;
@@ -188,7 +199,8 @@ TEST_P(StoreConformanceTest, NamesAreOpaqueBytesUpTo1024) {
 
 TEST_P(StoreConformanceTest, ChunkLayerIsOneRangeUnderTheHexName) {
   KvLayout layout = FindModelPreset("llama-3.1-8b")->layout;
-  ChunkKey key = KeyNamespace("llama-3.1-8b", layout).KeysForTokens(std::vector<uint32_t>(16, 1))[0];
+  ChunkKey key =
+      KeyNamespace("llama-3.1-8b", layout).KeysForTokens(std::vector<uint32_t>(16, 1))[0];
   std::string kv = Pattern(layout.ChunkKvBytes(), 9);
   std::string object = *EncodeChunkObject(layout, key, AsBytes(kv));
   ASSERT_TRUE(store_->Put(key.ToHex(), AsBytes(object)).ok());

@@ -39,21 +39,21 @@ Result<std::unique_ptr<Store>> OpenFileUri(std::string_view rest) {
   options.root = std::string(rest.substr(0, q));
   if (options.root.empty()) return InvalidArgumentError("file:// store URI lacks a path");
   if (q != std::string_view::npos) {
-    OC_RETURN_IF_ERROR(ForEachQueryParam(rest.substr(q + 1), [&](std::string_view k,
-                                                                 std::string_view v) -> Status {
-      if (k == "capacity") {
-        OC_ASSIGN_OR_RETURN(options.capacity_bytes, ParseByteSize(v));
-      } else if (k == "open_files") {
-        OC_ASSIGN_OR_RETURN(uint64_t n, ParseByteSize(v));
-        options.max_open_files = n;
-      } else if (k == "durable") {
-        OC_ASSIGN_OR_RETURN(options.durable, ParseBool(k, v));
-      } else {
-        return InvalidArgumentError("unknown file:// store option '" + std::string(k) +
-                                    "' (known: capacity, durable, open_files)");
-      }
-      return Status();
-    }));
+    OC_RETURN_IF_ERROR(ForEachQueryParam(
+        rest.substr(q + 1), [&](std::string_view k, std::string_view v) -> Status {
+          if (k == "capacity") {
+            OC_ASSIGN_OR_RETURN(options.capacity_bytes, ParseByteSize(v));
+          } else if (k == "open_files") {
+            OC_ASSIGN_OR_RETURN(uint64_t n, ParseByteSize(v));
+            options.max_open_files = n;
+          } else if (k == "durable") {
+            OC_ASSIGN_OR_RETURN(options.durable, ParseBool(k, v));
+          } else {
+            return InvalidArgumentError("unknown file:// store option '" + std::string(k) +
+                                        "' (known: capacity, durable, open_files)");
+          }
+          return Status();
+        }));
   }
   return OpenLocalStore(options);
 }
@@ -71,11 +71,20 @@ Result<uint64_t> ParseByteSize(std::string_view text) {
     std::string_view name;
     uint64_t factor;
   };
-  static constexpr Unit kUnits[] = {
-      {"", 1},           {"B", 1},          {"K", 1000},        {"KB", 1000},
-      {"M", 1000000},    {"MB", 1000000},   {"G", 1000000000},  {"GB", 1000000000},
-      {"T", 1000000000000}, {"TB", 1000000000000}, {"KiB", 1ull << 10}, {"MiB", 1ull << 20},
-      {"GiB", 1ull << 30}, {"TiB", 1ull << 40}};
+  static constexpr Unit kUnits[] = {{"", 1},
+                                    {"B", 1},
+                                    {"K", 1000},
+                                    {"KB", 1000},
+                                    {"M", 1000000},
+                                    {"MB", 1000000},
+                                    {"G", 1000000000},
+                                    {"GB", 1000000000},
+                                    {"T", 1000000000000},
+                                    {"TB", 1000000000000},
+                                    {"KiB", 1ull << 10},
+                                    {"MiB", 1ull << 20},
+                                    {"GiB", 1ull << 30},
+                                    {"TiB", 1ull << 40}};
   for (const Unit& u : kUnits) {
     if (u.name == unit) {
       if (value > UINT64_MAX / u.factor) {

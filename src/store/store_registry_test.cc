@@ -26,9 +26,9 @@ TEST(StoreRegistryTest, OpensEachScheme) {
 }
 
 TEST(StoreRegistryTest, BadUrisAreInvalidArgument) {
-  for (const char* uri : {"", "ftp://x", "file://", "file:///tmp/x?capacity=lots",
-                          "file:///tmp/x?colour=blue", "file:///tmp/x?durable=maybe",
-                          "file:///tmp/x?capacity"}) {
+  for (const char* uri :
+       {"", "ftp://x", "file://", "file:///tmp/x?capacity=lots", "file:///tmp/x?colour=blue",
+        "file:///tmp/x?durable=maybe", "file:///tmp/x?capacity"}) {
     auto s = OpenStore(uri);
     ASSERT_FALSE(s.has_value()) << uri;
     EXPECT_EQ(s.error().code(), StatusCode::kInvalidArgument) << uri;

@@ -169,8 +169,11 @@ struct Trailer {
 
 // Reads and checks the trailer of an object file of `file_size` bytes. With `expect_key`, the
 // trailer must name that key. DataLoss on anything inconsistent.
-Result<Trailer> ReadTrailer(int fd, uint64_t file_size, std::optional<std::string_view> expect_key) {
-  auto damaged = [](const std::string& why) { return DataLossError("damaged object file: " + why); };
+Result<Trailer> ReadTrailer(int fd, uint64_t file_size,
+                            std::optional<std::string_view> expect_key) {
+  auto damaged = [](const std::string& why) {
+    return DataLossError("damaged object file: " + why);
+  };
   size_t key_len = expect_key ? expect_key->size() : 0;
   if (!expect_key) {
     // Learn the key length from the footer first.
@@ -381,7 +384,8 @@ Status LocalStore::Put(std::string_view key, std::span<const std::byte> value,
   const std::string temp_name = std::to_string(next_temp_++);
   Fd fd(::openat(tmp_dir_.get(), temp_name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644));
   if (!fd.valid()) return ErrnoError(what + ": creating temporary file", errno);
-  const std::string trailer = MakeTrailer(key, value.size(), XXH3_64bits(value.data(), value.size()));
+  const std::string trailer =
+      MakeTrailer(key, value.size(), XXH3_64bits(value.data(), value.size()));
   int err = WriteAll(fd.get(), reinterpret_cast<const char*>(value.data()), value.size());
   if (err == 0) err = WriteAll(fd.get(), trailer.data(), trailer.size());
   if (err == 0 && durable && ::fdatasync(fd.get()) != 0) err = errno;
@@ -550,10 +554,10 @@ Status LocalStore::RetrieveRanges(std::span<RangeRead> reads) {
     }
     const OpenObject& obj = **it->second;
     if (r.offset > obj.size || r.dest.size() > obj.size - r.offset) {
-      r.status = OutOfRangeError("reading '" + std::string(r.key) + "': range " +
-                                 std::to_string(r.offset) + "+" + std::to_string(r.dest.size()) +
-                                 " passes the end of a " + std::to_string(obj.size) +
-                                 "-byte object");
+      r.status =
+          OutOfRangeError("reading '" + std::string(r.key) + "': range " +
+                          std::to_string(r.offset) + "+" + std::to_string(r.dest.size()) +
+                          " passes the end of a " + std::to_string(obj.size) + "-byte object");
       continue;
     }
     if (int e = PreadAll(obj.fd.get(), r.dest, r.offset); e != 0) {
@@ -625,34 +629,35 @@ struct ShardScan {
 };
 
 void ScanDirShard(int dir_fd, size_t shard, ShardScan* out) {
-  out->status = ForEachDirEntry(dir_fd, "object directory " + std::to_string(shard), [&](const char* entry) {
-    std::string_view name = entry;
-    struct stat st;
-    if (::fstatat(dir_fd, entry, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode)) return;
-    std::optional<std::string> key;
-    uint64_t trailer_len = 0;
-    if (name.starts_with('~')) {
-      // Long name: the key is in the trailer.
-      Fd f(::openat(dir_fd, entry, O_RDONLY | O_CLOEXEC));
-      if (!f.valid()) return;
-      Result<Trailer> t = ReadTrailer(f.get(), static_cast<uint64_t>(st.st_size), std::nullopt);
-      if (t.has_value() && LocalStoreFileName(t->key) == name) key = std::move(t->key);
-    } else {
-      key = DecodeFileName(name);
-    }
-    if (key) trailer_len = key->size() + kFooterBytes;
-    if (!key || DirShardOf(*key) != shard || static_cast<uint64_t>(st.st_size) < trailer_len) {
-      // Not a file this store wrote where it belongs, or too short to be one.
-      ::unlinkat(dir_fd, entry, 0);
-      out->damaged++;
-      return;
-    }
-    const int64_t mtime_ns = st.st_mtim.tv_sec * 1'000'000'000 + st.st_mtim.tv_nsec;
-    const size_t index_shard = IndexShardOf(*key);
-    out->by_index_shard[index_shard].push_back({std::move(*key),
-                                                static_cast<uint64_t>(st.st_size) - trailer_len,
-                                                static_cast<uint64_t>(std::max<int64_t>(mtime_ns, 0))});
-  });
+  out->status =
+      ForEachDirEntry(dir_fd, "object directory " + std::to_string(shard), [&](const char* entry) {
+        std::string_view name = entry;
+        struct stat st;
+        if (::fstatat(dir_fd, entry, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode)) return;
+        std::optional<std::string> key;
+        uint64_t trailer_len = 0;
+        if (name.starts_with('~')) {
+          // Long name: the key is in the trailer.
+          Fd f(::openat(dir_fd, entry, O_RDONLY | O_CLOEXEC));
+          if (!f.valid()) return;
+          Result<Trailer> t = ReadTrailer(f.get(), static_cast<uint64_t>(st.st_size), std::nullopt);
+          if (t.has_value() && LocalStoreFileName(t->key) == name) key = std::move(t->key);
+        } else {
+          key = DecodeFileName(name);
+        }
+        if (key) trailer_len = key->size() + kFooterBytes;
+        if (!key || DirShardOf(*key) != shard || static_cast<uint64_t>(st.st_size) < trailer_len) {
+          // Not a file this store wrote where it belongs, or too short to be one.
+          ::unlinkat(dir_fd, entry, 0);
+          out->damaged++;
+          return;
+        }
+        const int64_t mtime_ns = st.st_mtim.tv_sec * 1'000'000'000 + st.st_mtim.tv_nsec;
+        const size_t index_shard = IndexShardOf(*key);
+        out->by_index_shard[index_shard].push_back(
+            {std::move(*key), static_cast<uint64_t>(st.st_size) - trailer_len,
+             static_cast<uint64_t>(std::max<int64_t>(mtime_ns, 0))});
+      });
 }
 
 Status EnsureDir(int parent, const char* name) {
@@ -688,8 +693,8 @@ Status CheckFormat(int root, const std::string& path) {
     if (std::string_view(name) != "LOCK") empty = false;
   }));
   if (!empty) {
-    return FailedPreconditionError(path +
-                                   " is not empty and is not an objectcache store (no FORMAT file)");
+    return FailedPreconditionError(
+        path + " is not empty and is not an objectcache store (no FORMAT file)");
   }
   Fd w(::openat(root, "FORMAT.tmp", O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
   if (!w.valid() || WriteAll(w.get(), kFormatText.data(), kFormatText.size()) != 0 ||

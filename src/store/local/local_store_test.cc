@@ -16,9 +16,8 @@ namespace fs = std::filesystem;
 
 INSTANTIATE_TEST_SUITE_P(Local, StoreConformanceTest,
                          ::testing::Values(StoreFactory{
-                             "local", [](const std::string& dir) {
-                               return OpenLocalStore({.root = dir});
-                             }}),
+                             "local",
+                             [](const std::string& dir) { return OpenLocalStore({.root = dir}); }}),
                          [](const auto& param_info) { return param_info.param.name; });
 
 class LocalStoreTest : public ::testing::Test {
@@ -26,7 +25,8 @@ class LocalStoreTest : public ::testing::Test {
   void SetUp() override { dir_ = MakeScratchDir(); }
   void TearDown() override { RemoveTree(dir_); }
 
-  std::unique_ptr<Store> Open(LocalStoreOptions options = {}, LocalStoreOpenStats* stats = nullptr) {
+  std::unique_ptr<Store> Open(LocalStoreOptions options = {},
+                              LocalStoreOpenStats* stats = nullptr) {
     options.root = dir_;
     Result<std::unique_ptr<Store>> s = OpenLocalStore(options, stats);
     EXPECT_TRUE(s.has_value()) << s.error().ToString();
@@ -110,8 +110,8 @@ TEST_F(LocalStoreTest, DamagedFilesFoundAtOpenAreRemoved) {
   ASSERT_TRUE(store->Put("short", AsBytes(std::string(100, 's'))).ok());
   fs::path shard = FileOf("short").parent_path();
   store.reset();
-  fs::resize_file(FileOf("short"), 3);               // shorter than its trailer
-  std::ofstream(shard / "bad%zzname") << "junk";     // not a name this store writes
+  fs::resize_file(FileOf("short"), 3);            // shorter than its trailer
+  std::ofstream(shard / "bad%zzname") << "junk";  // not a name this store writes
   LocalStoreOpenStats stats;
   store = Open({}, &stats);
   EXPECT_EQ(stats.objects, 1u);

@@ -70,10 +70,10 @@ class MemoryStore final : public Store {
       }
       const std::string& v = **it->second;
       if (r.offset > v.size() || r.dest.size() > v.size() - r.offset) {
-        r.status = OutOfRangeError("reading '" + std::string(r.key) + "': range " +
-                                   std::to_string(r.offset) + "+" + std::to_string(r.dest.size()) +
-                                   " passes the end of a " + std::to_string(v.size()) +
-                                   "-byte object");
+        r.status =
+            OutOfRangeError("reading '" + std::string(r.key) + "': range " +
+                            std::to_string(r.offset) + "+" + std::to_string(r.dest.size()) +
+                            " passes the end of a " + std::to_string(v.size()) + "-byte object");
         continue;
       }
       std::memcpy(r.dest.data(), v.data() + r.offset, r.dest.size());
@@ -139,7 +139,9 @@ class MemoryStore final : public Store {
     std::map<std::string, Value, std::less<>> objects;
   };
 
-  Shard& ShardFor(std::string_view key) { return shards_[std::hash<std::string_view>()(key) % kShards]; }
+  Shard& ShardFor(std::string_view key) {
+    return shards_[std::hash<std::string_view>()(key) % kShards];
+  }
 
   Result<Value> Find(std::string_view key) {
     OC_RETURN_IF_ERROR(ValidateKey(key));

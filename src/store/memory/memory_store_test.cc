@@ -7,7 +7,8 @@ namespace {
 
 INSTANTIATE_TEST_SUITE_P(Memory, StoreConformanceTest,
                          ::testing::Values(StoreFactory{
-                             "memory", [](const std::string&) -> Result<std::unique_ptr<Store>> {
+                             "memory",
+                             [](const std::string&) -> Result<std::unique_ptr<Store>> {
                                return NewMemoryStore();
                              }}),
                          [](const auto& param_info) { return param_info.param.name; });
