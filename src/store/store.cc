@@ -1,5 +1,8 @@
 #include "objectcache/store.h"
 
+#include "store/backend_util.h"
+
+#include <algorithm>
 #include <cstring>
 
 namespace objectcache {
@@ -33,6 +36,25 @@ Result<std::string> ReadWholeObject(Store& store, std::string_view key) {
     if (n.error().code() != StatusCode::kResourceExhausted) return n.error();
   }
   return UnavailableError("reading '" + std::string(key) + "': object keeps changing size");
+}
+
+Status CheckRange(const RangeRead& r, uint64_t object_size) {
+  if (r.offset > object_size || r.dest.size() > object_size - r.offset) {
+    return OutOfRangeError("reading '" + std::string(r.key) + "': range " +
+                           std::to_string(r.offset) + "+" + std::to_string(r.dest.size()) +
+                           " passes the end of a " + std::to_string(object_size) + "-byte object");
+  }
+  return Status();
+}
+
+ListPage FinishListPage(std::vector<ObjectInfo> candidates, size_t max_keys) {
+  std::sort(candidates.begin(), candidates.end(),
+            [](const ObjectInfo& a, const ObjectInfo& b) { return a.key < b.key; });
+  ListPage page;
+  page.truncated = candidates.size() > max_keys;
+  if (page.truncated) candidates.resize(max_keys);
+  page.objects = std::move(candidates);
+  return page;
 }
 
 }  // namespace objectcache

@@ -21,6 +21,7 @@
 
 #include "core/byte_order.h"
 #include "core/hex.h"
+#include "store/backend_util.h"
 
 namespace objectcache {
 namespace {
@@ -543,30 +544,16 @@ Result<size_t> LocalStore::Retrieve(std::string_view key, std::span<std::byte> d
 }
 
 Status LocalStore::RetrieveRanges(std::span<RangeRead> reads) {
-  // One open per distinct key: all ranges of a key come from one version of it.
-  std::map<std::string_view, Result<OpenObjectRef>> open;
-  for (RangeRead& r : reads) {
-    auto it = open.find(r.key);
-    if (it == open.end()) it = open.emplace(r.key, OpenForRead(r.key)).first;
-    if (!it->second.has_value()) {
-      r.status = it->second.error();
-      continue;
-    }
-    const OpenObject& obj = **it->second;
-    if (r.offset > obj.size || r.dest.size() > obj.size - r.offset) {
-      r.status =
-          OutOfRangeError("reading '" + std::string(r.key) + "': range " +
-                          std::to_string(r.offset) + "+" + std::to_string(r.dest.size()) +
-                          " passes the end of a " + std::to_string(obj.size) + "-byte object");
-      continue;
-    }
-    if (int e = PreadAll(obj.fd.get(), r.dest, r.offset); e != 0) {
-      r.status = e > 0 ? ErrnoError("reading '" + std::string(r.key) + "'", e)
+  ServeRangeReads(
+      reads, [this](std::string_view key) { return OpenForRead(key); },
+      [](const OpenObjectRef& obj) { return obj->size; },
+      [](const OpenObjectRef& obj, RangeRead& r) -> Status {
+        if (int e = PreadAll(obj->fd.get(), r.dest, r.offset); e != 0) {
+          return e > 0 ? ErrnoError("reading '" + std::string(r.key) + "'", e)
                        : DataLossError("reading '" + std::string(r.key) + "': file truncated");
-      continue;
-    }
-    r.status = Status();
-  }
+        }
+        return Status();
+      });
   return Status();
 }
 
@@ -600,24 +587,13 @@ Status LocalStore::Delete(std::string_view key) {
 }
 
 Result<ListPage> LocalStore::List(const ListOptions& options) {
-  std::vector<ObjectInfo> merged;
-  const bool after = options.start_after >= options.prefix;
-  const std::string& from = after ? options.start_after : options.prefix;
+  std::vector<ObjectInfo> candidates;
   for (IndexShard& s : index_) {
     std::lock_guard lock(s.mu);
-    auto it = after ? s.objects.upper_bound(from) : s.objects.lower_bound(from);
-    for (size_t n = 0; it != s.objects.end() && n <= options.max_keys; ++it, ++n) {
-      if (!it->first.starts_with(options.prefix)) break;
-      merged.push_back({it->first, it->second.size});
-    }
+    CollectListCandidates(
+        s.objects, options, [](const Entry& e) { return e.size; }, &candidates);
   }
-  std::sort(merged.begin(), merged.end(),
-            [](const ObjectInfo& a, const ObjectInfo& b) { return a.key < b.key; });
-  ListPage page;
-  page.truncated = merged.size() > options.max_keys;
-  if (page.truncated) merged.resize(options.max_keys);
-  page.objects = std::move(merged);
-  return page;
+  return FinishListPage(std::move(candidates), options.max_keys);
 }
 
 // ---- open and rebuild --------------------------------------------------------------------

@@ -1,5 +1,7 @@
 #include "store/memory/memory_store.h"
 
+#include "store/backend_util.h"
+
 #include <array>
 #include <atomic>
 #include <cstring>
@@ -59,26 +61,13 @@ class MemoryStore final : public Store {
   }
 
   Status RetrieveRanges(std::span<RangeRead> reads) override {
-    // One lookup per distinct key, so all ranges of a key see one version.
-    std::map<std::string_view, Result<Value>> versions;
-    for (RangeRead& r : reads) {
-      auto it = versions.find(r.key);
-      if (it == versions.end()) it = versions.emplace(r.key, Find(r.key)).first;
-      if (!it->second.has_value()) {
-        r.status = it->second.error();
-        continue;
-      }
-      const std::string& v = **it->second;
-      if (r.offset > v.size() || r.dest.size() > v.size() - r.offset) {
-        r.status =
-            OutOfRangeError("reading '" + std::string(r.key) + "': range " +
-                            std::to_string(r.offset) + "+" + std::to_string(r.dest.size()) +
-                            " passes the end of a " + std::to_string(v.size()) + "-byte object");
-        continue;
-      }
-      std::memcpy(r.dest.data(), v.data() + r.offset, r.dest.size());
-      r.status = Status();
-    }
+    ServeRangeReads(
+        reads, [this](std::string_view key) { return Find(key); },
+        [](const Value& v) { return v->size(); },
+        [](const Value& v, RangeRead& r) {
+          std::memcpy(r.dest.data(), v->data() + r.offset, r.dest.size());
+          return Status();
+        });
     return Status();
   }
 
@@ -111,25 +100,13 @@ class MemoryStore final : public Store {
   }
 
   Result<ListPage> List(const ListOptions& options) override {
-    // Merge the shards' sorted maps: each contributes at most max_keys + 1 names.
-    std::vector<ObjectInfo> merged;
-    const std::string& from = std::max(options.start_after, options.prefix);
+    std::vector<ObjectInfo> candidates;
     for (Shard& s : shards_) {
       std::lock_guard lock(s.mu);
-      auto it = options.start_after >= options.prefix ? s.objects.upper_bound(from)
-                                                      : s.objects.lower_bound(from);
-      for (size_t n = 0; it != s.objects.end() && n <= options.max_keys; ++it, ++n) {
-        if (!it->first.starts_with(options.prefix)) break;
-        merged.push_back({it->first, it->second->size()});
-      }
+      CollectListCandidates(
+          s.objects, options, [](const Value& v) { return v->size(); }, &candidates);
     }
-    std::sort(merged.begin(), merged.end(),
-              [](const ObjectInfo& a, const ObjectInfo& b) { return a.key < b.key; });
-    ListPage page;
-    page.truncated = merged.size() > options.max_keys;
-    if (page.truncated) merged.resize(options.max_keys);
-    page.objects = std::move(merged);
-    return page;
+    return FinishListPage(std::move(candidates), options.max_keys);
   }
 
  private:
