@@ -178,7 +178,7 @@ class CliTest(unittest.TestCase):
                                 "2097152")
         self.assertFailsCleanly(["kv", "put", "--store", self.store, "k", self.path("absent")],
                                 "NotFound")
-        self.assertFailsCleanly(["kv", "put", "--store", self.store, "x" * 1025,
+        self.assertFailsCleanly(["kv", "put", "--store", self.store, "x" * 1089,
                                  self.path("raw")], "exceeds the limit")
         self.assertFailsCleanly(["kv", "get", "--store", self.store, "missing", "--out",
                                  self.path("o1")], "NotFound")

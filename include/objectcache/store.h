@@ -32,7 +32,11 @@
 
 namespace objectcache {
 
-inline constexpr size_t kMaxKeyBytes = 1024;
+// 1024 bytes of S3 object name under a bucket name of up to 63 bytes and a separator.
+inline constexpr size_t kMaxKeyBytes = 1088;
+// Attributes: a small opaque blob stored atomically with an object (the S3 layer keeps its
+// ETag, content type and user metadata there).
+inline constexpr size_t kMaxAttributeBytes = 3072;
 
 // InvalidArgument unless 1 <= key.size() <= kMaxKeyBytes.
 Status ValidateKey(std::string_view key);
@@ -55,6 +59,32 @@ struct PutOptions {
   // When true, the call returns only once the object would survive power loss (fsync).
   // Otherwise it survives a crash of the process but maybe not of the machine.
   std::optional<bool> durable;
+  // Stored and replaced together with the value; at most kMaxAttributeBytes.
+  std::string attributes;
+};
+
+// Streams one object's value into the store. Nothing is visible to readers until Commit
+// returns OK; then all of it is, atomically. Destroying a writer without Commit discards it.
+// Not thread-safe: one writer, one thread at a time.
+class ObjectWriter {
+ public:
+  virtual ~ObjectWriter() = default;
+  virtual Status Append(std::span<const std::byte> bytes) = 0;
+  virtual Status Commit() = 0;
+  virtual uint64_t bytes_written() const = 0;
+};
+
+// One version of one object, pinned at open: reads see that version even if the object is
+// replaced or deleted meanwhile. ReadAt may be called from several threads.
+class ObjectReader {
+ public:
+  virtual ~ObjectReader() = default;
+  virtual uint64_t size() const = 0;
+  virtual const std::string& attributes() const = 0;
+  // Modification time of this version, seconds since the epoch.
+  virtual int64_t mtime() const = 0;
+  // Fills `dest` from `offset`. OutOfRange past the end; DataLoss if the bytes are damaged.
+  virtual Status ReadAt(uint64_t offset, std::span<std::byte> dest) const = 0;
 };
 
 // One byte range of one object, to be read into `dest` (dest.size() bytes from `offset`).
@@ -119,7 +149,15 @@ class Store {
   virtual Status Delete(std::string_view key) = 0;
 
   virtual Result<ListPage> List(const ListOptions& options) = 0;
+
+  // Streaming forms of Put and Retrieve, for values too large to hold in memory.
+  virtual Result<std::unique_ptr<ObjectWriter>> NewWriter(std::string_view key,
+                                                          const PutOptions& options = {}) = 0;
+  virtual Result<std::unique_ptr<ObjectReader>> OpenReader(std::string_view key) = 0;
 };
+
+// InvalidArgument when attributes exceed kMaxAttributeBytes.
+Status ValidateAttributes(std::string_view attributes);
 
 // Reads a whole object of any size into a new buffer (Stat, then Retrieve; retried if the
 // object was replaced in between by a larger one).

@@ -16,6 +16,14 @@ Status ValidateKey(std::string_view key) {
   return Status();
 }
 
+Status ValidateAttributes(std::string_view attributes) {
+  if (attributes.size() > kMaxAttributeBytes) {
+    return InvalidArgumentError("object attributes of " + std::to_string(attributes.size()) +
+                                " bytes exceed the limit of " + std::to_string(kMaxAttributeBytes));
+  }
+  return Status();
+}
+
 Result<size_t> Store::CountPresentPrefix(std::span<const std::string> keys) {
   OC_ASSIGN_OR_RETURN(std::vector<bool> present, Exist(keys));
   size_t n = 0;

@@ -168,7 +168,7 @@ TEST_P(StoreConformanceTest, ListIsOrderedFilteredAndPaged) {
   EXPECT_FALSE(after.truncated);
 }
 
-TEST_P(StoreConformanceTest, NamesAreOpaqueBytesUpTo1024) {
+TEST_P(StoreConformanceTest, NamesAreOpaqueBytesUpToTheLimit) {
   std::vector<std::string> names = {"a/b/c",
                                     "../../etc/passwd",
                                     ".",
@@ -192,9 +192,11 @@ TEST_P(StoreConformanceTest, NamesAreOpaqueBytesUpTo1024) {
   }
   EXPECT_EQ(store_->List({.prefix = "", .start_after = "", .max_keys = 100})->objects.size(),
             names.size());
-  EXPECT_EQ(store_->Put(std::string(1025, 'x'), AsBytes("v")).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(store_->Put(std::string(kMaxKeyBytes + 1, 'x'), AsBytes("v")).code(),
+            StatusCode::kInvalidArgument);
   EXPECT_EQ(store_->Put("", AsBytes("v")).code(), StatusCode::kInvalidArgument);
-  EXPECT_EQ(store_->Stat(std::string(1025, 'x')).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(store_->Stat(std::string(kMaxKeyBytes + 1, 'x')).status().code(),
+            StatusCode::kInvalidArgument);
 }
 
 TEST_P(StoreConformanceTest, ChunkLayerIsOneRangeUnderTheHexName) {
@@ -262,14 +264,61 @@ TEST_P(StoreConformanceTest, ConcurrentReadersSeeWholeVersions) {
   EXPECT_EQ(errors.load(), 0);
 }
 
+TEST_P(StoreConformanceTest, StreamingWriterIsInvisibleUntilCommit) {
+  std::string value = Pattern(3 << 20, 21);
+  Result<std::unique_ptr<ObjectWriter>> w =
+      store_->NewWriter("streamed", {.attributes = "etag=abc;type=text/plain"});
+  ASSERT_TRUE(w.has_value()) << w.error().ToString();
+  for (size_t off = 0; off < value.size(); off += 100000) {
+    ASSERT_TRUE(
+        (*w)->Append(AsBytes(value).subspan(off, std::min<size_t>(100000, value.size() - off)))
+            .ok());
+    EXPECT_EQ(store_->Stat("streamed").status().code(), StatusCode::kNotFound);
+  }
+  EXPECT_EQ((*w)->bytes_written(), value.size());
+  ASSERT_TRUE((*w)->Commit().ok());
+  EXPECT_EQ(Get(*store_, "streamed"), value);
+  // An abandoned writer leaves nothing behind.
+  {
+    auto abandoned = store_->NewWriter("abandoned");
+    ASSERT_TRUE(abandoned.has_value());
+    ASSERT_TRUE((*abandoned)->Append(AsBytes("partial")).ok());
+  }
+  EXPECT_EQ(store_->Stat("abandoned").status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(store_->Usage().objects, 1u);
+}
+
+TEST_P(StoreConformanceTest, ReaderPinsOneVersionWithItsAttributes) {
+  std::string v1 = Pattern(50000, 1), v2 = Pattern(70000, 2);
+  ASSERT_TRUE(store_->Put("k", AsBytes(v1), {.attributes = "first"}).ok());
+  Result<std::unique_ptr<ObjectReader>> r = store_->OpenReader("k");
+  ASSERT_TRUE(r.has_value());
+  ASSERT_TRUE(store_->Put("k", AsBytes(v2), {.attributes = "second"}).ok());
+  ASSERT_TRUE(store_->Delete("k").ok());
+  EXPECT_EQ((*r)->size(), v1.size());
+  EXPECT_EQ((*r)->attributes(), "first");
+  EXPECT_GT((*r)->mtime(), 1700000000);
+  std::string buf(1000, '\0');
+  ASSERT_TRUE((*r)->ReadAt(49000, AsWritableBytes(buf)).ok());
+  EXPECT_EQ(buf, v1.substr(49000));
+  EXPECT_EQ((*r)->ReadAt(49001, AsWritableBytes(buf)).code(), StatusCode::kOutOfRange);
+  ASSERT_TRUE(store_->Put("k", AsBytes(v2)).ok());
+  EXPECT_EQ((*store_->OpenReader("k"))->attributes(), "");  // replaced with none
+  EXPECT_EQ(store_->OpenReader("missing").status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(store_->Put("k", AsBytes(v2), {.attributes = std::string(kMaxAttributeBytes + 1, 'a')})
+                .code(),
+            StatusCode::kInvalidArgument);
+}
+
 TEST_P(StoreConformanceTest, PersistentStoreKeepsObjectsAcrossReopen) {
   if (!store_->Capabilities().persistent) GTEST_SKIP() << "not a persistent backend";
   std::string value = Pattern(12345, 11);
-  ASSERT_TRUE(store_->Put("kept", AsBytes(value)).ok());
+  ASSERT_TRUE(store_->Put("kept", AsBytes(value), {.attributes = "meta"}).ok());
   ASSERT_TRUE(store_->Put("gone", AsBytes(value)).ok());
   ASSERT_TRUE(store_->Delete("gone").ok());
   Reopen();
   EXPECT_EQ(Get(*store_, "kept"), value);
+  EXPECT_EQ((*store_->OpenReader("kept"))->attributes(), "meta");
   EXPECT_EQ(store_->Stat("gone").status().code(), StatusCode::kNotFound);
   EXPECT_EQ(store_->Usage().objects, 1u);
 }

@@ -5,7 +5,9 @@
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
+#include <sys/xattr.h>
 #include <unistd.h>
+#define XXH_STATIC_LINKING_ONLY  // XXH3_state_t on the stack: streaming checksums
 #include <xxhash.h>
 
 #include <algorithm>
@@ -252,12 +254,61 @@ struct Entry {
 // object is replaced, deleted or evicted. Reads through an old one still see the old version
 // whole: the inode lives while it is open.
 struct OpenObject {
+  std::string key;
   Fd fd;
   ino_t inode = 0;
   uint64_t size = 0;
   uint64_t checksum = 0;
+  int64_t mtime = 0;
+  std::string attributes;
 };
 using OpenObjectRef = std::shared_ptr<const OpenObject>;
+
+// Reads r.dest from an already range-checked object.
+Status PreadRange(const OpenObject& obj, const RangeRead& r) {
+  if (int e = PreadAll(obj.fd.get(), r.dest, r.offset); e != 0) {
+    return e > 0 ? ErrnoError("reading '" + obj.key + "'", e)
+                 : DataLossError("reading '" + obj.key + "': file truncated");
+  }
+  return Status();
+}
+
+// Attributes live in an extended attribute of the object file, set before the rename that
+// publishes it, so they appear and change atomically with the value. The stored value is the
+// attributes followed by XXH3-64(key || attributes).
+constexpr char kAttributesXattr[] = "user.objectcache.attrs";
+
+uint64_t AttributesChecksum(std::string_view key, std::string_view attributes) {
+  XXH3_state_t st;
+  XXH3_64bits_reset(&st);
+  XXH3_64bits_update(&st, key.data(), key.size());
+  XXH3_64bits_update(&st, attributes.data(), attributes.size());
+  return XXH3_64bits_digest(&st);
+}
+
+int SetAttributes(int fd, std::string_view key, std::string_view attributes) {
+  ByteWriter w;
+  w.Bytes(attributes.data(), attributes.size());
+  w.U64(AttributesChecksum(key, attributes));
+  return ::fsetxattr(fd, kAttributesXattr, w.data(), w.size(), 0) == 0 ? 0 : errno;
+}
+
+Result<std::string> GetAttributes(int fd, std::string_view key) {
+  std::string buf(kMaxAttributeBytes + 8, '\0');
+  ssize_t n = ::fgetxattr(fd, kAttributesXattr, buf.data(), buf.size());
+  if (n < 0) {
+    if (errno == ENODATA || errno == ENOTSUP) return std::string();
+    return ErrnoError("reading attributes", errno);
+  }
+  if (n < 8) return DataLossError("damaged attributes");
+  buf.resize(static_cast<size_t>(n));
+  uint64_t stored = 0;
+  ByteReader r(AsBytes(buf).subspan(buf.size() - 8));
+  (void)r.U64(&stored);
+  buf.resize(buf.size() - 8);
+  if (AttributesChecksum(key, buf) != stored) return DataLossError("attributes checksum mismatch");
+  return buf;
+}
 
 struct TransparentHash {
   using is_transparent = void;
@@ -319,6 +370,15 @@ class LocalStore final : public Store {
 
   Status Put(std::string_view key, std::span<const std::byte> value,
              const PutOptions& put_options) override;
+  Result<std::unique_ptr<ObjectWriter>> NewWriter(std::string_view key,
+                                                  const PutOptions& put_options) override;
+  Result<std::unique_ptr<ObjectReader>> OpenReader(std::string_view key) override;
+
+  // Moves a finished temporary file into place and indexes it (LocalObjectWriter::Commit).
+  Status Install(const std::string& key, const std::string& temp_name, uint64_t size,
+                 bool durable);
+  int tmp_dir() const { return tmp_dir_.get(); }
+  std::optional<uint64_t> capacity() const { return options_.capacity_bytes; }
   Result<ObjectInfo> Stat(std::string_view key) override;
   Result<size_t> Retrieve(std::string_view key, std::span<std::byte> dest) override;
   Status RetrieveRanges(std::span<RangeRead> reads) override;
@@ -372,29 +432,126 @@ class LocalStore final : public Store {
   const size_t open_files_per_shard_;
 };
 
+// Writes a temporary file, then Commit renames it into place.
+class LocalObjectWriter final : public ObjectWriter {
+ public:
+  LocalObjectWriter(LocalStore* store, std::string key, std::string temp_name, Fd fd,
+                    bool durable, std::string attributes)
+      : store_(store),
+        key_(std::move(key)),
+        temp_name_(std::move(temp_name)),
+        fd_(std::move(fd)),
+        durable_(durable),
+        attributes_(std::move(attributes)) {
+    XXH3_64bits_reset(&checksum_);
+  }
+  ~LocalObjectWriter() override {
+    if (!done_) Discard();
+  }
+
+  Status Append(std::span<const std::byte> bytes) override {
+    if (done_) return FailedPreconditionError("storing '" + key_ + "': writer already closed");
+    if (std::optional<uint64_t> cap = store_->capacity(); cap && written_ + bytes.size() > *cap) {
+      Discard();
+      return ResourceExhaustedError("storing '" + key_ + "': object exceeds the store capacity of " +
+                                    std::to_string(*cap) + " bytes");
+    }
+    if (int e = WriteAll(fd_.get(), reinterpret_cast<const char*>(bytes.data()), bytes.size())) {
+      Discard();
+      return ErrnoError("storing '" + key_ + "': writing", e);
+    }
+    XXH3_64bits_update(&checksum_, bytes.data(), bytes.size());
+    written_ += bytes.size();
+    return Status();
+  }
+
+  Status Commit() override {
+    if (done_) return FailedPreconditionError("storing '" + key_ + "': writer already closed");
+    const std::string what = "storing '" + key_ + "'";
+    const std::string trailer = MakeTrailer(key_, written_, XXH3_64bits_digest(&checksum_));
+    int err = WriteAll(fd_.get(), trailer.data(), trailer.size());
+    if (err == 0 && !attributes_.empty()) err = SetAttributes(fd_.get(), key_, attributes_);
+    if (err == 0 && durable_ && ::fdatasync(fd_.get()) != 0) err = errno;
+    if (int close_err = fd_.Close(); err == 0) err = close_err;
+    if (err != 0) {
+      Discard();
+      return ErrnoError(what + ": writing", err);
+    }
+    done_ = true;
+    return store_->Install(key_, temp_name_, written_, durable_);
+  }
+
+  uint64_t bytes_written() const override { return written_; }
+
+ private:
+  void Discard() {
+    done_ = true;
+    fd_.Reset();
+    ::unlinkat(store_->tmp_dir(), temp_name_.c_str(), 0);
+  }
+
+  LocalStore* store_;
+  std::string key_, temp_name_;
+  Fd fd_;
+  bool durable_;
+  std::string attributes_;
+  XXH3_state_t checksum_;
+  uint64_t written_ = 0;
+  bool done_ = false;
+};
+
+// A pinned version: the open file, checked at open.
+class LocalObjectReader final : public ObjectReader {
+ public:
+  explicit LocalObjectReader(OpenObjectRef obj) : obj_(std::move(obj)) {}
+  uint64_t size() const override { return obj_->size; }
+  const std::string& attributes() const override { return obj_->attributes; }
+  int64_t mtime() const override { return obj_->mtime; }
+  Status ReadAt(uint64_t offset, std::span<std::byte> dest) const override {
+    RangeRead r{.key = obj_->key, .offset = offset, .dest = dest};
+    OC_RETURN_IF_ERROR(CheckRange(r, obj_->size));
+    return PreadRange(*obj_, r);
+  }
+
+ private:
+  OpenObjectRef obj_;
+};
+
+Result<std::unique_ptr<ObjectWriter>> LocalStore::NewWriter(std::string_view key,
+                                                            const PutOptions& put_options) {
+  OC_RETURN_IF_ERROR(ValidateKey(key));
+  OC_RETURN_IF_ERROR(ValidateAttributes(put_options.attributes));
+  const std::string temp_name = std::to_string(next_temp_++);
+  Fd fd(::openat(tmp_dir_.get(), temp_name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644));
+  if (!fd.valid()) {
+    return ErrnoError("storing '" + std::string(key) + "': creating temporary file", errno);
+  }
+  return std::unique_ptr<ObjectWriter>(new LocalObjectWriter(
+      this, std::string(key), temp_name, std::move(fd),
+      put_options.durable.value_or(options_.durable), put_options.attributes));
+}
+
+Result<std::unique_ptr<ObjectReader>> LocalStore::OpenReader(std::string_view key) {
+  OC_ASSIGN_OR_RETURN(OpenObjectRef obj, OpenForRead(key));
+  return std::unique_ptr<ObjectReader>(new LocalObjectReader(std::move(obj)));
+}
+
 Status LocalStore::Put(std::string_view key, std::span<const std::byte> value,
                        const PutOptions& put_options) {
-  OC_RETURN_IF_ERROR(ValidateKey(key));
-  const std::string what = "storing '" + std::string(key) + "'";
   if (options_.capacity_bytes && value.size() > *options_.capacity_bytes) {
-    return ResourceExhaustedError(what + ": " + std::to_string(value.size()) +
+    return ResourceExhaustedError("storing '" + std::string(key) + "': " +
+                                  std::to_string(value.size()) +
                                   " bytes exceed the store capacity of " +
                                   std::to_string(*options_.capacity_bytes));
   }
-  const bool durable = put_options.durable.value_or(options_.durable);
-  const std::string temp_name = std::to_string(next_temp_++);
-  Fd fd(::openat(tmp_dir_.get(), temp_name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644));
-  if (!fd.valid()) return ErrnoError(what + ": creating temporary file", errno);
-  const std::string trailer =
-      MakeTrailer(key, value.size(), XXH3_64bits(value.data(), value.size()));
-  int err = WriteAll(fd.get(), reinterpret_cast<const char*>(value.data()), value.size());
-  if (err == 0) err = WriteAll(fd.get(), trailer.data(), trailer.size());
-  if (err == 0 && durable && ::fdatasync(fd.get()) != 0) err = errno;
-  if (int close_err = fd.Close(); err == 0) err = close_err;
-  if (err != 0) {
-    ::unlinkat(tmp_dir_.get(), temp_name.c_str(), 0);
-    return ErrnoError(what + ": writing", err);
-  }
+  OC_ASSIGN_OR_RETURN(std::unique_ptr<ObjectWriter> writer, NewWriter(key, put_options));
+  OC_RETURN_IF_ERROR(writer->Append(value));
+  return writer->Commit();
+}
+
+Status LocalStore::Install(const std::string& key, const std::string& temp_name, uint64_t size,
+                           bool durable) {
+  const std::string what = "storing '" + key + "'";
   const std::string file_name = LocalStoreFileName(key);
   const int dir = DirFor(key);
   IndexShard& s = index_[IndexShardOf(key)];
@@ -407,7 +564,7 @@ Status LocalStore::Put(std::string_view key, std::span<const std::byte> value,
       return ErrnoError(what + ": renaming into place", e);
     }
     s.Mutated(key);
-    auto [it, inserted] = s.objects.try_emplace(std::string(key));
+    auto [it, inserted] = s.objects.try_emplace(key);
     Entry& entry = it->second;
     if (inserted) {
       entry.key = &it->first;
@@ -416,10 +573,10 @@ Status LocalStore::Put(std::string_view key, std::span<const std::byte> value,
       s.Unlink(&entry);
       bytes_ -= entry.size;
     }
-    entry.size = value.size();
+    entry.size = size;
     entry.stamp = ++clock_;
     s.PushFront(&entry);
-    bytes_ += value.size();
+    bytes_ += size;
   }
   if (durable && ::fsync(dir) != 0) return ErrnoError(what + ": syncing directory", errno);
   EvictToCapacity();
@@ -498,6 +655,15 @@ Result<OpenObjectRef> LocalStore::OpenForRead(std::string_view key) {
   }
   obj.size = t->payload_len;
   obj.checksum = t->payload_checksum;
+  obj.key = std::string(key);
+  obj.mtime = st.st_mtim.tv_sec;
+  if (Result<std::string> attrs = GetAttributes(obj.fd.get(), key); attrs.has_value()) {
+    obj.attributes = std::move(*attrs);
+  } else if (attrs.error().code() == StatusCode::kDataLoss) {
+    return DropDamaged(key, obj.inode, attrs.error().Annotate(what));
+  } else {
+    return attrs.error().Annotate(what);
+  }
   std::lock_guard lock(s.mu);
   if (s.mutations == mutations_seen && open_files_per_shard_ > 0) {
     if (s.open_files.size() >= open_files_per_shard_) s.open_files.erase(s.open_files.begin());
@@ -547,13 +713,7 @@ Status LocalStore::RetrieveRanges(std::span<RangeRead> reads) {
   ServeRangeReads(
       reads, [this](std::string_view key) { return OpenForRead(key); },
       [](const OpenObjectRef& obj) { return obj->size; },
-      [](const OpenObjectRef& obj, RangeRead& r) -> Status {
-        if (int e = PreadAll(obj->fd.get(), r.dest, r.offset); e != 0) {
-          return e > 0 ? ErrnoError("reading '" + std::string(r.key) + "'", e)
-                       : DataLossError("reading '" + std::string(r.key) + "': file truncated");
-        }
-        return Status();
-      });
+      [](const OpenObjectRef& obj, RangeRead& r) { return PreadRange(*obj, r); });
   return Status();
 }
 

@@ -5,6 +5,7 @@
 #include <array>
 #include <atomic>
 #include <cstring>
+#include <ctime>
 #include <functional>
 #include <map>
 #include <mutex>
@@ -12,7 +13,47 @@
 namespace objectcache {
 namespace {
 
-using Value = std::shared_ptr<const std::string>;
+struct Object {
+  std::string data;
+  std::string attributes;
+  int64_t mtime = 0;
+};
+using Value = std::shared_ptr<const Object>;
+
+class MemoryObjectReader final : public ObjectReader {
+ public:
+  explicit MemoryObjectReader(Value v) : v_(std::move(v)) {}
+  uint64_t size() const override { return v_->data.size(); }
+  const std::string& attributes() const override { return v_->attributes; }
+  int64_t mtime() const override { return v_->mtime; }
+  Status ReadAt(uint64_t offset, std::span<std::byte> dest) const override {
+    OC_RETURN_IF_ERROR(CheckRange(RangeRead{.key = "", .offset = offset, .dest = dest}, size()));
+    std::memcpy(dest.data(), v_->data.data() + offset, dest.size());
+    return Status();
+  }
+
+ private:
+  Value v_;
+};
+
+// Collects the value; Commit stores it with one Put.
+class MemoryObjectWriter final : public ObjectWriter {
+ public:
+  MemoryObjectWriter(Store* store, std::string key, PutOptions options)
+      : store_(store), key_(std::move(key)), options_(std::move(options)) {}
+  Status Append(std::span<const std::byte> bytes) override {
+    data_.append(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+    return Status();
+  }
+  Status Commit() override { return store_->Put(key_, AsBytes(data_), options_); }
+  uint64_t bytes_written() const override { return data_.size(); }
+
+ private:
+  Store* store_;
+  std::string key_;
+  PutOptions options_;
+  std::string data_;
+};
 
 class MemoryStore final : public Store {
  public:
@@ -26,10 +67,13 @@ class MemoryStore final : public Store {
 
   std::string Uri() const override { return "mem://"; }
 
-  Status Put(std::string_view key, std::span<const std::byte> value, const PutOptions&) override {
+  Status Put(std::string_view key, std::span<const std::byte> value,
+             const PutOptions& options) override {
     OC_RETURN_IF_ERROR(ValidateKey(key));
-    auto v = std::make_shared<const std::string>(reinterpret_cast<const char*>(value.data()),
-                                                 value.size());
+    OC_RETURN_IF_ERROR(ValidateAttributes(options.attributes));
+    auto v = std::make_shared<const Object>(
+        Object{std::string(reinterpret_cast<const char*>(value.data()), value.size()),
+               options.attributes, static_cast<int64_t>(::time(nullptr))});
     Shard& s = ShardFor(key);
     Value old;
     {
@@ -40,32 +84,33 @@ class MemoryStore final : public Store {
       if (inserted) objects_++;
     }
     bytes_ += value.size();
-    if (old) bytes_ -= old->size();
+    if (old) bytes_ -= old->data.size();
     return Status();
   }
 
   Result<ObjectInfo> Stat(std::string_view key) override {
     OC_ASSIGN_OR_RETURN(Value v, Find(key));
-    return ObjectInfo{std::string(key), v->size()};
+    return ObjectInfo{std::string(key), v->data.size()};
   }
 
   Result<size_t> Retrieve(std::string_view key, std::span<std::byte> dest) override {
     OC_ASSIGN_OR_RETURN(Value v, Find(key));
-    if (dest.size() < v->size()) {
+    const std::string& data = v->data;
+    if (dest.size() < data.size()) {
       return ResourceExhaustedError("reading '" + std::string(key) + "': object is " +
-                                    std::to_string(v->size()) + " bytes, buffer " +
+                                    std::to_string(data.size()) + " bytes, buffer " +
                                     std::to_string(dest.size()));
     }
-    std::memcpy(dest.data(), v->data(), v->size());
-    return v->size();
+    std::memcpy(dest.data(), data.data(), data.size());
+    return data.size();
   }
 
   Status RetrieveRanges(std::span<RangeRead> reads) override {
     ServeRangeReads(
         reads, [this](std::string_view key) { return Find(key); },
-        [](const Value& v) { return v->size(); },
+        [](const Value& v) { return v->data.size(); },
         [](const Value& v, RangeRead& r) {
-          std::memcpy(r.dest.data(), v->data() + r.offset, r.dest.size());
+          std::memcpy(r.dest.data(), v->data.data() + r.offset, r.dest.size());
           return Status();
         });
     return Status();
@@ -95,7 +140,7 @@ class MemoryStore final : public Store {
       s.objects.erase(it);
     }
     objects_--;
-    bytes_ -= old->size();
+    bytes_ -= old->data.size();
     return Status();
   }
 
@@ -104,9 +149,21 @@ class MemoryStore final : public Store {
     for (Shard& s : shards_) {
       std::lock_guard lock(s.mu);
       CollectListCandidates(
-          s.objects, options, [](const Value& v) { return v->size(); }, &candidates);
+          s.objects, options, [](const Value& v) { return v->data.size(); }, &candidates);
     }
     return FinishListPage(std::move(candidates), options.max_keys);
+  }
+
+  Result<std::unique_ptr<ObjectWriter>> NewWriter(std::string_view key,
+                                                  const PutOptions& options) override {
+    OC_RETURN_IF_ERROR(ValidateKey(key));
+    OC_RETURN_IF_ERROR(ValidateAttributes(options.attributes));
+    return std::unique_ptr<ObjectWriter>(new MemoryObjectWriter(this, std::string(key), options));
+  }
+
+  Result<std::unique_ptr<ObjectReader>> OpenReader(std::string_view key) override {
+    OC_ASSIGN_OR_RETURN(Value v, Find(key));
+    return std::unique_ptr<ObjectReader>(new MemoryObjectReader(std::move(v)));
   }
 
  private:
