@@ -17,6 +17,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -78,6 +79,32 @@ Result<ChunkHeader> VerifyChunkObject(std::span<const std::byte> object,
 // The raw layer-major KV of a whole, verified object (the inverse of EncodeChunkObject).
 Result<std::string> DecodeChunkObject(std::span<const std::byte> object,
                                       const ChunkExpectation& expect = {});
+
+// Checks a chunk object as its bytes stream past (an upload), without holding it: the header
+// when its 4096 bytes are in, each layer slice against its checksum as it completes, zero
+// padding, and the exact size at Finish. Errors as DecodeChunkHeader and VerifyLayerSlice.
+class ChunkStreamVerifier {
+ public:
+  explicit ChunkStreamVerifier(ChunkExpectation expect);
+  ~ChunkStreamVerifier();
+  ChunkStreamVerifier(const ChunkStreamVerifier&) = delete;
+  ChunkStreamVerifier& operator=(const ChunkStreamVerifier&) = delete;
+
+  Status Feed(std::span<const std::byte> bytes);
+  Status Finish();
+
+ private:
+  Status FeedBody(std::span<const std::byte> bytes);
+
+  ChunkExpectation expect_;
+  KvLayout layout_copy_;
+  ChunkKey key_copy_;
+  std::string header_bytes_;
+  std::optional<ChunkHeader> header_;
+  uint64_t offset_ = 0;  // bytes fed so far
+  struct LayerHash;
+  std::unique_ptr<LayerHash> hash_;
+};
 
 // XXH3-64, seed 0: the layer checksum.
 uint64_t LayerChecksum(std::span<const std::byte> slice);

@@ -1,7 +1,9 @@
 #include "objectcache/chunk_object.h"
 
+#define XXH_STATIC_LINKING_ONLY  // XXH3_state_t: streaming layer checksums
 #include <xxhash.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "core/byte_order.h"
@@ -16,6 +18,10 @@ constexpr size_t kFixedHeaderBytes = 88;
 size_t HeaderBytes(uint32_t layers) { return kFixedHeaderBytes + 8 * size_t{layers} + 8; }
 
 uint64_t RoundUp(uint64_t v, uint64_t to) { return (v + to - 1) / to * to; }
+
+std::span<const std::byte> AsByteSpan(const std::string& s) {
+  return std::as_bytes(std::span(s.data(), s.size()));
+}
 
 std::string KeyContext(const ChunkExpectation& expect) {
   return expect.key ? "chunk " + expect.key->ToHex() : std::string("chunk object");
@@ -201,6 +207,105 @@ Result<std::string> DecodeChunkObject(std::span<const std::byte> object,
     kv.append(reinterpret_cast<const char*>(object.data() + h.LayerOffset(layer)), slice);
   }
   return kv;
+}
+
+struct ChunkStreamVerifier::LayerHash {
+  XXH3_state_t state;
+};
+
+ChunkStreamVerifier::ChunkStreamVerifier(ChunkExpectation expect)
+    : expect_(expect), hash_(std::make_unique<LayerHash>()) {
+  // Keep our own copies: the caller's pointees need not outlive this call.
+  if (expect_.layout) {
+    layout_copy_ = *expect_.layout;
+    expect_.layout = &layout_copy_;
+  }
+  if (expect_.key) {
+    key_copy_ = *expect_.key;
+    expect_.key = &key_copy_;
+  }
+  XXH3_64bits_reset(&hash_->state);
+}
+
+ChunkStreamVerifier::~ChunkStreamVerifier() = default;
+
+Status ChunkStreamVerifier::Feed(std::span<const std::byte> bytes) {
+  if (!header_) {
+    const size_t take = std::min<size_t>(kChunkHeaderRegion - header_bytes_.size(), bytes.size());
+    header_bytes_.append(reinterpret_cast<const char*>(bytes.data()), take);
+    offset_ += take;
+    bytes = bytes.subspan(take);
+    if (header_bytes_.size() < kChunkHeaderRegion) {
+      // Reject a foreign object as soon as its magic is in.
+      if (header_bytes_.size() >= 8 && std::memcmp(header_bytes_.data(), kMagic, 8) != 0) {
+        return InvalidArgumentError("chunk object: not a chunk object (bad magic)");
+      }
+      return Status();
+    }
+    ChunkExpectation no_size = expect_;
+    no_size.object_bytes.reset();
+    OC_ASSIGN_OR_RETURN(ChunkHeader h, DecodeChunkHeader(AsByteSpan(header_bytes_), no_size));
+    if (expect_.object_bytes && *expect_.object_bytes != h.ObjectBytes()) {
+      return DataLossError("chunk " + h.key.ToHex() + ": object is " +
+                           std::to_string(*expect_.object_bytes) + " bytes, its header says " +
+                           std::to_string(h.ObjectBytes()));
+    }
+    const size_t header_len = HeaderBytes(h.layout.num_layers);
+    for (size_t i = header_len; i < kChunkHeaderRegion; ++i) {
+      if (header_bytes_[i] != 0) return DataLossError("chunk " + h.key.ToHex() + ": header padding is not zero");
+    }
+    header_ = std::move(h);
+  }
+  return FeedBody(bytes);
+}
+
+Status ChunkStreamVerifier::FeedBody(std::span<const std::byte> bytes) {
+  const ChunkHeader& h = *header_;
+  const uint64_t slice = h.LayerSliceBytes();
+  while (!bytes.empty()) {
+    if (offset_ >= h.ObjectBytes()) {
+      return DataLossError("chunk " + h.key.ToHex() + ": object is longer than its header says");
+    }
+    const uint64_t rel = offset_ - h.data_offset;
+    const uint32_t layer = static_cast<uint32_t>(rel / h.layer_stride);
+    const uint64_t in_layer = rel % h.layer_stride;
+    const size_t take =
+        static_cast<size_t>(std::min<uint64_t>(bytes.size(), h.layer_stride - in_layer));
+    std::span<const std::byte> part = bytes.first(take);
+    if (in_layer < slice) {
+      const size_t data = static_cast<size_t>(std::min<uint64_t>(take, slice - in_layer));
+      XXH3_64bits_update(&hash_->state, part.data(), data);
+      if (in_layer + data == slice) {
+        if (XXH3_64bits_digest(&hash_->state) != h.layer_checksums[layer]) {
+          return DataLossError("chunk " + h.key.ToHex() + ": checksum mismatch in layer " +
+                               std::to_string(layer));
+        }
+        XXH3_64bits_reset(&hash_->state);
+      }
+      part = part.subspan(data);
+    }
+    for (std::byte b : part) {
+      if (b != std::byte{0}) {
+        return DataLossError("chunk " + h.key.ToHex() + ": padding after layer " +
+                             std::to_string(layer) + " is not zero");
+      }
+    }
+    offset_ += take;
+    bytes = bytes.subspan(take);
+  }
+  return Status();
+}
+
+Status ChunkStreamVerifier::Finish() {
+  if (!header_) {
+    return DataLossError("chunk object: truncated header (" + std::to_string(offset_) + " bytes)");
+  }
+  if (offset_ != header_->ObjectBytes()) {
+    return DataLossError("chunk " + header_->key.ToHex() + ": object is " +
+                         std::to_string(offset_) + " bytes, its header says " +
+                         std::to_string(header_->ObjectBytes()));
+  }
+  return Status();
 }
 
 }  // namespace objectcache

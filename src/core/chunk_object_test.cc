@@ -117,6 +117,40 @@ TEST_F(ChunkObjectTest, ExpectationMismatchesAreInvalidArgument) {
   EXPECT_EQ(DecodeChunkHeader(AsBytes(object_), wrong_size).error().code(), StatusCode::kDataLoss);
 }
 
+TEST_F(ChunkObjectTest, StreamVerifierAcceptsTheObjectInAnyPieces) {
+  for (size_t piece : {size_t{1}, size_t{7}, size_t{4096}, size_t{5000}, object_.size()}) {
+    ChunkStreamVerifier v({.layout = &layout_, .key = &key_});
+    for (size_t off = 0; off < object_.size(); off += piece) {
+      ASSERT_TRUE(v.Feed(AsBytes(object_).subspan(off, std::min(piece, object_.size() - off))).ok())
+          << piece << " at " << off;
+    }
+    EXPECT_TRUE(v.Finish().ok()) << piece;
+  }
+}
+
+TEST_F(ChunkObjectTest, StreamVerifierRejectsDamage) {
+  auto run = [&](const std::string& obj, ChunkExpectation expect) {
+    ChunkStreamVerifier v(expect);
+    for (size_t off = 0; off < obj.size(); off += 1000) {
+      Status s = v.Feed(AsBytes(obj).subspan(off, std::min<size_t>(1000, obj.size() - off)));
+      if (!s.ok()) return s;
+    }
+    return v.Finish();
+  };
+  std::string flipped = object_;
+  flipped[4096 + 4096 + 5] ^= 1;  // layer 1's data
+  EXPECT_EQ(run(flipped, {}).code(), StatusCode::kDataLoss);
+  std::string pad = object_;
+  pad[4096 + 3072 + 100] = 1;  // the padding after layer 0
+  EXPECT_EQ(run(pad, {}).code(), StatusCode::kDataLoss);
+  EXPECT_EQ(run(object_.substr(0, object_.size() - 1), {}).code(), StatusCode::kDataLoss);
+  EXPECT_EQ(run(object_ + "x", {}).code(), StatusCode::kDataLoss);
+  EXPECT_EQ(run(object_.substr(0, 100), {}).code(), StatusCode::kDataLoss);
+  EXPECT_EQ(run("GIF89a" + std::string(9000, 'x'), {}).code(), StatusCode::kInvalidArgument);
+  ChunkKey other = *ChunkKey::FromHex("ffffffffffffffffffffffffffffffff");
+  EXPECT_EQ(run(object_, {.key = &other}).code(), StatusCode::kInvalidArgument);
+}
+
 TEST_F(ChunkObjectTest, RandomGarbageNeverDecodes) {
   for (uint32_t seed = 0; seed < 2000; ++seed) {
     std::string junk = RandomBytes(seed % 9000, seed);

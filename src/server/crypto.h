@@ -1,0 +1,52 @@
+// Digests and MACs the S3 protocol needs (OpenSSL libcrypto): SHA-256 and HMAC-SHA256 for
+// SigV4, MD5 for ETags and Content-MD5, base64 and hex text forms.
+//
+// Digest objects are single-threaded; the free functions are thread-safe.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+
+namespace objectcache::server {
+
+// Incremental digest over a stream of bytes.
+class Digest {
+ public:
+  enum class Kind { kMd5, kSha256 };
+  explicit Digest(Kind kind);
+  ~Digest();
+  Digest(const Digest&) = delete;
+  Digest& operator=(const Digest&) = delete;
+
+  void Update(std::string_view bytes);
+  void Update(std::span<const std::byte> bytes) {
+    Update(std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()));
+  }
+  // The raw digest; the object is reset and can be reused.
+  std::string Finish();
+
+ private:
+  struct Ctx;
+  std::unique_ptr<Ctx> ctx_;
+  Kind kind_;
+};
+
+std::string Sha256(std::string_view bytes);
+std::string Md5(std::string_view bytes);
+std::string HmacSha256(std::string_view key, std::string_view bytes);
+
+std::string ToHex(std::string_view raw);
+std::string Base64Encode(std::string_view raw);
+// Empty optional on malformed input.
+bool Base64Decode(std::string_view text, std::string* out);
+
+// Compares in time independent of where the inputs differ.
+bool ConstantTimeEquals(std::string_view a, std::string_view b);
+
+// Random bytes from the OS CSPRNG, as hex.
+std::string RandomHex(size_t bytes);
+
+}  // namespace objectcache::server

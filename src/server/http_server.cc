@@ -1,0 +1,373 @@
+#include "server/http_server.h"
+
+#include <boost/asio/detached.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/redirect_error.hpp>
+#include <ctime>
+#include <list>
+
+#include "server/log.h"
+#include "server/s3_error.h"
+
+namespace objectcache::server {
+
+using tcp = asio::ip::tcp;
+
+namespace {
+
+std::string HttpDate() {
+  std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  ::gmtime_r(&t, &tm);
+  char buf[64];
+  std::strftime(buf, sizeof(buf), "%a, %d %b %Y %H:%M:%S GMT", &tm);
+  return buf;
+}
+
+Status FromError(const beast::error_code& ec, const char* what) {
+  if (ec == beast::error::timeout) {
+    return Status(StatusCode::kDeadlineExceeded, std::string(what) + ": timed out");
+  }
+  if (ec == http::error::body_limit) {
+    return ResourceExhaustedError(std::string(what) + ": body exceeds the limit");
+  }
+  return UnavailableError(std::string(what) + ": " + ec.message());
+}
+
+}  // namespace
+
+// ---- HttpExchange ----------------------------------------------------------------------------
+
+HttpExchange::HttpExchange(beast::tcp_stream& stream, beast::flat_buffer& buffer,
+                           http::request_parser<http::buffer_body>& parser,
+                           const HttpLimits& limits, ServerMetrics* metrics)
+    : stream_(stream), buffer_(buffer), parser_(parser), limits_(limits), metrics_(metrics) {}
+
+HttpExchange::~HttpExchange() = default;
+
+Headers HttpExchange::RequestHeaders() const {
+  Headers out;
+  for (const auto& f : parser_.get()) {
+    std::string name(f.name_string());
+    for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    out.emplace_back(std::move(name), std::string(f.value()));
+  }
+  return out;
+}
+
+std::optional<uint64_t> HttpExchange::ContentLength() const {
+  auto len = parser_.content_length();
+  if (len) return *len;
+  return std::nullopt;
+}
+
+asio::awaitable<Status> HttpExchange::SendContinueIfExpected() {
+  if (continue_sent_) co_return Status();
+  continue_sent_ = true;
+  auto expect = parser_.get().find(http::field::expect);
+  if (expect == parser_.get().end() || !beast::iequals(expect->value(), "100-continue")) {
+    co_return Status();
+  }
+  http::response<http::empty_body> res{http::status::continue_, 11};
+  beast::error_code ec;
+  stream_.expires_after(limits_.io_timeout);
+  co_await http::async_write(stream_, res, asio::redirect_error(asio::use_awaitable, ec));
+  if (ec) {
+    failed_ = true;
+    co_return FromError(ec, "sending 100 Continue");
+  }
+  co_return Status();
+}
+
+asio::awaitable<Result<size_t>> HttpExchange::ReadBody(std::span<std::byte> dest) {
+  if (parser_.is_done() || dest.empty()) co_return size_t{0};
+  if (Status s = co_await SendContinueIfExpected(); !s.ok()) co_return s;
+  auto& body = parser_.get().body();
+  body.data = dest.data();
+  body.size = dest.size();
+  beast::error_code ec;
+  stream_.expires_after(limits_.io_timeout);
+  co_await http::async_read(stream_, buffer_, parser_, asio::redirect_error(asio::use_awaitable, ec));
+  if (ec == http::error::need_buffer) ec = {};
+  if (ec) {
+    failed_ = true;
+    co_return FromError(ec, "reading the request body");
+  }
+  const size_t n = dest.size() - body.size;
+  metrics_->bytes_received += n;
+  co_return n;
+}
+
+bool HttpExchange::reusable() const {
+  return !failed_ && !close_ && parser_.is_done() && parser_.get().keep_alive();
+}
+
+void HttpExchange::PrepareHeader(http::response_header<>& h, unsigned status, Headers& headers) {
+  h.version(11);
+  h.result(status);
+  h.set(http::field::server, "ObjectCache");
+  h.set(http::field::date, HttpDate());
+  for (auto& [k, v] : headers) h.insert(k, v);
+  h.keep_alive(reusable());
+}
+
+asio::awaitable<Status> HttpExchange::Respond(unsigned status, Headers headers, std::string body) {
+  http::response<http::string_body> res;
+  PrepareHeader(res.base(), status, headers);
+  metrics_->bytes_sent += body.size();
+  res.body() = std::move(body);
+  res.prepare_payload();
+  responded_ = true;
+  beast::error_code ec;
+  stream_.expires_after(limits_.io_timeout);
+  co_await http::async_write(stream_, res, asio::redirect_error(asio::use_awaitable, ec));
+  if (ec) {
+    failed_ = true;
+    co_return FromError(ec, "writing the response");
+  }
+  co_return Status();
+}
+
+asio::awaitable<Status> HttpExchange::RespondHeaderOnly(unsigned status, Headers headers,
+                                                        uint64_t content_length) {
+  http::response<http::empty_body> res;
+  PrepareHeader(res.base(), status, headers);
+  if (status != 304) res.set(http::field::content_length, std::to_string(content_length));
+  responded_ = true;
+  beast::error_code ec;
+  stream_.expires_after(limits_.io_timeout);
+  http::response_serializer<http::empty_body> sr(res);
+  co_await http::async_write_header(stream_, sr, asio::redirect_error(asio::use_awaitable, ec));
+  if (ec) {
+    failed_ = true;
+    co_return FromError(ec, "writing the response");
+  }
+  co_return Status();
+}
+
+asio::awaitable<Status> HttpExchange::BeginResponse(unsigned status, Headers headers,
+                                                    uint64_t content_length) {
+  streamed_ = std::make_unique<http::response<http::buffer_body>>();
+  PrepareHeader(streamed_->base(), status, headers);
+  streamed_->content_length(content_length);
+  streamed_->body().data = nullptr;
+  streamed_->body().more = true;
+  serializer_ = std::make_unique<http::response_serializer<http::buffer_body>>(*streamed_);
+  responded_ = true;
+  beast::error_code ec;
+  stream_.expires_after(limits_.io_timeout);
+  co_await http::async_write_header(stream_, *serializer_,
+                                    asio::redirect_error(asio::use_awaitable, ec));
+  if (ec) {
+    failed_ = true;
+    co_return FromError(ec, "writing the response header");
+  }
+  co_return Status();
+}
+
+asio::awaitable<Status> HttpExchange::WriteBody(std::span<const std::byte> bytes) {
+  streamed_->body().data = const_cast<std::byte*>(bytes.data());
+  streamed_->body().size = bytes.size();
+  streamed_->body().more = true;
+  beast::error_code ec;
+  stream_.expires_after(limits_.io_timeout);
+  co_await http::async_write(stream_, *serializer_, asio::redirect_error(asio::use_awaitable, ec));
+  if (ec == http::error::need_buffer) ec = {};
+  if (ec) {
+    failed_ = true;
+    co_return FromError(ec, "writing the response body");
+  }
+  metrics_->bytes_sent += bytes.size();
+  co_return Status();
+}
+
+asio::awaitable<Status> HttpExchange::EndResponse() {
+  streamed_->body().data = nullptr;
+  streamed_->body().size = 0;
+  streamed_->body().more = false;
+  beast::error_code ec;
+  stream_.expires_after(limits_.io_timeout);
+  co_await http::async_write(stream_, *serializer_, asio::redirect_error(asio::use_awaitable, ec));
+  if (ec == http::error::need_buffer) ec = {};
+  if (ec) {
+    failed_ = true;
+    co_return FromError(ec, "finishing the response");
+  }
+  co_return Status();
+}
+
+// ---- HttpServer ------------------------------------------------------------------------------
+
+struct Session {
+  beast::tcp_stream* stream;
+  bool idle = true;
+};
+
+struct HttpServer::Worker {
+  asio::io_context ioc{1};
+  std::optional<tcp::acceptor> acceptor;
+  std::list<Session*> sessions;  // touched only on this worker's thread
+  std::thread thread;
+};
+
+Result<std::unique_ptr<HttpServer>> HttpServer::Start(const HttpServerOptions& options,
+                                                      RequestHandler* handler,
+                                                      ServerMetrics* metrics) {
+  std::unique_ptr<HttpServer> server(new HttpServer());
+  server->options_ = options;
+  server->handler_ = handler;
+  server->metrics_ = metrics;
+  server->pool_ = std::make_unique<asio::thread_pool>(std::max(1u, options.blocking_threads));
+  beast::error_code ec;
+  auto address = asio::ip::make_address(options.host, ec);
+  if (ec) return InvalidArgumentError("listen address '" + options.host + "': " + ec.message());
+  uint16_t port = options.port;
+  const unsigned workers = std::max(1u, options.workers);
+  for (unsigned i = 0; i < workers; ++i) {
+    auto w = std::make_unique<Worker>();
+    tcp::acceptor& a = w->acceptor.emplace(w->ioc);
+    tcp::endpoint ep(address, port);
+    a.open(ep.protocol(), ec);
+    if (!ec) a.set_option(asio::socket_base::reuse_address(true), ec);
+    if (!ec) {
+      int one = 1;
+      if (::setsockopt(a.native_handle(), SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one)) != 0) {
+        return ErrnoError("setting SO_REUSEPORT", errno);
+      }
+    }
+    if (!ec) a.bind(ep, ec);
+    if (!ec) a.listen(asio::socket_base::max_listen_connections, ec);
+    if (ec) {
+      return UnavailableError("listening on " + options.host + ":" + std::to_string(port) + ": " +
+                              ec.message());
+    }
+    port = a.local_endpoint().port();  // the others join the port the first one got
+    server->workers_.push_back(std::move(w));
+  }
+  server->port_ = port;
+  for (auto& w : server->workers_) {
+    Worker* wp = w.get();
+    asio::co_spawn(wp->ioc, server->Accept(wp), asio::detached);
+    wp->thread = std::thread([wp] { wp->ioc.run(); });
+  }
+  return server;
+}
+
+HttpServer::~HttpServer() { Stop(); }
+
+asio::awaitable<void> HttpServer::Accept(Worker* w) {
+  for (;;) {
+    beast::error_code ec;
+    tcp::socket socket =
+        co_await w->acceptor->async_accept(asio::redirect_error(asio::use_awaitable, ec));
+    if (ec) {
+      if (stopping_ || ec == asio::error::operation_aborted) co_return;
+      continue;
+    }
+    if (static_cast<size_t>(metrics_->open_connections.load()) >= options_.limits.max_connections) {
+      metrics_->rejected_requests++;
+      socket.close(ec);
+      continue;
+    }
+    asio::co_spawn(w->ioc, Serve(w, std::move(socket)), [](std::exception_ptr e) {
+      if (e) {
+        try {
+          std::rethrow_exception(e);
+        } catch (const std::exception& ex) {
+          LogError(std::string("connection failed: ") + ex.what());
+        }
+      }
+    });
+  }
+}
+
+asio::awaitable<void> HttpServer::Serve(Worker* w, tcp::socket socket) {
+  beast::tcp_stream stream(std::move(socket));
+  beast::error_code ec;
+  stream.socket().set_option(tcp::no_delay(true), ec);
+  metrics_->open_connections++;
+  metrics_->connections_total++;
+  Session session{&stream, true};
+  auto registered = w->sessions.insert(w->sessions.end(), &session);
+  beast::flat_buffer buffer;
+  const HttpLimits& limits = options_.limits;
+  while (!stopping_) {
+    http::request_parser<http::buffer_body> parser;
+    parser.header_limit(static_cast<std::uint32_t>(limits.header_bytes));
+    parser.body_limit(limits.body_bytes);
+    session.idle = true;
+    if (buffer.size() == 0) {
+      // Idle keep-alive: wait for the first byte of the next request.
+      stream.expires_after(limits.idle_timeout);
+      co_await stream.socket().async_wait(tcp::socket::wait_read,
+                                          asio::redirect_error(asio::use_awaitable, ec));
+      if (ec || stopping_) break;
+    }
+    session.idle = false;
+    stream.expires_after(limits.header_timeout);
+    co_await http::async_read_header(stream, buffer, parser,
+                                     asio::redirect_error(asio::use_awaitable, ec));
+    if (ec) {
+      if (ec == http::error::end_of_stream || ec == asio::error::eof ||
+          ec == asio::error::connection_reset || ec == asio::error::operation_aborted) {
+        break;
+      }
+      metrics_->rejected_requests++;
+      if (ec != beast::error::timeout) {
+        // Malformed or oversized header: answer once, then close.
+        S3Error err = ec == http::error::header_limit
+                          ? MakeS3Error("RequestHeaderSectionTooLarge",
+                                        "request header exceeds " +
+                                            std::to_string(limits.header_bytes) + " bytes")
+                          : MakeS3Error("InvalidRequest", "malformed HTTP request: " + ec.message());
+        http::response<http::string_body> res{
+            static_cast<http::status>(err.HttpStatus() == 403 ? 400 : err.HttpStatus()), 11};
+        res.set(http::field::server, "ObjectCache");
+        res.set(http::field::content_type, "application/xml");
+        res.body() = err.ToXml("0");
+        res.keep_alive(false);
+        res.prepare_payload();
+        stream.expires_after(limits.io_timeout);
+        co_await http::async_write(stream, res, asio::redirect_error(asio::use_awaitable, ec));
+      }
+      break;
+    }
+    HttpExchange exchange(stream, buffer, parser, limits, metrics_);
+    co_await handler_->Handle(exchange);
+    if (!exchange.responded() || !exchange.reusable()) break;
+  }
+  stream.socket().shutdown(tcp::socket::shutdown_send, ec);
+  stream.close();
+  w->sessions.erase(registered);
+  metrics_->open_connections--;
+}
+
+void HttpServer::Stop() {
+  if (stopped_) return;
+  stopped_ = true;
+  stopping_ = true;
+  for (auto& w : workers_) {
+    Worker* wp = w.get();
+    asio::post(wp->ioc, [wp] {
+      beast::error_code ec;
+      wp->acceptor->close(ec);
+      for (Session* s : wp->sessions) {
+        if (s->idle) s->stream->socket().cancel(ec);
+      }
+    });
+  }
+  // Requests in flight finish; then the workers end.
+  const auto deadline = std::chrono::steady_clock::now() + options_.shutdown_grace;
+  while (metrics_->open_connections.load() > 0 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  for (auto& w : workers_) w->ioc.stop();
+  for (auto& w : workers_) {
+    if (w->thread.joinable()) w->thread.join();
+  }
+  pool_->join();
+}
+
+}  // namespace objectcache::server

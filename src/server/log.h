@@ -1,0 +1,22 @@
+// Process log: one line per event on stderr, with time and level. Thread-safe.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+namespace objectcache::server {
+
+enum class LogLevel { kDebug = 0, kInfo = 1, kWarn = 2, kError = 3 };
+
+// "debug", "info", "warn", "error"; false if unknown.
+bool ParseLogLevel(std::string_view name, LogLevel* out);
+void SetLogLevel(LogLevel level);
+bool LogEnabled(LogLevel level);
+void Log(LogLevel level, std::string_view message);
+
+inline void LogDebug(std::string_view m) { Log(LogLevel::kDebug, m); }
+inline void LogInfo(std::string_view m) { Log(LogLevel::kInfo, m); }
+inline void LogWarn(std::string_view m) { Log(LogLevel::kWarn, m); }
+inline void LogError(std::string_view m) { Log(LogLevel::kError, m); }
+
+}  // namespace objectcache::server

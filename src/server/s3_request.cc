@@ -1,0 +1,118 @@
+#include "server/s3_request.h"
+
+namespace objectcache::server {
+namespace {
+
+int HexDigit(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+}  // namespace
+
+const std::string* S3Request::Header(std::string_view name) const {
+  for (const auto& [k, v] : headers) {
+    if (k == name) return &v;
+  }
+  return nullptr;
+}
+
+const std::string* S3Request::Query(std::string_view name) const {
+  for (const auto& [k, v] : query) {
+    if (k == name) return &v;
+  }
+  return nullptr;
+}
+
+bool PercentDecode(std::string_view in, std::string* out) {
+  out->clear();
+  out->reserve(in.size());
+  for (size_t i = 0; i < in.size(); ++i) {
+    if (in[i] != '%') {
+      *out += in[i];
+      continue;
+    }
+    if (i + 2 >= in.size()) return false;
+    int hi = HexDigit(in[i + 1]), lo = HexDigit(in[i + 2]);
+    if (hi < 0 || lo < 0) return false;
+    *out += static_cast<char>(hi << 4 | lo);
+    i += 2;
+  }
+  return true;
+}
+
+std::string UriEncode(std::string_view in, bool keep_slash) {
+  static constexpr char kDigits[] = "0123456789ABCDEF";
+  std::string out;
+  out.reserve(in.size() * 3 / 2);
+  for (char c : in) {
+    if ((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' ||
+        c == '_' || c == '.' || c == '~' || (c == '/' && keep_slash)) {
+      out += c;
+    } else {
+      auto b = static_cast<unsigned char>(c);
+      out += '%';
+      out += kDigits[b >> 4];
+      out += kDigits[b & 0xf];
+    }
+  }
+  return out;
+}
+
+S3Result<S3Request> ParseS3Request(std::string_view method, std::string_view target,
+                                   std::vector<std::pair<std::string, std::string>> headers,
+                                   const std::vector<std::string>& virtual_host_domains) {
+  S3Request r;
+  r.method = std::string(method);
+  r.headers = std::move(headers);
+  if (target.empty() || target[0] != '/') {
+    return std::unexpected(MakeS3Error("InvalidRequest", "request target must be a path"));
+  }
+  size_t q = target.find('?');
+  r.raw_path = std::string(target.substr(0, q));
+  if (q != std::string_view::npos) {
+    std::string_view query = target.substr(q + 1);
+    while (!query.empty()) {
+      size_t amp = query.find('&');
+      std::string_view pair = query.substr(0, amp);
+      query = amp == std::string_view::npos ? std::string_view() : query.substr(amp + 1);
+      if (pair.empty()) continue;
+      size_t eq = pair.find('=');
+      std::string name, value;
+      if (!PercentDecode(pair.substr(0, eq), &name) ||
+          (eq != std::string_view::npos && !PercentDecode(pair.substr(eq + 1), &value))) {
+        return std::unexpected(MakeS3Error("InvalidArgument", "malformed query string"));
+      }
+      r.query.emplace_back(std::move(name), std::move(value));
+    }
+  }
+  std::string path;
+  if (!PercentDecode(r.raw_path, &path)) {
+    return std::unexpected(MakeS3Error("InvalidURI", "malformed percent-encoding in the path"));
+  }
+  // Virtual-hosted style: the bucket is the Host's first label.
+  if (const std::string* host = r.Header("host")) {
+    std::string_view h = *host;
+    if (size_t colon = h.rfind(':'); colon != std::string_view::npos && h.find(']') == h.npos) {
+      h = h.substr(0, colon);
+    }
+    for (const std::string& domain : virtual_host_domains) {
+      if (h.size() > domain.size() + 1 && h.ends_with(domain) &&
+          h[h.size() - domain.size() - 1] == '.') {
+        r.bucket = std::string(h.substr(0, h.size() - domain.size() - 1));
+        r.key = path.substr(1);
+        r.virtual_host = true;
+        return r;
+      }
+    }
+  }
+  std::string_view rest = std::string_view(path).substr(1);
+  size_t slash = rest.find('/');
+  r.bucket = std::string(rest.substr(0, slash));
+  if (slash != std::string_view::npos) r.key = std::string(rest.substr(slash + 1));
+  return r;
+}
+
+}  // namespace objectcache::server

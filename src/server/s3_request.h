@@ -1,0 +1,41 @@
+// An HTTP request as the S3 layer sees it: method, decoded path and query, lowercase headers,
+// and the bucket and key after path-style or virtual-hosted-style addressing.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "server/s3_error.h"
+
+namespace objectcache::server {
+
+struct S3Request {
+  std::string method;
+  std::string raw_path;  // as received: percent-encoded, without the query
+  std::vector<std::pair<std::string, std::string>> query;    // decoded, in order
+  std::vector<std::pair<std::string, std::string>> headers;  // lowercase names, in order
+  std::string bucket;  // empty for the service (ListBuckets)
+  std::string key;     // empty for a bucket request
+  bool virtual_host = false;
+
+  const std::string* Header(std::string_view name) const;
+  const std::string* Query(std::string_view name) const;
+  bool HasQuery(std::string_view name) const { return Query(name) != nullptr; }
+};
+
+// Percent-decoding; false on a malformed escape.
+bool PercentDecode(std::string_view in, std::string* out);
+// AWS URI encoding: unreserved characters (A-Z a-z 0-9 - _ . ~) stay, everything else is %XX
+// (uppercase); '/' stays when `keep_slash`.
+std::string UriEncode(std::string_view in, bool keep_slash);
+
+// Splits a request target ("/bucket/key?x=1") and resolves the bucket and key. A Host ending in
+// ".<domain>" for one of `virtual_host_domains` names the bucket (virtual-hosted style);
+// otherwise the first path segment does (path style).
+S3Result<S3Request> ParseS3Request(std::string_view method, std::string_view target,
+                                   std::vector<std::pair<std::string, std::string>> headers,
+                                   const std::vector<std::string>& virtual_host_domains);
+
+}  // namespace objectcache::server
