@@ -70,6 +70,8 @@ class ObjectWriter {
  public:
   virtual ~ObjectWriter() = default;
   virtual Status Append(std::span<const std::byte> bytes) = 0;
+  // Replaces the attributes given at creation (say, with a digest of the bytes appended).
+  virtual Status SetAttributes(std::string attributes) = 0;
   virtual Status Commit() = 0;
   virtual uint64_t bytes_written() const = 0;
 };

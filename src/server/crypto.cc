@@ -68,6 +68,23 @@ std::string ToHex(std::string_view raw) {
   return out;
 }
 
+bool DecodeHexDigest(std::string_view hex, std::string* raw) {
+  if (hex.size() % 2 != 0) return false;
+  auto digit = [](char c) -> int {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+  };
+  raw->clear();
+  for (size_t i = 0; i < hex.size(); i += 2) {
+    int hi = digit(hex[i]), lo = digit(hex[i + 1]);
+    if (hi < 0 || lo < 0) return false;
+    *raw += static_cast<char>(hi << 4 | lo);
+  }
+  return true;
+}
+
 std::string Base64Encode(std::string_view raw) {
   std::string out(4 * ((raw.size() + 2) / 3) + 1, '\0');
   int n = EVP_EncodeBlock(reinterpret_cast<unsigned char*>(out.data()),

@@ -39,6 +39,8 @@ std::string Md5(std::string_view bytes);
 std::string HmacSha256(std::string_view key, std::string_view bytes);
 
 std::string ToHex(std::string_view raw);
+// Hex digits (either case) to raw bytes; false on anything else.
+bool DecodeHexDigest(std::string_view hex, std::string* raw);
 std::string Base64Encode(std::string_view raw);
 // Empty optional on malformed input.
 bool Base64Decode(std::string_view text, std::string* out);

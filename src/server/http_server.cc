@@ -110,7 +110,7 @@ void HttpExchange::PrepareHeader(http::response_header<>& h, unsigned status, He
   h.set(http::field::server, "ObjectCache");
   h.set(http::field::date, HttpDate());
   for (auto& [k, v] : headers) h.insert(k, v);
-  h.keep_alive(reusable());
+  h.set(http::field::connection, reusable() ? "keep-alive" : "close");
 }
 
 asio::awaitable<Status> HttpExchange::Respond(unsigned status, Headers headers, std::string body) {
@@ -219,7 +219,6 @@ Result<std::unique_ptr<HttpServer>> HttpServer::Start(const HttpServerOptions& o
   server->options_ = options;
   server->handler_ = handler;
   server->metrics_ = metrics;
-  server->pool_ = std::make_unique<asio::thread_pool>(std::max(1u, options.blocking_threads));
   beast::error_code ec;
   auto address = asio::ip::make_address(options.host, ec);
   if (ec) return InvalidArgumentError("listen address '" + options.host + "': " + ec.message());
@@ -367,7 +366,6 @@ void HttpServer::Stop() {
   for (auto& w : workers_) {
     if (w->thread.joinable()) w->thread.join();
   }
-  pool_->join();
 }
 
 }  // namespace objectcache::server

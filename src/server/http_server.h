@@ -3,7 +3,7 @@
 // Threading (Envoy's model, Ceph RGW's Beast frontend): `workers` threads, each with its own
 // io_context and its own listening socket on the same port (SO_REUSEPORT: the kernel spreads
 // connections); a connection lives on one worker for its whole life. Blocking calls (the store)
-// never run on a worker: handlers hop to a bounded thread pool with RunBlocking and back.
+// never run on a worker: handlers hop to their bounded thread pool with RunBlocking and back.
 //
 // Each request is handed to a RequestHandler as an HttpExchange, through which the handler
 // streams the request body in and the response out, so no object has to fit in memory.
@@ -15,10 +15,12 @@
 #pragma once
 
 #include <atomic>
+#include <utility>  // before Boost.Asio 1.74's awaitable.hpp, which uses std::exchange
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/thread_pool.hpp>
 #include <boost/asio/use_awaitable.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/core/tcp_stream.hpp>
 #include <boost/beast/http.hpp>
 #include <chrono>
@@ -52,7 +54,6 @@ struct HttpServerOptions {
   std::string host = "127.0.0.1";
   uint16_t port = 9000;  // 0: any free port (see HttpServer::port)
   unsigned workers = 2;
-  unsigned blocking_threads = 8;
   HttpLimits limits;
   std::chrono::seconds shutdown_grace{10};
 };
@@ -125,7 +126,6 @@ class HttpServer {
   ~HttpServer();
 
   uint16_t port() const { return port_; }
-  asio::thread_pool& blocking_pool() { return *pool_; }
 
   // Graceful stop; returns when every worker has exited.
   void Stop();
@@ -140,7 +140,6 @@ class HttpServer {
   RequestHandler* handler_ = nullptr;
   ServerMetrics* metrics_ = nullptr;
   uint16_t port_ = 0;
-  std::unique_ptr<asio::thread_pool> pool_;
   std::vector<std::unique_ptr<Worker>> workers_;
   std::atomic<bool> stopping_{false};
   bool stopped_ = false;

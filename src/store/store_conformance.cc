@@ -276,8 +276,12 @@ TEST_P(StoreConformanceTest, StreamingWriterIsInvisibleUntilCommit) {
     EXPECT_EQ(store_->Stat("streamed").status().code(), StatusCode::kNotFound);
   }
   EXPECT_EQ((*w)->bytes_written(), value.size());
+  ASSERT_TRUE((*w)->SetAttributes("etag=def").ok());
+  EXPECT_EQ((*w)->SetAttributes(std::string(kMaxAttributeBytes + 1, 'x')).code(),
+            StatusCode::kInvalidArgument);
   ASSERT_TRUE((*w)->Commit().ok());
   EXPECT_EQ(Get(*store_, "streamed"), value);
+  EXPECT_EQ((*store_->OpenReader("streamed"))->attributes(), "etag=def");
   // An abandoned writer leaves nothing behind.
   {
     auto abandoned = store_->NewWriter("abandoned");

@@ -286,7 +286,7 @@ uint64_t AttributesChecksum(std::string_view key, std::string_view attributes) {
   return XXH3_64bits_digest(&st);
 }
 
-int SetAttributes(int fd, std::string_view key, std::string_view attributes) {
+int WriteAttributesXattr(int fd, std::string_view key, std::string_view attributes) {
   ByteWriter w;
   w.Bytes(attributes.data(), attributes.size());
   w.U64(AttributesChecksum(key, attributes));
@@ -465,12 +465,18 @@ class LocalObjectWriter final : public ObjectWriter {
     return Status();
   }
 
+  Status SetAttributes(std::string attributes) override {
+    OC_RETURN_IF_ERROR(ValidateAttributes(attributes));
+    attributes_ = std::move(attributes);
+    return Status();
+  }
+
   Status Commit() override {
     if (done_) return FailedPreconditionError("storing '" + key_ + "': writer already closed");
     const std::string what = "storing '" + key_ + "'";
     const std::string trailer = MakeTrailer(key_, written_, XXH3_64bits_digest(&checksum_));
     int err = WriteAll(fd_.get(), trailer.data(), trailer.size());
-    if (err == 0 && !attributes_.empty()) err = SetAttributes(fd_.get(), key_, attributes_);
+    if (err == 0 && !attributes_.empty()) err = WriteAttributesXattr(fd_.get(), key_, attributes_);
     if (err == 0 && durable_ && ::fdatasync(fd_.get()) != 0) err = errno;
     if (int close_err = fd_.Close(); err == 0) err = close_err;
     if (err != 0) {

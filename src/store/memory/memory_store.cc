@@ -45,6 +45,11 @@ class MemoryObjectWriter final : public ObjectWriter {
     data_.append(reinterpret_cast<const char*>(bytes.data()), bytes.size());
     return Status();
   }
+  Status SetAttributes(std::string attributes) override {
+    OC_RETURN_IF_ERROR(ValidateAttributes(attributes));
+    options_.attributes = std::move(attributes);
+    return Status();
+  }
   Status Commit() override { return store_->Put(key_, AsBytes(data_), options_); }
   uint64_t bytes_written() const override { return data_.size(); }
 

@@ -1,0 +1,168 @@
+#include "cli/serve_command.h"
+
+#include <pthread.h>
+#include <signal.h>
+
+#include <charconv>
+#include <cstdlib>
+#include <fstream>
+#include <memory>
+
+#include "cli/cli_support.h"
+#include "objectcache/store_registry.h"
+#include "server/http_server.h"
+#include "server/log.h"
+#include "server/s3_handler.h"
+
+namespace objectcache::cli {
+namespace {
+
+struct ServeFlags {
+  std::string listen = "127.0.0.1:9000";
+  std::string store = std::string(kDefaultStoreUri);
+  std::string capacity;
+  std::string access_key, secret_key;
+  bool anonymous = false;
+  unsigned workers = 2;
+  unsigned blocking_threads = 8;
+  std::vector<std::string> virtual_host_domains = {"localhost"};
+  std::string region = "us-east-1";
+  size_t max_header_bytes = 16 << 10;
+  std::string max_body = "5GiB";
+  unsigned header_timeout_s = 30, io_timeout_s = 60, idle_timeout_s = 60;
+  size_t max_connections = 4096;
+  unsigned shutdown_grace_s = 10;
+  std::string io_buffer = "1MiB";
+  std::string log_level = "info";
+  std::string port_file;
+};
+
+Status RunServe(const ServeFlags& f) {
+  using namespace objectcache::server;
+  LogLevel level;
+  if (!ParseLogLevel(f.log_level, &level)) {
+    return InvalidArgumentError("--log-level must be debug, info, warn or error");
+  }
+  SetLogLevel(level);
+  server::HttpServerOptions http;
+  const size_t colon = f.listen.rfind(':');
+  if (colon == std::string::npos ||
+      std::from_chars(f.listen.data() + colon + 1, f.listen.data() + f.listen.size(), http.port)
+              .ec != std::errc()) {
+    return InvalidArgumentError("--listen must be HOST:PORT, got '" + f.listen + "'");
+  }
+  http.host = f.listen.substr(0, colon);
+  if (http.host.starts_with("[") && http.host.ends_with("]")) http.host = http.host.substr(1, http.host.size() - 2);
+  http.workers = f.workers;
+  http.limits.header_bytes = f.max_header_bytes;
+  OC_ASSIGN_OR_RETURN(http.limits.body_bytes, ParseByteSize(f.max_body));
+  http.limits.header_timeout = std::chrono::seconds(f.header_timeout_s);
+  http.limits.io_timeout = std::chrono::seconds(f.io_timeout_s);
+  http.limits.idle_timeout = std::chrono::seconds(f.idle_timeout_s);
+  http.limits.max_connections = f.max_connections;
+  http.shutdown_grace = std::chrono::seconds(f.shutdown_grace_s);
+
+  S3Options s3;
+  s3.anonymous = f.anonymous;
+  s3.virtual_host_domains = f.virtual_host_domains;
+  s3.region = f.region;
+  s3.blocking_threads = f.blocking_threads;
+  OC_ASSIGN_OR_RETURN(uint64_t io_buffer, ParseByteSize(f.io_buffer));
+  s3.io_buffer_bytes = static_cast<size_t>(std::clamp<uint64_t>(io_buffer, 4096, 64 << 20));
+  std::string access = f.access_key, secret = f.secret_key;
+  if (access.empty()) {
+    if (const char* e = std::getenv("OBJECTCACHE_ACCESS_KEY")) access = e;
+  }
+  if (secret.empty()) {
+    if (const char* e = std::getenv("OBJECTCACHE_SECRET_KEY")) secret = e;
+  }
+  if (access.empty() != secret.empty()) {
+    return InvalidArgumentError("give both an access key and a secret key");
+  }
+  if (!access.empty()) s3.credentials[access] = secret;
+  if (s3.credentials.empty() && !s3.anonymous) {
+    return InvalidArgumentError(
+        "no credentials: give --access-key and --secret-key (or OBJECTCACHE_ACCESS_KEY and "
+        "OBJECTCACHE_SECRET_KEY), or --anonymous for local development");
+  }
+
+  std::string uri = f.store;
+  if (!f.capacity.empty()) {
+    OC_ASSIGN_OR_RETURN(uint64_t cap, ParseByteSize(f.capacity));
+    uri += (uri.find('?') == std::string::npos ? "?" : "&") + std::string("capacity=") + std::to_string(cap);
+  }
+  OC_ASSIGN_OR_RETURN(std::unique_ptr<Store> store, OpenStoreFlag(uri));
+
+  // Signals are taken by sigwait below, on this thread only.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  ServerMetrics metrics;
+  auto handler = std::make_unique<S3Handler>(store.get(), &metrics, s3);
+  OC_ASSIGN_OR_RETURN(std::unique_ptr<HttpServer> srv, HttpServer::Start(http, handler.get(), &metrics));
+  LogInfo("objectcache serve: listening on http://" + http.host + ":" + std::to_string(srv->port()) +
+          " (store " + store->Uri() + ", " + std::to_string(http.workers) + " I/O workers, " +
+          (s3.anonymous ? std::string("ANONYMOUS") : std::to_string(s3.credentials.size()) + " credential(s)") +
+          ")");
+  if (!f.port_file.empty()) {
+    OC_RETURN_IF_ERROR(WriteFileAtomically(f.port_file, std::to_string(srv->port()) + "\n"));
+  }
+  int sig = 0;
+  sigwait(&signals, &sig);
+  LogInfo(std::string("received ") + (sig == SIGINT ? "SIGINT" : "SIGTERM") +
+          ": stopping (no new connections; requests in flight finish)");
+  srv->Stop();
+  srv.reset();
+  handler.reset();
+  LogInfo("stopped");
+  return Status();
+}
+
+}  // namespace
+
+void AddServeCommand(CLI::App* app) {
+  auto f = std::make_shared<ServeFlags>();
+  CLI::App* cmd = app->add_subcommand(
+      "serve", "Run the S3-compatible server (with no arguments: ./objectcache-data on 127.0.0.1:9000)");
+  cmd->set_config("--config", "", "Read options from this TOML/INI file (keys are the long flag names)");
+  cmd->add_option("--listen", f->listen, "Address to listen on, HOST:PORT (port 0: any free port)")
+      ->capture_default_str();
+  cmd->add_option("--store", f->store, "Store URI (file:///path, a plain path, mem://)")
+      ->capture_default_str();
+  cmd->add_option("--capacity", f->capacity, "Store capacity (e.g. 500GiB): evict LRU objects beyond it");
+  cmd->add_option("--access-key", f->access_key, "Access key (also OBJECTCACHE_ACCESS_KEY)");
+  cmd->add_option("--secret-key", f->secret_key, "Secret key (also OBJECTCACHE_SECRET_KEY)");
+  cmd->add_flag("--anonymous", f->anonymous,
+                "Accept unsigned requests without checking signatures (local development only)");
+  cmd->add_option("--workers", f->workers, "I/O threads, each with its own event loop")
+      ->capture_default_str();
+  cmd->add_option("--blocking-threads", f->blocking_threads, "Threads for store calls")
+      ->capture_default_str();
+  cmd->add_option("--virtual-host-domain", f->virtual_host_domains,
+                  "Hosts BUCKET.DOMAIN address buckets virtual-hosted style (repeatable)")
+      ->capture_default_str();
+  cmd->add_option("--region", f->region, "Region reported to clients")->capture_default_str();
+  cmd->add_option("--max-header-bytes", f->max_header_bytes, "Largest request header")
+      ->capture_default_str();
+  cmd->add_option("--max-body", f->max_body, "Largest single PUT body")->capture_default_str();
+  cmd->add_option("--header-timeout", f->header_timeout_s, "Seconds to receive a whole header")
+      ->capture_default_str();
+  cmd->add_option("--io-timeout", f->io_timeout_s, "Seconds a body read or write may stall")
+      ->capture_default_str();
+  cmd->add_option("--idle-timeout", f->idle_timeout_s, "Seconds an idle keep-alive connection stays open")
+      ->capture_default_str();
+  cmd->add_option("--max-connections", f->max_connections, "Open connections at most")
+      ->capture_default_str();
+  cmd->add_option("--shutdown-grace", f->shutdown_grace_s,
+                  "Seconds requests in flight get to finish after SIGTERM/SIGINT")
+      ->capture_default_str();
+  cmd->add_option("--io-buffer", f->io_buffer, "Streaming buffer per request")->capture_default_str();
+  cmd->add_option("--log-level", f->log_level, "debug, info, warn or error")->capture_default_str();
+  cmd->add_option("--port-file", f->port_file, "Write the port actually listened on to this file");
+  cmd->callback([f] { RunCommand([&] { return RunServe(*f); }); });
+}
+
+}  // namespace objectcache::cli

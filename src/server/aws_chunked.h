@@ -1,0 +1,49 @@
+// The aws-chunked content encoding of S3 streaming uploads:
+//
+//   STREAMING-AWS4-HMAC-SHA256-PAYLOAD:   hex-size;chunk-signature=SIG\r\n DATA \r\n ... 0;chunk-signature=SIG\r\n\r\n
+//   STREAMING-UNSIGNED-PAYLOAD-TRAILER:   hex-size\r\n DATA \r\n ... 0\r\n trailer-lines \r\n
+//
+// A push decoder: feed it raw body bytes in any pieces, it appends the payload to an output
+// string and checks every chunk signature against the chain that starts at the request's
+// seed signature. Chunk headers are bounded (4 KiB) and sizes are checked against the
+// declared decoded length, so a hostile body cannot make it allocate or loop.
+#pragma once
+
+#include <optional>
+#include <span>
+#include <string>
+
+#include "server/crypto.h"
+#include "server/s3_error.h"
+#include "server/sigv4.h"
+
+namespace objectcache::server {
+
+class AwsChunkedDecoder {
+ public:
+  // `chain` is set for signed streaming; empty for the unsigned-trailer form.
+  AwsChunkedDecoder(std::optional<ChunkSignatureChain> chain, uint64_t decoded_length);
+
+  // Decodes `in`, appending payload bytes to `out`.
+  S3Result<void> Feed(std::span<const std::byte> in, std::string* out);
+  // After the last byte: was the encoding complete?
+  S3Result<void> Finish() const;
+  bool done() const { return state_ == State::kDone; }
+
+ private:
+  enum class State { kHeader, kData, kDataEnd, kTrailer, kDone };
+  S3Result<void> StartChunk();
+  S3Result<void> EndChunk();
+
+  std::optional<ChunkSignatureChain> chain_;
+  uint64_t decoded_length_;
+  uint64_t decoded_ = 0;
+  State state_ = State::kHeader;
+  std::string line_;
+  uint64_t chunk_left_ = 0;
+  uint64_t chunk_size_ = 0;
+  std::string chunk_signature_;
+  Digest chunk_sha_{Digest::Kind::kSha256};
+};
+
+}  // namespace objectcache::server

@@ -1,0 +1,39 @@
+// S3 object metadata as stored in a store object's attributes: ETag, content type, user
+// metadata (x-amz-meta-*) and the standard headers S3 stores and returns
+// (Cache-Control, Content-Disposition, Content-Encoding, Content-Language, Expires).
+// Encoded as compact JSON (docs/s3-api.md).
+#pragma once
+
+#include <ctime>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "server/http_server.h"
+
+namespace objectcache::server {
+
+struct ObjectAttributes {
+  std::string etag;  // hex MD5, or hex-N for multipart; without quotes
+  std::string content_type = "binary/octet-stream";
+  std::vector<std::pair<std::string, std::string>> user_metadata;  // names without x-amz-meta-
+  std::vector<std::pair<std::string, std::string>> stored_headers;  // lowercase names
+
+  std::string Encode() const;
+  static std::optional<ObjectAttributes> Decode(std::string_view text);
+
+  // Takes content type, user metadata and stored headers from request headers.
+  static ObjectAttributes FromRequest(const Headers& headers);
+  // Adds ETag, Content-Type, x-amz-meta-* and stored headers to a response.
+  void AddTo(Headers* response) const;
+  // Bytes of user metadata as S3 counts them (names and values).
+  size_t UserMetadataBytes() const;
+};
+
+std::string HttpTime(std::time_t t);  // "Mon, 30 Nov 2026 14:20:05 GMT"
+std::string IsoTime(std::time_t t);   // "2026-11-30T14:20:05.000Z"
+// RFC 1123 (and RFC 850 / asctime) dates; nullopt if unparseable.
+std::optional<std::time_t> ParseHttpTime(std::string_view text);
+
+}  // namespace objectcache::server

@@ -1,0 +1,721 @@
+#include "server/s3_handler.h"
+
+#include <algorithm>
+#include <charconv>
+#include <chrono>
+#include <nlohmann/json.hpp>
+
+#include "objectcache/chunk_key.h"
+#include "objectcache/chunk_object.h"
+#include "server/aws_chunked.h"
+#include "server/crypto.h"
+#include "server/log.h"
+#include "server/object_attributes.h"
+#include "server/xml.h"
+
+namespace objectcache::server {
+
+namespace {
+
+constexpr std::string_view kBucketPrefix = ".bucket/";
+constexpr size_t kMaxS3KeyBytes = 1024;
+constexpr const char* kUnsupportedBucketQueries[] = {
+    "acl", "policy", "cors", "lifecycle", "tagging", "versioning", "website", "logging", "encryption"};
+
+std::unexpected<S3Error> Fail(std::string code, std::string message) {
+  return std::unexpected(MakeS3Error(std::move(code), std::move(message)));
+}
+
+bool ValidBucketName(std::string_view b) {
+  if (b.size() < 3 || b.size() > 63) return false;
+  for (char c : b) {
+    if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || c == '.')) return false;
+  }
+  auto alnum = [](char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'); };
+  return alnum(b.front()) && alnum(b.back()) && b.find("..") == std::string_view::npos;
+}
+
+std::string ObjectKey(const std::string& bucket, std::string_view key) {
+  return bucket + "/" + std::string(key);
+}
+
+std::string EncodeKey(std::string_view key, bool url) { return url ? UriEncode(key, true) : std::string(key); }
+
+}  // namespace
+
+S3Handler::S3Handler(Store* store, ServerMetrics* metrics, S3Options options)
+    : store_(store),
+      metrics_(metrics),
+      options_(std::move(options)),
+      pool_(std::max(1u, options_.blocking_threads)) {
+  if (options_.anonymous) {
+    LogWarn("ANONYMOUS MODE: requests are not authenticated; anyone who can reach this port can "
+            "read, write and delete every object. For local development only.");
+  }
+}
+
+S3Handler::~S3Handler() { pool_.join(); }
+
+asio::awaitable<void> S3Handler::SendXml(Ctx& c, unsigned status, std::string xml) {
+  Headers h{{"Content-Type", "application/xml"}, {"x-amz-request-id", c.request_id}};
+  (void)co_await c.ex.Respond(status, std::move(h), std::move(xml));
+}
+
+asio::awaitable<void> S3Handler::SendError(Ctx& c, const S3Error& e) {
+  S3Error err = e;
+  if (err.resource.empty()) err.resource = c.req.raw_path;
+  Headers h{{"Content-Type", "application/xml"}, {"x-amz-request-id", c.request_id}};
+  const int status = err.HttpStatus();
+  LogDebug(c.req.method + " " + c.req.raw_path + " -> " + std::to_string(status) + " " + err.code +
+           ": " + err.message);
+  if (c.req.method == "HEAD" || status == 304) {
+    (void)co_await c.ex.RespondHeaderOnly(static_cast<unsigned>(status), std::move(h), 0);
+  } else {
+    (void)co_await c.ex.Respond(static_cast<unsigned>(status), std::move(h),
+                                err.ToXml(c.request_id));
+  }
+}
+
+asio::awaitable<void> S3Handler::Handle(HttpExchange& ex) {
+  const auto start = std::chrono::steady_clock::now();
+  const http::request_header<>& hdr = ex.request();
+  Ctx c{ex, {}, std::nullopt, "", S3Op::kOther};
+  char id[24];
+  std::snprintf(id, sizeof(id), "%016llx",
+                static_cast<unsigned long long>(request_counter_.fetch_add(1) + 1));
+  c.request_id = id;
+  auto parsed = ParseS3Request(std::string_view(hdr.method_string()),
+                               std::string_view(hdr.target()), ex.RequestHeaders(),
+                               options_.virtual_host_domains);
+  S3Result<void> result;
+  if (!parsed) {
+    c.req.method = std::string(hdr.method_string());
+    result = std::unexpected(parsed.error());
+  } else {
+    c.req = std::move(*parsed);
+    result = co_await Dispatch(c);
+  }
+  if (!result) {
+    if (!ex.body_done()) ex.CloseAfterResponse();
+    co_await SendError(c, result.error());
+  }
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  metrics_->Record(c.op, seconds, !result.has_value());
+}
+
+asio::awaitable<S3Result<S3Handler::BucketInfo>> S3Handler::FindBucket(const std::string& bucket) {
+  if (!ValidBucketName(bucket)) {
+    co_return Fail("NoSuchBucket", "The specified bucket does not exist");
+  }
+  const std::string key = std::string(kBucketPrefix) + bucket;
+  Result<std::string> meta = co_await Blocking([&] { return ReadWholeObject(*store_, key); });
+  if (!meta) {
+    if (meta.error().code() == StatusCode::kNotFound) {
+      co_return Fail("NoSuchBucket", "The specified bucket does not exist");
+    }
+    co_return std::unexpected(FromStatus(meta.error()));
+  }
+  nlohmann::json j = nlohmann::json::parse(*meta, nullptr, false);
+  BucketInfo info;
+  if (j.is_object()) {
+    info.created = j.value("created", int64_t{0});
+    if (auto it = j.find("layout"); it != j.end() && it->is_object()) {
+      Result<ModelPreset> m = ParseModelJson(it->dump());
+      if (m) info.layout = *m;
+    }
+  }
+  co_return info;
+}
+
+asio::awaitable<S3Result<void>> S3Handler::Dispatch(Ctx& c) {
+  S3Request& r = c.req;
+  // Metrics: unsigned GET /metrics (a signed one is an ordinary request for bucket "metrics").
+  if (r.method == "GET" && r.raw_path == "/metrics" && !IsSigned(r) && !r.virtual_host) {
+    StoreUsage u = store_->Usage();
+    Headers h{{"Content-Type", "text/plain; version=0.0.4"}};
+    (void)co_await c.ex.Respond(200, std::move(h),
+                                metrics_->Render(u.objects, u.bytes, u.evictions));
+    co_return S3Result<void>();
+  }
+  if (IsSigned(r) && !(options_.anonymous && options_.credentials.empty())) {
+    auto id = VerifySigV4(
+        r,
+        [this](std::string_view ak) -> const std::string* {
+          auto it = options_.credentials.find(std::string(ak));
+          return it == options_.credentials.end() ? nullptr : &it->second;
+        },
+        std::time(nullptr));
+    if (!id) co_return std::unexpected(id.error());
+    c.id = std::move(*id);
+  } else if (!options_.anonymous) {
+    co_return Fail("AccessDenied", "Anonymous requests are not accepted: sign with SigV4");
+  }
+
+  const std::string& m = r.method;
+  if (r.bucket.empty()) {
+    if (m == "GET") co_return co_await ListBuckets(c);
+    co_return Fail("MethodNotAllowed", "The specified method is not allowed against this resource");
+  }
+  if (r.key.empty()) {
+    if (m == "PUT") co_return co_await CreateBucket(c);
+    if (m == "DELETE") co_return co_await DeleteBucket(c);
+    if (m == "HEAD") {
+      c.op = S3Op::kHeadBucket;
+      auto b = co_await FindBucket(r.bucket);
+      if (!b) co_return std::unexpected(b.error());
+      {
+        Headers h{{"x-amz-request-id", c.request_id}};
+        (void)co_await c.ex.RespondHeaderOnly(200, std::move(h), 0);
+      }
+      co_return S3Result<void>();
+    }
+    if (m == "GET") {
+      if (r.HasQuery("location")) {
+        auto b = co_await FindBucket(r.bucket);
+        if (!b) co_return std::unexpected(b.error());
+        XmlWriter w;
+        w.Open("LocationConstraint", true);
+        w.Close("LocationConstraint");
+        co_await SendXml(c, 200, w.Finish());
+        co_return S3Result<void>();
+      }
+      if (r.HasQuery("uploads")) co_return co_await ListUploads(c);
+      if (r.HasQuery("kv-layout")) {
+        auto b = co_await FindBucket(r.bucket);
+        if (!b) co_return std::unexpected(b.error());
+        if (!b->layout) co_return Fail("NoSuchKey", "bucket is not bound to a KV layout");
+        {
+          Headers h{{"Content-Type", "application/json"}};
+          (void)co_await c.ex.Respond(200, std::move(h),
+                                    ModelToJson(*b->layout));
+        }
+        co_return S3Result<void>();
+      }
+      for (const char* unsupported : kUnsupportedBucketQueries) {
+        if (r.HasQuery(unsupported)) {
+          co_return Fail("NotImplemented", std::string("bucket ?") + unsupported +
+                                               " is not implemented");
+        }
+      }
+      const std::string* list_type = r.Query("list-type");
+      co_return co_await ListObjects(c, list_type && *list_type == "2");
+    }
+    if (m == "POST") {
+      if (r.HasQuery("delete")) co_return co_await DeleteObjects(c);
+      if (r.HasQuery("lookup")) co_return co_await BatchLookup(c);
+    }
+    co_return Fail("MethodNotAllowed", "The specified method is not allowed against this resource");
+  }
+  if (r.key.size() > kMaxS3KeyBytes) {
+    co_return Fail("KeyTooLongError", "Your key is too long (at most 1024 bytes)");
+  }
+  if (m == "PUT") {
+    if (r.HasQuery("uploadId")) co_return co_await UploadPart(c);
+    if (r.Header("x-amz-copy-source")) co_return co_await CopyObject(c);
+    co_return co_await PutObject(c);
+  }
+  if (m == "GET") {
+    if (r.HasQuery("uploadId")) co_return co_await ListParts(c);
+    co_return co_await GetObject(c, false);
+  }
+  if (m == "HEAD") co_return co_await GetObject(c, true);
+  if (m == "DELETE") {
+    if (r.HasQuery("uploadId")) co_return co_await AbortMultipart(c);
+    co_return co_await DeleteObject(c);
+  }
+  if (m == "POST") {
+    if (r.HasQuery("uploads")) co_return co_await CreateMultipart(c);
+    if (r.HasQuery("uploadId")) co_return co_await CompleteMultipart(c);
+  }
+  co_return Fail("MethodNotAllowed", "The specified method is not allowed against this resource");
+}
+
+// ---- buckets -------------------------------------------------------------------------------
+
+asio::awaitable<S3Result<void>> S3Handler::ListBuckets(Ctx& c) {
+  c.op = S3Op::kListBuckets;
+  auto buckets = co_await Blocking([&]() -> Result<std::vector<std::pair<std::string, int64_t>>> {
+    std::vector<std::pair<std::string, int64_t>> out;
+    ListOptions o{.prefix = std::string(kBucketPrefix), .start_after = "", .max_keys = 1000};
+    for (;;) {
+      OC_ASSIGN_OR_RETURN(ListPage page, store_->List(o));
+      for (const ObjectInfo& info : page.objects) {
+        Result<std::string> meta = ReadWholeObject(*store_, info.key);
+        if (!meta) continue;  // deleted meanwhile
+        nlohmann::json j = nlohmann::json::parse(*meta, nullptr, false);
+        out.emplace_back(info.key.substr(kBucketPrefix.size()),
+                         j.is_object() ? j.value("created", int64_t{0}) : 0);
+      }
+      if (!page.truncated) break;
+      o.start_after = page.objects.back().key;
+    }
+    return out;
+  });
+  if (!buckets) co_return std::unexpected(FromStatus(buckets.error()));
+  XmlWriter w;
+  w.Open("ListAllMyBucketsResult", true);
+  w.Open("Owner");
+  w.Element("ID", "objectcache");
+  w.Element("DisplayName", "objectcache");
+  w.Close("Owner");
+  w.Open("Buckets");
+  for (const auto& [name, created] : *buckets) {
+    w.Open("Bucket");
+    w.Element("Name", name);
+    w.Element("CreationDate", IsoTime(created));
+    w.Close("Bucket");
+  }
+  w.Close("Buckets");
+  w.Close("ListAllMyBucketsResult");
+  co_await SendXml(c, 200, w.Finish());
+  co_return S3Result<void>();
+}
+
+asio::awaitable<S3Result<void>> S3Handler::CreateBucket(Ctx& c) {
+  c.op = S3Op::kCreateBucket;
+  const std::string& bucket = c.req.bucket;
+  if (!ValidBucketName(bucket)) {
+    co_return Fail("InvalidBucketName", "The specified bucket is not valid: 3-63 characters of "
+                                        "a-z, 0-9, '.' and '-'");
+  }
+  // The body may carry a CreateBucketConfiguration; any region is accepted.
+  auto body = co_await ReadSmallBody(c, 64 << 10);
+  if (!body) co_return std::unexpected(body.error());
+  if (!body->empty()) {
+    XmlElement root;
+    std::string why;
+    if (!ParseXml(*body, &root, &why)) co_return Fail("MalformedXML", why);
+  }
+  nlohmann::json meta;
+  meta["created"] = static_cast<int64_t>(std::time(nullptr));
+  if (const std::string* layout = c.req.Header("x-objectcache-kv-layout")) {
+    Result<ModelPreset> model = layout->starts_with("{") ? ParseModelJson(*layout)
+                                                        : FindModelPreset(*layout);
+    if (!model) co_return Fail("InvalidArgument", "x-objectcache-kv-layout: " + model.error().message());
+    meta["layout"] = nlohmann::json::parse(ModelToJson(*model));
+  }
+  const std::string key = std::string(kBucketPrefix) + bucket;
+  Status s = co_await Blocking([&]() -> Status {
+    if (store_->Stat(key).has_value()) {
+      return AlreadyExistsError("bucket exists");
+    }
+    const std::string text = meta.dump();
+    return store_->Put(key, AsBytes(text));
+  });
+  if (s.code() == StatusCode::kAlreadyExists) {
+    co_return Fail("BucketAlreadyOwnedByYou",
+                   "Your previous request to create the named bucket succeeded and you already own it.");
+  }
+  if (!s.ok()) co_return std::unexpected(FromStatus(s));
+  {
+    Headers h{{"Location", "/" + bucket}, {"x-amz-request-id", c.request_id}};
+    (void)co_await c.ex.Respond(200, std::move(h),
+                              "");
+  }
+  co_return S3Result<void>();
+}
+
+asio::awaitable<S3Result<void>> S3Handler::DeleteBucket(Ctx& c) {
+  c.op = S3Op::kDeleteBucket;
+  auto b = co_await FindBucket(c.req.bucket);
+  if (!b) co_return std::unexpected(b.error());
+  Status s = co_await Blocking([&]() -> Status {
+    OC_ASSIGN_OR_RETURN(ListPage page, store_->List({.prefix = c.req.bucket + "/",
+                                                     .start_after = "",
+                                                     .max_keys = 1}));
+    if (!page.objects.empty()) return FailedPreconditionError("not empty");
+    return store_->Delete(std::string(kBucketPrefix) + c.req.bucket);
+  });
+  if (s.code() == StatusCode::kFailedPrecondition) {
+    co_return Fail("BucketNotEmpty", "The bucket you tried to delete is not empty");
+  }
+  if (!s.ok() && s.code() != StatusCode::kNotFound) co_return std::unexpected(FromStatus(s));
+  {
+    Headers h{{"x-amz-request-id", c.request_id}};
+    (void)co_await c.ex.Respond(204, std::move(h), "");
+  }
+  co_return S3Result<void>();
+}
+
+asio::awaitable<S3Result<void>> S3Handler::ListObjects(Ctx& c, bool v2) {
+  c.op = S3Op::kListObjects;
+  const S3Request& r = c.req;
+  auto b = co_await FindBucket(r.bucket);
+  if (!b) co_return std::unexpected(b.error());
+  auto q = [&r](const char* name) {
+    const std::string* v = r.Query(name);
+    return v ? *v : std::string();
+  };
+  const std::string prefix = q("prefix"), delimiter = q("delimiter");
+  const bool url = q("encoding-type") == "url";
+  size_t max_keys = 1000;
+  if (const std::string* mk = r.Query("max-keys")) {
+    size_t v = 0;
+    auto [end, ec] = std::from_chars(mk->data(), mk->data() + mk->size(), v);
+    if (ec != std::errc() || end != mk->data() + mk->size()) {
+      co_return Fail("InvalidArgument", "max-keys must be a non-negative integer");
+    }
+    max_keys = std::min<size_t>(v, 1000);
+  }
+  std::string position;  // list names strictly after this
+  if (v2) {
+    if (const std::string* token = r.Query("continuation-token")) {
+      if (!Base64Decode(*token, &position)) {
+        co_return Fail("InvalidArgument", "The continuation token provided is incorrect");
+      }
+    } else {
+      position = q("start-after");
+    }
+  } else {
+    position = q("marker");
+  }
+  struct Listing {
+    std::vector<std::tuple<std::string, uint64_t, std::string, int64_t>> objects;  // key,size,etag,mtime
+    std::vector<std::string> prefixes;
+    bool truncated = false;
+    std::string last;  // the last key or prefix returned
+  };
+  const std::string base = r.bucket + "/";
+  auto listing = co_await Blocking([&]() -> Result<Listing> {
+    Listing out;
+    std::string after = position;
+    while (out.objects.size() + out.prefixes.size() < max_keys || max_keys == 0) {
+      const size_t want = max_keys - out.objects.size() - out.prefixes.size();
+      ListOptions o{.prefix = base + prefix,
+                    .start_after = after.empty() ? std::string() : base + after,
+                    .max_keys = want + 1};
+      OC_ASSIGN_OR_RETURN(ListPage page, store_->List(o));
+      bool restart = false;
+      for (const ObjectInfo& info : page.objects) {
+        std::string name = info.key.substr(base.size());
+        if (out.objects.size() + out.prefixes.size() == max_keys) {
+          out.truncated = true;
+          return out;
+        }
+        if (!delimiter.empty()) {
+          size_t d = name.find(delimiter, prefix.size());
+          if (d != std::string::npos) {
+            std::string cp = name.substr(0, d + delimiter.size());
+            out.prefixes.push_back(cp);
+            out.last = cp;
+            after = cp + "\xff";  // past every name under this prefix (UTF-8 has no 0xff)
+            restart = true;
+            break;
+          }
+        }
+        std::string etag;
+        int64_t mtime = 0;
+        if (Result<std::unique_ptr<ObjectReader>> rd = store_->OpenReader(info.key)) {
+          if (auto a = ObjectAttributes::Decode((*rd)->attributes())) etag = a->etag;
+          mtime = (*rd)->mtime();
+        } else {
+          continue;  // deleted meanwhile
+        }
+        out.objects.emplace_back(name, info.size, etag, mtime);
+        out.last = name;
+        after = name;
+      }
+      if (restart) continue;
+      if (!page.truncated) break;
+      if (max_keys == 0) {
+        out.truncated = !page.objects.empty();
+        break;
+      }
+    }
+    return out;
+  });
+  if (!listing) co_return std::unexpected(FromStatus(listing.error()));
+  XmlWriter w;
+  w.Open("ListBucketResult", true);
+  w.Element("Name", r.bucket);
+  w.Element("Prefix", EncodeKey(prefix, url));
+  if (!delimiter.empty()) w.Element("Delimiter", EncodeKey(delimiter, url));
+  w.Element("MaxKeys", std::to_string(max_keys));
+  if (url) w.Element("EncodingType", "url");
+  w.Element("IsTruncated", listing->truncated ? "true" : "false");
+  if (v2) {
+    w.Element("KeyCount", std::to_string(listing->objects.size() + listing->prefixes.size()));
+    if (const std::string* t = r.Query("continuation-token")) w.Element("ContinuationToken", *t);
+    if (r.Query("start-after")) w.Element("StartAfter", EncodeKey(q("start-after"), url));
+    if (listing->truncated) w.Element("NextContinuationToken", Base64Encode(listing->last));
+  } else {
+    w.Element("Marker", EncodeKey(position, url));
+    if (listing->truncated && !delimiter.empty()) {
+      w.Element("NextMarker", EncodeKey(listing->last, url));
+    }
+  }
+  for (const auto& [key, size, etag, mtime] : listing->objects) {
+    w.Open("Contents");
+    w.Element("Key", EncodeKey(key, url));
+    w.Element("LastModified", IsoTime(mtime));
+    w.Element("ETag", "\"" + etag + "\"");
+    w.Element("Size", std::to_string(size));
+    w.Element("StorageClass", "STANDARD");
+    w.Close("Contents");
+  }
+  for (const std::string& p : listing->prefixes) {
+    w.Open("CommonPrefixes");
+    w.Element("Prefix", EncodeKey(p, url));
+    w.Close("CommonPrefixes");
+  }
+  w.Close("ListBucketResult");
+  co_await SendXml(c, 200, w.Finish());
+  co_return S3Result<void>();
+}
+
+asio::awaitable<S3Result<void>> S3Handler::DeleteObjects(Ctx& c) {
+  c.op = S3Op::kDeleteObjects;
+  auto b = co_await FindBucket(c.req.bucket);
+  if (!b) co_return std::unexpected(b.error());
+  auto body = co_await ReadSmallBody(c, 2 << 20);
+  if (!body) co_return std::unexpected(body.error());
+  XmlElement root;
+  std::string why;
+  if (!ParseXml(*body, &root, &why) || root.name != "Delete") {
+    co_return Fail("MalformedXML", "DeleteObjects body: " + (why.empty() ? "not <Delete>" : why));
+  }
+  std::vector<std::string> keys;
+  for (const XmlElement& o : root.children) {
+    if (o.name != "Object") continue;
+    const XmlElement* k = o.Child("Key");
+    if (k == nullptr || k->text.empty()) co_return Fail("MalformedXML", "<Object> without <Key>");
+    keys.push_back(k->text);
+  }
+  if (keys.size() > 1000) co_return Fail("MalformedXML", "at most 1000 keys per DeleteObjects");
+  const XmlElement* quiet = root.Child("Quiet");
+  const bool is_quiet = quiet && quiet->text == "true";
+  auto statuses = co_await Blocking([&] {
+    std::vector<Status> out;
+    for (const std::string& k : keys) {
+      Status s = k.size() > kMaxS3KeyBytes ? InvalidArgumentError("key too long")
+                                           : store_->Delete(ObjectKey(c.req.bucket, k));
+      out.push_back(s.code() == StatusCode::kNotFound ? Status() : s);
+    }
+    return out;
+  });
+  XmlWriter w;
+  w.Open("DeleteResult", true);
+  for (size_t i = 0; i < keys.size(); ++i) {
+    if (statuses[i].ok()) {
+      if (is_quiet) continue;
+      w.Open("Deleted");
+      w.Element("Key", keys[i]);
+      w.Close("Deleted");
+    } else {
+      S3Error e = FromStatus(statuses[i]);
+      w.Open("Error");
+      w.Element("Key", keys[i]);
+      w.Element("Code", e.code);
+      w.Element("Message", e.message);
+      w.Close("Error");
+    }
+  }
+  w.Close("DeleteResult");
+  co_await SendXml(c, 200, w.Finish());
+  co_return S3Result<void>();
+}
+
+asio::awaitable<S3Result<void>> S3Handler::BatchLookup(Ctx& c) {
+  c.op = S3Op::kBatchLookup;
+  auto b = co_await FindBucket(c.req.bucket);
+  if (!b) co_return std::unexpected(b.error());
+  auto body = co_await ReadSmallBody(c, 16 + options_.max_lookup_keys * 1100);
+  if (!body) co_return std::unexpected(body.error());
+  nlohmann::json j = nlohmann::json::parse(*body, nullptr, false);
+  if (j.is_discarded() || !j.is_object() || !j.contains("keys") || !j["keys"].is_array()) {
+    co_return Fail("InvalidArgument", "lookup body must be {\"keys\": [\"key\", ...]}");
+  }
+  const nlohmann::json& list = j["keys"];
+  if (list.size() > options_.max_lookup_keys) {
+    co_return Fail("InvalidArgument", "lookup takes at most " +
+                                          std::to_string(options_.max_lookup_keys) + " keys");
+  }
+  std::vector<std::string> keys;
+  keys.reserve(list.size());
+  for (const auto& k : list) {
+    if (!k.is_string() || k.get<std::string>().empty() ||
+        k.get<std::string>().size() > kMaxS3KeyBytes) {
+      co_return Fail("InvalidArgument", "lookup keys must be non-empty strings of at most 1024 bytes");
+    }
+    keys.push_back(ObjectKey(c.req.bucket, k.get<std::string>()));
+  }
+  auto present = co_await Blocking([&] { return store_->Exist(keys); });
+  if (!present) co_return std::unexpected(FromStatus(present.error()));
+  size_t prefix = 0;
+  while (prefix < present->size() && (*present)[prefix]) ++prefix;
+  std::string bitmap((keys.size() + 7) / 8, '\0');
+  for (size_t i = 0; i < keys.size(); ++i) {
+    if ((*present)[i]) bitmap[i / 8] = static_cast<char>(bitmap[i / 8] | (1 << (i % 8)));
+  }
+  nlohmann::json out;
+  out["count"] = keys.size();
+  out["present_prefix"] = prefix;
+  out["present"] = static_cast<size_t>(std::count(present->begin(), present->end(), true));
+  out["bitmap"] = Base64Encode(bitmap);
+  {
+    Headers h{{"Content-Type", "application/json"}, {"x-amz-request-id", c.request_id}};
+    (void)co_await c.ex.Respond(200, std::move(h),
+                              out.dump());
+  }
+  metrics_->store_hits += prefix;
+  co_return S3Result<void>();
+}
+
+// ---- request bodies ------------------------------------------------------------------------
+
+asio::awaitable<S3Result<std::string>> S3Handler::ReadSmallBody(Ctx& c, size_t limit) {
+  std::string body;
+  std::optional<uint64_t> len = c.ex.ContentLength();
+  if (len && *len > limit) co_return Fail("EntityTooLarge", "request body is too large");
+  body.resize(len.value_or(0));
+  size_t got = 0;
+  for (;;) {
+    if (got == body.size()) {
+      if (c.ex.body_done()) break;
+      if (body.size() >= limit) co_return Fail("EntityTooLarge", "request body is too large");
+      body.resize(std::min(limit, std::max<size_t>(body.size() * 2, 4096)));
+    }
+    Result<size_t> n = co_await c.ex.ReadBody(AsWritableBytes(body).subspan(got));
+    if (!n) co_return Fail("IncompleteBody", n.error().message());
+    if (*n == 0) break;
+    got += *n;
+  }
+  body.resize(got);
+  if (c.id && c.id->payload_hash != kUnsignedPayload &&
+      ToHex(Sha256(body)) != c.id->payload_hash) {
+    co_return Fail("XAmzContentSHA256Mismatch",
+                   "The provided 'x-amz-content-sha256' header does not match what was computed.");
+  }
+  if (const std::string* md5 = c.req.Header("content-md5")) {
+    std::string want;
+    if (!Base64Decode(*md5, &want) || want.size() != 16) {
+      co_return Fail("InvalidDigest", "The Content-MD5 you specified was invalid.");
+    }
+    if (Md5(body) != want) {
+      co_return Fail("BadDigest", "The Content-MD5 you specified did not match what we received.");
+    }
+  }
+  co_return body;
+}
+
+asio::awaitable<S3Result<std::string>> S3Handler::ReceiveBody(Ctx& c, const std::string& store_key,
+                                                              ObjectAttributes attributes,
+                                                              const std::optional<ModelPreset>& kv) {
+  const S3Request& r = c.req;
+  const std::string payload_hash = c.id ? c.id->payload_hash
+                                        : (r.Header("x-amz-content-sha256")
+                                               ? *r.Header("x-amz-content-sha256")
+                                               : std::string(kUnsignedPayload));
+  const bool streaming = payload_hash.starts_with("STREAMING-");
+  std::optional<AwsChunkedDecoder> chunked;
+  uint64_t expected_length = 0;
+  if (streaming) {
+    const std::string* decoded = r.Header("x-amz-decoded-content-length");
+    if (decoded == nullptr ||
+        std::from_chars(decoded->data(), decoded->data() + decoded->size(), expected_length).ec !=
+            std::errc()) {
+      co_return Fail("MissingContentLength", "x-amz-decoded-content-length is required");
+    }
+    std::optional<ChunkSignatureChain> chain;
+    if (payload_hash == kStreamingPayload) {
+      if (!c.id) co_return Fail("AccessDenied", "signed streaming upload without a signature");
+      chain.emplace(*c.id);
+    } else if (payload_hash != "STREAMING-UNSIGNED-PAYLOAD-TRAILER") {
+      co_return Fail("InvalidArgument", "unsupported x-amz-content-sha256 '" + payload_hash + "'");
+    }
+    chunked.emplace(std::move(chain), expected_length);
+  } else {
+    std::optional<uint64_t> len = c.ex.ContentLength();
+    const std::string* te = r.Header("transfer-encoding");
+    if (!len && te == nullptr) co_return Fail("MissingContentLength", "Content-Length is required");
+    expected_length = len.value_or(0);
+    if (payload_hash != kUnsignedPayload && payload_hash.size() != 64) {
+      co_return Fail("InvalidArgument", "unsupported x-amz-content-sha256 '" + payload_hash + "'");
+    }
+  }
+  std::string content_md5;
+  if (const std::string* md5 = r.Header("content-md5")) {
+    if (!Base64Decode(*md5, &content_md5) || content_md5.size() != 16) {
+      co_return Fail("InvalidDigest", "The Content-MD5 you specified was invalid.");
+    }
+  }
+  std::optional<ChunkStreamVerifier> verifier;
+  std::optional<ChunkKey> chunk_key;
+  if (kv) {
+    Result<ChunkKey> k = ChunkKey::FromHex(r.key);
+    if (!k) {
+      co_return Fail("InvalidChunkObject",
+                     "objects in a KV bucket are named by their 32-hex-digit chunk key");
+    }
+    chunk_key = *k;
+    verifier.emplace(ChunkExpectation{.layout = &kv->layout, .key = &*chunk_key,
+                                      .object_bytes = streaming || c.ex.ContentLength()
+                                                          ? std::optional(expected_length)
+                                                          : std::nullopt});
+  }
+  if (attributes.UserMetadataBytes() > 2048) {
+    co_return Fail("MetadataTooLarge", "Your metadata headers exceed the maximum allowed size (2 KiB)");
+  }
+  auto writer = co_await Blocking([&] { return store_->NewWriter(store_key); });
+  if (!writer) co_return std::unexpected(FromStatus(writer.error()));
+
+  Digest md5(Digest::Kind::kMd5);
+  Digest sha(Digest::Kind::kSha256);
+  const bool check_sha = !streaming && payload_hash != kUnsignedPayload;
+  std::string raw(options_.io_buffer_bytes, '\0');
+  std::string decoded;
+  uint64_t total = 0;
+  for (;;) {
+    Result<size_t> n = co_await c.ex.ReadBody(AsWritableBytes(raw));
+    if (!n) {
+      if (n.error().code() == StatusCode::kResourceExhausted) {
+        co_return Fail("EntityTooLarge", "Your proposed upload exceeds the maximum allowed size");
+      }
+      co_return Fail("IncompleteBody", n.error().message());
+    }
+    if (*n == 0) break;
+    std::span<const std::byte> payload = AsBytes(std::string_view(raw.data(), *n));
+    if (chunked) {
+      decoded.clear();
+      if (auto d = chunked->Feed(payload, &decoded); !d) co_return std::unexpected(d.error());
+      payload = AsBytes(decoded);
+    }
+    if (payload.empty()) continue;
+    md5.Update(payload);
+    if (check_sha) sha.Update(payload);
+    total += payload.size();
+    if (verifier) {
+      if (Status s = verifier->Feed(payload); !s.ok()) {
+        co_return Fail("InvalidChunkObject", s.ToString());
+      }
+    }
+    Status s = co_await Blocking([&] { return (*writer)->Append(payload); });
+    if (!s.ok()) co_return std::unexpected(FromStatus(s));
+  }
+  if (chunked) {
+    if (auto d = chunked->Finish(); !d) co_return std::unexpected(d.error());
+  } else if (c.ex.ContentLength() && total != expected_length) {
+    co_return Fail("IncompleteBody", "You did not provide the number of bytes specified by the Content-Length");
+  }
+  if (check_sha && ToHex(sha.Finish()) != payload_hash) {
+    co_return Fail("XAmzContentSHA256Mismatch",
+                   "The provided 'x-amz-content-sha256' header does not match what was computed.");
+  }
+  const std::string digest = md5.Finish();
+  if (!content_md5.empty() && digest != content_md5) {
+    co_return Fail("BadDigest", "The Content-MD5 you specified did not match what we received.");
+  }
+  if (verifier) {
+    if (Status s = verifier->Finish(); !s.ok()) co_return Fail("InvalidChunkObject", s.ToString());
+  }
+  attributes.etag = ToHex(digest);
+  if (Status s = (*writer)->SetAttributes(attributes.Encode()); !s.ok()) {
+    co_return Fail("MetadataTooLarge", s.message());
+  }
+  Status committed = co_await Blocking([&] { return (*writer)->Commit(); });
+  if (!committed.ok()) co_return std::unexpected(FromStatus(committed));
+  co_return ToHex(digest);
+}
+
+}  // namespace objectcache::server

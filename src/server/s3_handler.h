@@ -1,0 +1,113 @@
+// The S3 API over a Store: buckets, objects, listings, copies, multipart uploads, SigV4 auth,
+// KV-layout buckets and the batch lookup extension (docs/s3-api.md).
+//
+// Store layout: object K of bucket B is the store object "B/K"; bucket B is described by the
+// store object ".bucket/B" (creation time, KV layout); multipart upload U keeps ".mpu/U" (what
+// it uploads) and ".mpu/U/NNNNN" (its parts). Bucket names never start with '.', so these
+// cannot collide with objects. S3 object metadata (ETag, content type, user metadata) is the
+// store object's attributes, so it changes atomically with the bytes.
+//
+// Every store call runs on the handler's blocking pool; the coroutine resumes on its worker.
+// Bodies stream through fixed buffers: no request holds a whole object in memory.
+#pragma once
+
+#include <atomic>
+#include <boost/asio/thread_pool.hpp>
+#include <ctime>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "objectcache/kv_layout.h"
+#include "objectcache/store.h"
+#include "server/http_server.h"
+#include "server/metrics.h"
+#include "server/object_attributes.h"
+#include "server/s3_error.h"
+#include "server/s3_request.h"
+#include "server/sigv4.h"
+
+namespace objectcache::server {
+
+struct S3Options {
+  // access key -> secret key
+  std::map<std::string, std::string> credentials;
+  // Accept unsigned requests (and do not check signatures). For local development only.
+  bool anonymous = false;
+  // Hosts "<bucket>.<domain>" address buckets virtual-hosted style.
+  std::vector<std::string> virtual_host_domains = {"localhost"};
+  std::string region = "us-east-1";
+  unsigned blocking_threads = 8;
+  size_t io_buffer_bytes = 1 << 20;   // per request, for streaming bodies
+  size_t max_lookup_keys = 8192;
+};
+
+class S3Handler final : public RequestHandler {
+ public:
+  S3Handler(Store* store, ServerMetrics* metrics, S3Options options);
+  ~S3Handler() override;
+
+  asio::awaitable<void> Handle(HttpExchange& exchange) override;
+
+ private:
+  // The state of one request while it is handled.
+  struct Ctx {
+    HttpExchange& ex;
+    S3Request req;
+    std::optional<SigV4Identity> id;  // unset for anonymous requests
+    std::string request_id;
+    S3Op op = S3Op::kOther;
+  };
+  struct BucketInfo {
+    int64_t created = 0;
+    std::optional<ModelPreset> layout;
+  };
+
+  asio::awaitable<S3Result<void>> Dispatch(Ctx& c);
+  // Buckets.
+  asio::awaitable<S3Result<void>> ListBuckets(Ctx& c);
+  asio::awaitable<S3Result<void>> CreateBucket(Ctx& c);
+  asio::awaitable<S3Result<void>> DeleteBucket(Ctx& c);
+  asio::awaitable<S3Result<void>> ListObjects(Ctx& c, bool v2);
+  asio::awaitable<S3Result<void>> DeleteObjects(Ctx& c);
+  asio::awaitable<S3Result<void>> BatchLookup(Ctx& c);
+  asio::awaitable<S3Result<void>> ListUploads(Ctx& c);
+  // Objects.
+  asio::awaitable<S3Result<void>> PutObject(Ctx& c);
+  asio::awaitable<S3Result<void>> GetObject(Ctx& c, bool head);
+  asio::awaitable<S3Result<void>> DeleteObject(Ctx& c);
+  asio::awaitable<S3Result<void>> CopyObject(Ctx& c);
+  // Multipart.
+  asio::awaitable<S3Result<void>> CreateMultipart(Ctx& c);
+  asio::awaitable<S3Result<void>> UploadPart(Ctx& c);
+  asio::awaitable<S3Result<void>> CompleteMultipart(Ctx& c);
+  asio::awaitable<S3Result<void>> AbortMultipart(Ctx& c);
+  asio::awaitable<S3Result<void>> ListParts(Ctx& c);
+
+  // Streams the request body into store object `store_key` with `attributes`, checking
+  // Content-MD5, x-amz-content-sha256 or the chunk signatures, and (for KV buckets) the chunk
+  // format. Returns the hex MD5 of the payload.
+  asio::awaitable<S3Result<std::string>> ReceiveBody(Ctx& c, const std::string& store_key,
+                                                     ObjectAttributes attributes,
+                                                     const std::optional<ModelPreset>& kv);
+  // Reads a small request body (XML or JSON), checked like any other.
+  asio::awaitable<S3Result<std::string>> ReadSmallBody(Ctx& c, size_t limit);
+  asio::awaitable<S3Result<BucketInfo>> FindBucket(const std::string& bucket);
+  asio::awaitable<void> SendError(Ctx& c, const S3Error& e);
+  asio::awaitable<void> SendXml(Ctx& c, unsigned status, std::string xml);
+
+  template <typename F>
+  auto Blocking(F fn) {
+    return RunBlocking(pool_, std::move(fn));
+  }
+
+  Store* store_;
+  ServerMetrics* metrics_;
+  S3Options options_;
+  asio::thread_pool pool_;
+  std::atomic<uint64_t> request_counter_{0};
+};
+
+}  // namespace objectcache::server

@@ -1,0 +1,40 @@
+#include "server/s3_request.h"
+
+#include <gtest/gtest.h>
+
+namespace objectcache::server {
+namespace {
+
+TEST(S3RequestTest, PathAndVirtualHostedAddressing) {
+  auto p = ParseS3Request("GET", "/bkt/a/b%20c.txt?list-type=2&prefix=x%2Fy&flag", {{"host", "127.0.0.1:9000"}},
+                          {"localhost"});
+  ASSERT_TRUE(p.has_value());
+  EXPECT_EQ(p->bucket, "bkt");
+  EXPECT_EQ(p->key, "a/b c.txt");
+  EXPECT_EQ(*p->Query("prefix"), "x/y");
+  EXPECT_TRUE(p->HasQuery("flag"));
+  EXPECT_FALSE(p->virtual_host);
+
+  auto v = ParseS3Request("GET", "/a/b.txt", {{"host", "bkt.localhost:9000"}}, {"localhost"});
+  ASSERT_TRUE(v.has_value());
+  EXPECT_TRUE(v->virtual_host);
+  EXPECT_EQ(v->bucket, "bkt");
+  EXPECT_EQ(v->key, "a/b.txt");
+
+  auto service = ParseS3Request("GET", "/", {{"host", "localhost:9000"}}, {"localhost"});
+  EXPECT_EQ(service->bucket, "");
+}
+
+TEST(S3RequestTest, MalformedTargetsAreErrors) {
+  EXPECT_FALSE(ParseS3Request("GET", "/b/%zz", {}, {}).has_value());
+  EXPECT_FALSE(ParseS3Request("GET", "/b/k?x=%4", {}, {}).has_value());
+  EXPECT_FALSE(ParseS3Request("GET", "http://evil/", {}, {}).has_value());
+}
+
+TEST(S3RequestTest, UriEncodingIsTheAwsOne) {
+  EXPECT_EQ(UriEncode("a b/c~d_e.f-g+h*", true), "a%20b/c~d_e.f-g%2Bh%2A");
+  EXPECT_EQ(UriEncode("a/b", false), "a%2Fb");
+}
+
+}  // namespace
+}  // namespace objectcache::server
