@@ -177,6 +177,7 @@ asio::awaitable<Status> HttpExchange::WriteBody(std::span<const std::byte> bytes
   if (ec == http::error::need_buffer) ec = {};
   if (ec) {
     failed_ = true;
+    LogDebug("writing a response body failed: " + ec.message());
     co_return FromError(ec, "writing the response body");
   }
   metrics_->bytes_sent += bytes.size();

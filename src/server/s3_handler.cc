@@ -380,7 +380,7 @@ asio::awaitable<S3Result<void>> S3Handler::ListObjects(Ctx& c, bool v2) {
   auto listing = co_await Blocking([&]() -> Result<Listing> {
     Listing out;
     std::string after = position;
-    while (out.objects.size() + out.prefixes.size() < max_keys || max_keys == 0) {
+    for (;;) {
       const size_t want = max_keys - out.objects.size() - out.prefixes.size();
       ListOptions o{.prefix = base + prefix,
                     .start_after = after.empty() ? std::string() : base + after,
@@ -388,17 +388,20 @@ asio::awaitable<S3Result<void>> S3Handler::ListObjects(Ctx& c, bool v2) {
       OC_ASSIGN_OR_RETURN(ListPage page, store_->List(o));
       bool restart = false;
       for (const ObjectInfo& info : page.objects) {
-        std::string name = info.key.substr(base.size());
         if (out.objects.size() + out.prefixes.size() == max_keys) {
-          out.truncated = true;
+          out.truncated = true;  // at least one more name follows
           return out;
         }
+        std::string name = info.key.substr(base.size());
         if (!delimiter.empty()) {
           size_t d = name.find(delimiter, prefix.size());
           if (d != std::string::npos) {
             std::string cp = name.substr(0, d + delimiter.size());
-            out.prefixes.push_back(cp);
-            out.last = cp;
+            // A prefix at or before the resume point was returned by an earlier page.
+            if (position.empty() || cp > position) {
+              out.prefixes.push_back(cp);
+              out.last = cp;
+            }
             after = cp + "\xff";  // past every name under this prefix (UTF-8 has no 0xff)
             restart = true;
             break;
@@ -418,10 +421,6 @@ asio::awaitable<S3Result<void>> S3Handler::ListObjects(Ctx& c, bool v2) {
       }
       if (restart) continue;
       if (!page.truncated) break;
-      if (max_keys == 0) {
-        out.truncated = !page.objects.empty();
-        break;
-      }
     }
     return out;
   });

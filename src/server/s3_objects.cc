@@ -1,6 +1,5 @@
 // S3 object operations and multipart uploads (the bucket operations are in s3_handler.cc).
 #include <charconv>
-#include <future>
 #include <nlohmann/json.hpp>
 #include <tuple>
 
@@ -178,44 +177,28 @@ asio::awaitable<S3Result<void>> S3Handler::GetObject(Ctx& c, bool head) {
     (void)co_await c.ex.Respond(status, std::move(h), std::move(body));
     co_return S3Result<void>();
   }
-  // Large: stream in pieces, reading the next piece while the current one is sent.
-  std::string bufs[2] = {std::string(piece, '\0'), std::string(piece, '\0')};
-  auto read_piece = [&](int which, uint64_t at) {
-    const size_t n = static_cast<size_t>(std::min<uint64_t>(piece, last - at));
-    return obj.ReadAt(at, AsWritableBytes(bufs[which]).first(n));
-  };
-  Status s = co_await Blocking([&] { return read_piece(0, first); });
-  if (!s.ok()) co_return std::unexpected(FromStatus(s));
-  if (Status sent = co_await c.ex.BeginResponse(status, std::move(h), last - first); !sent.ok()) {
-    co_return S3Result<void>();  // the client went away
-  }
-  int cur = 0;
+  // Large: stream it through one buffer, a piece at a time.
+  std::string buf(piece, '\0');
+  bool header_sent = false;
   for (uint64_t at = first; at < last;) {
     const size_t n = static_cast<size_t>(std::min<uint64_t>(piece, last - at));
-    const uint64_t next = at + n;
-    // Start reading the next piece on the pool while this one goes out.
-    std::optional<std::future<Status>> ahead;
-    if (next < last) {
-      auto promise = std::make_shared<std::promise<Status>>();
-      ahead = promise->get_future();
-      asio::post(pool_, [&, promise, which = 1 - cur, next] {
-        promise->set_value(read_piece(which, next));
-      });
-    }
-    Status w = co_await c.ex.WriteBody(AsBytes(std::string_view(bufs[cur].data(), n)));
-    if (ahead) {
-      Status rd = co_await Blocking([&] { return ahead->get(); });
-      if (!w.ok()) co_return S3Result<void>();
-      if (!rd.ok()) {
-        // Headers are out: the only honest signal left is to cut the connection short.
-        c.ex.CloseAfterResponse();
-        co_return S3Result<void>();
-      }
-    } else if (!w.ok()) {
+    Status s = co_await Blocking([&] { return obj.ReadAt(at, AsWritableBytes(buf).first(n)); });
+    if (!s.ok()) {
+      if (!header_sent) co_return std::unexpected(FromStatus(s));
+      // The header is out: the only honest signal left is to cut the response short.
+      c.ex.CloseAfterResponse();
       co_return S3Result<void>();
     }
-    at = next;
-    cur = 1 - cur;
+    if (!header_sent) {
+      header_sent = true;
+      if (!(co_await c.ex.BeginResponse(status, std::move(h), last - first)).ok()) {
+        co_return S3Result<void>();  // the client went away
+      }
+    }
+    if (!(co_await c.ex.WriteBody(AsBytes(std::string_view(buf.data(), n)))).ok()) {
+      co_return S3Result<void>();
+    }
+    at += n;
   }
   (void)co_await c.ex.EndResponse();
   co_return S3Result<void>();
