@@ -368,6 +368,8 @@ void AddBenchCommands(CLI::App* app) {
   i->add_flag("--keep", index->keep, "Keep the populated store for the next run");
   i->add_option("--json", index->json, "Write metrics to this JSON file");
   i->callback([index] { Run([&] { return RunIndex(*index); }); });
+
+  AddS3BenchCommand(bench);
 }
 
 }  // namespace objectcache::bench

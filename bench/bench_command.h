@@ -6,6 +6,7 @@
 //   bench store   local store: 2 MiB chunk puts; 64 KiB layer-slice reads of 256 objects
 //                 against a plain pread loop over the same bytes
 //   bench index   local store index: memory per object and rebuild time at 10^6 objects
+//   bench s3      objectcache serve against nginx: GET/PUT throughput and latency
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -13,5 +14,7 @@
 namespace objectcache::bench {
 
 void AddBenchCommands(CLI::App* app);
+// Registers `bench s3` under the `bench` command.
+void AddS3BenchCommand(CLI::App* bench);
 
 }  // namespace objectcache::bench

@@ -87,6 +87,14 @@ class ObjectReader {
   virtual int64_t mtime() const = 0;
   // Fills `dest` from `offset`. OutOfRange past the end; DataLoss if the bytes are damaged.
   virtual Status ReadAt(uint64_t offset, std::span<std::byte> dest) const = 0;
+  // As ReadAt, but only if it can be done without waiting for a device (the bytes are in
+  // memory or the page cache); Unavailable otherwise, and then nothing is promised about
+  // `dest`. Event loops call this first and hand the read to a thread only when it fails.
+  virtual Status ReadAtIfCached(uint64_t offset, std::span<std::byte> dest) const {
+    (void)offset;
+    (void)dest;
+    return UnavailableError("no non-blocking read");
+  }
 };
 
 // One byte range of one object, to be read into `dest` (dest.size() bytes from `offset`).
@@ -156,6 +164,13 @@ class Store {
   virtual Result<std::unique_ptr<ObjectWriter>> NewWriter(std::string_view key,
                                                           const PutOptions& options = {}) = 0;
   virtual Result<std::unique_ptr<ObjectReader>> OpenReader(std::string_view key) = 0;
+
+  // As OpenReader, but only if that needs no system call that can block (the object is open
+  // already, or in memory); Unavailable otherwise. NotFound is reported as usual.
+  virtual Result<std::unique_ptr<ObjectReader>> OpenReaderIfCached(std::string_view key) {
+    (void)key;
+    return UnavailableError("no non-blocking open");
+  }
 };
 
 // InvalidArgument when attributes exceed kMaxAttributeBytes.

@@ -108,6 +108,13 @@ asio::awaitable<S3Result<S3Handler::BucketInfo>> S3Handler::FindBucket(const std
   if (!ValidBucketName(bucket)) {
     co_return Fail("NoSuchBucket", "The specified bucket does not exist");
   }
+  {
+    std::lock_guard lock(bucket_cache_mu_);
+    auto it = bucket_cache_.find(bucket);
+    if (it != bucket_cache_.end() && std::chrono::steady_clock::now() < it->second.expires) {
+      co_return it->second.info;
+    }
+  }
   const std::string key = std::string(kBucketPrefix) + bucket;
   Result<std::string> meta = co_await Blocking([&] { return ReadWholeObject(*store_, key); });
   if (!meta) {
@@ -125,7 +132,15 @@ asio::awaitable<S3Result<S3Handler::BucketInfo>> S3Handler::FindBucket(const std
       if (m) info.layout = *m;
     }
   }
+  std::lock_guard lock(bucket_cache_mu_);
+  if (bucket_cache_.size() > 10000) bucket_cache_.clear();
+  bucket_cache_[bucket] = {info, std::chrono::steady_clock::now() + kBucketCacheTtl};
   co_return info;
+}
+
+void S3Handler::ForgetBucket(const std::string& bucket) {
+  std::lock_guard lock(bucket_cache_mu_);
+  bucket_cache_.erase(bucket);
 }
 
 asio::awaitable<S3Result<void>> S3Handler::Dispatch(Ctx& c) {
@@ -327,6 +342,7 @@ asio::awaitable<S3Result<void>> S3Handler::DeleteBucket(Ctx& c) {
     if (!page.objects.empty()) return FailedPreconditionError("not empty");
     return store_->Delete(std::string(kBucketPrefix) + c.req.bucket);
   });
+  ForgetBucket(c.req.bucket);
   if (s.code() == StatusCode::kFailedPrecondition) {
     co_return Fail("BucketNotEmpty", "The bucket you tried to delete is not empty");
   }

@@ -12,6 +12,8 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
+#include <unordered_map>
 #include <boost/asio/thread_pool.hpp>
 #include <ctime>
 #include <map>
@@ -94,7 +96,10 @@ class S3Handler final : public RequestHandler {
                                                      const std::optional<ModelPreset>& kv);
   // Reads a small request body (XML or JSON), checked like any other.
   asio::awaitable<S3Result<std::string>> ReadSmallBody(Ctx& c, size_t limit);
+  // The bucket's description; cached for kBucketCacheTtl (a bucket deleted through another
+  // gateway may be seen for that long), dropped at once on a delete through this one.
   asio::awaitable<S3Result<BucketInfo>> FindBucket(const std::string& bucket);
+  void ForgetBucket(const std::string& bucket);
   asio::awaitable<void> SendError(Ctx& c, const S3Error& e);
   asio::awaitable<void> SendXml(Ctx& c, unsigned status, std::string xml);
 
@@ -108,6 +113,13 @@ class S3Handler final : public RequestHandler {
   S3Options options_;
   asio::thread_pool pool_;
   std::atomic<uint64_t> request_counter_{0};
+  static constexpr std::chrono::seconds kBucketCacheTtl{2};
+  struct CachedBucket {
+    BucketInfo info;
+    std::chrono::steady_clock::time_point expires;
+  };
+  std::mutex bucket_cache_mu_;
+  std::unordered_map<std::string, CachedBucket> bucket_cache_;  // guarded by bucket_cache_mu_
 };
 
 }  // namespace objectcache::server

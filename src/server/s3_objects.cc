@@ -105,7 +105,29 @@ asio::awaitable<S3Result<void>> S3Handler::GetObject(Ctx& c, bool head) {
   const S3Request& r = c.req;
   auto b = co_await FindBucket(r.bucket);
   if (!b) co_return std::unexpected(b.error());
-  auto reader = co_await Blocking([&] { return store_->OpenReader(ObjectKey(r.bucket, r.key)); });
+  // Open the object and, when it is small, read it: on this thread when that cannot block (an
+  // open file, bytes in the page cache), else in one trip to the pool.
+  const size_t piece = options_.io_buffer_bytes;
+  const std::string store_key = ObjectKey(r.bucket, r.key);
+  const bool want_small = !head && !r.Header("range");
+  std::string small_body;
+  auto read_small = [&](const ObjectReader& rd, bool blocking) -> Status {
+    if (!want_small || rd.size() > piece) return Status();
+    small_body.resize(rd.size());
+    auto dest = AsWritableBytes(small_body);
+    return blocking ? rd.ReadAt(0, dest) : rd.ReadAtIfCached(0, dest);
+  };
+  Result<std::unique_ptr<ObjectReader>> reader = store_->OpenReaderIfCached(store_key);
+  if (reader && !read_small(**reader, false).ok()) small_body.clear();
+  const bool fast = reader.has_value() && (small_body.size() == (*reader)->size() || !want_small ||
+                                           (*reader)->size() > piece);
+  if (!fast && (reader || reader.error().code() == StatusCode::kUnavailable)) {
+    reader = co_await Blocking([&]() -> Result<std::unique_ptr<ObjectReader>> {
+      OC_ASSIGN_OR_RETURN(std::unique_ptr<ObjectReader> rd, store_->OpenReader(store_key));
+      OC_RETURN_IF_ERROR(read_small(*rd, true));
+      return rd;
+    });
+  }
   if (!reader) {
     if (reader.error().code() == StatusCode::kNotFound) {
       metrics_->store_misses++;
@@ -169,10 +191,14 @@ asio::awaitable<S3Result<void>> S3Handler::GetObject(Ctx& c, bool head) {
     (void)co_await c.ex.RespondHeaderOnly(status, std::move(h), last - first);
     co_return S3Result<void>();
   }
-  const size_t piece = options_.io_buffer_bytes;
+  if (small_body.size() == size && first == 0 && last == size) {
+    (void)co_await c.ex.Respond(status, std::move(h), std::move(small_body));
+    co_return S3Result<void>();
+  }
   if (last - first <= piece) {
     std::string body(last - first, '\0');
-    Status s = co_await Blocking([&] { return obj.ReadAt(first, AsWritableBytes(body)); });
+    Status s = obj.ReadAtIfCached(first, AsWritableBytes(body));
+    if (!s.ok()) s = co_await Blocking([&] { return obj.ReadAt(first, AsWritableBytes(body)); });
     if (!s.ok()) co_return std::unexpected(FromStatus(s));
     (void)co_await c.ex.Respond(status, std::move(h), std::move(body));
     co_return S3Result<void>();
@@ -182,7 +208,9 @@ asio::awaitable<S3Result<void>> S3Handler::GetObject(Ctx& c, bool head) {
   bool header_sent = false;
   for (uint64_t at = first; at < last;) {
     const size_t n = static_cast<size_t>(std::min<uint64_t>(piece, last - at));
-    Status s = co_await Blocking([&] { return obj.ReadAt(at, AsWritableBytes(buf).first(n)); });
+    auto dest = AsWritableBytes(buf).first(n);
+    Status s = obj.ReadAtIfCached(at, dest);
+    if (!s.ok()) s = co_await Blocking([&] { return obj.ReadAt(at, dest); });
     if (!s.ok()) {
       if (!header_sent) co_return std::unexpected(FromStatus(s));
       // The header is out: the only honest signal left is to cut the response short.

@@ -373,6 +373,7 @@ class LocalStore final : public Store {
   Result<std::unique_ptr<ObjectWriter>> NewWriter(std::string_view key,
                                                   const PutOptions& put_options) override;
   Result<std::unique_ptr<ObjectReader>> OpenReader(std::string_view key) override;
+  Result<std::unique_ptr<ObjectReader>> OpenReaderIfCached(std::string_view key) override;
 
   // Moves a finished temporary file into place and indexes it (LocalObjectWriter::Commit).
   Status Install(const std::string& key, const std::string& temp_name, uint64_t size,
@@ -518,6 +519,22 @@ class LocalObjectReader final : public ObjectReader {
     OC_RETURN_IF_ERROR(CheckRange(r, obj_->size));
     return PreadRange(*obj_, r);
   }
+  Status ReadAtIfCached(uint64_t offset, std::span<std::byte> dest) const override {
+    RangeRead r{.key = obj_->key, .offset = offset, .dest = dest};
+    OC_RETURN_IF_ERROR(CheckRange(r, obj_->size));
+    // RWF_NOWAIT: fail with EAGAIN instead of waiting for the device.
+    size_t done = 0;
+    while (done < dest.size()) {
+      struct iovec iov{dest.data() + done, dest.size() - done};
+      ssize_t n = ::preadv2(obj_->fd.get(), &iov, 1, static_cast<off_t>(offset + done), RWF_NOWAIT);
+      if (n <= 0) {
+        if (n < 0 && errno == EINTR) continue;
+        return UnavailableError("not in the page cache");
+      }
+      done += static_cast<size_t>(n);
+    }
+    return Status();
+  }
 
  private:
   OpenObjectRef obj_;
@@ -535,6 +552,21 @@ Result<std::unique_ptr<ObjectWriter>> LocalStore::NewWriter(std::string_view key
   return std::unique_ptr<ObjectWriter>(new LocalObjectWriter(
       this, std::string(key), temp_name, std::move(fd),
       put_options.durable.value_or(options_.durable), put_options.attributes));
+}
+
+Result<std::unique_ptr<ObjectReader>> LocalStore::OpenReaderIfCached(std::string_view key) {
+  OC_RETURN_IF_ERROR(ValidateKey(key));
+  IndexShard& s = index_[IndexShardOf(key)];
+  std::lock_guard lock(s.mu);
+  auto it = s.objects.find(key);
+  if (it == s.objects.end()) return NotFoundError("reading '" + std::string(key) + "': no such object");
+  auto open = s.open_files.find(key);
+  if (open == s.open_files.end()) return UnavailableError("object file is not open");
+  Entry& e = it->second;
+  s.Unlink(&e);
+  e.stamp = ++clock_;
+  s.PushFront(&e);
+  return std::unique_ptr<ObjectReader>(new LocalObjectReader(open->second));
 }
 
 Result<std::unique_ptr<ObjectReader>> LocalStore::OpenReader(std::string_view key) {

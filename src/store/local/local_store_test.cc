@@ -196,6 +196,24 @@ TEST_F(LocalStoreTest, ManyObjectsReadWithFewOpenFiles) {
   }
 }
 
+TEST_F(LocalStoreTest, NonBlockingOpenServesOnlyOpenFiles) {
+  auto store = Open();
+  ASSERT_TRUE(store->Put("k", AsBytes("cached bytes")).ok());
+  EXPECT_EQ(store->OpenReaderIfCached("k").status().code(), StatusCode::kUnavailable);
+  EXPECT_EQ(store->OpenReaderIfCached("nope").status().code(), StatusCode::kNotFound);
+  ASSERT_TRUE(store->OpenReader("k").has_value());  // opens and keeps the file
+  Result<std::unique_ptr<ObjectReader>> r = store->OpenReaderIfCached("k");
+  ASSERT_TRUE(r.has_value()) << r.error().ToString();
+  std::string buf(6, '\0');
+  Status s = (*r)->ReadAtIfCached(0, AsWritableBytes(buf));
+  // Just written, so in the page cache; a cold page would be Unavailable, never wrong bytes.
+  ASSERT_TRUE(s.ok() || s.code() == StatusCode::kUnavailable) << s.ToString();
+  if (s.ok()) EXPECT_EQ(buf, "cached");
+  EXPECT_EQ((*r)->ReadAtIfCached(10, AsWritableBytes(buf)).code(), StatusCode::kOutOfRange);
+  ASSERT_TRUE(store->Put("k", AsBytes("replaced")).ok());
+  EXPECT_EQ(store->OpenReaderIfCached("k").status().code(), StatusCode::kUnavailable);
+}
+
 TEST_F(LocalStoreTest, DurablePutsWork) {
   auto store = Open({.durable = true});
   ASSERT_TRUE(store->Put("d", AsBytes("durable")).ok());

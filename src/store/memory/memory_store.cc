@@ -31,6 +31,9 @@ class MemoryObjectReader final : public ObjectReader {
     std::memcpy(dest.data(), v_->data.data() + offset, dest.size());
     return Status();
   }
+  Status ReadAtIfCached(uint64_t offset, std::span<std::byte> dest) const override {
+    return ReadAt(offset, dest);
+  }
 
  private:
   Value v_;
@@ -169,6 +172,9 @@ class MemoryStore final : public Store {
   Result<std::unique_ptr<ObjectReader>> OpenReader(std::string_view key) override {
     OC_ASSIGN_OR_RETURN(Value v, Find(key));
     return std::unique_ptr<ObjectReader>(new MemoryObjectReader(std::move(v)));
+  }
+  Result<std::unique_ptr<ObjectReader>> OpenReaderIfCached(std::string_view key) override {
+    return OpenReader(key);
   }
 
  private:

@@ -1,0 +1,345 @@
+// `objectcache bench s3`: our S3 server against nginx serving the same bytes as static files
+// from the same disk, side by side, interleaved. See bench_command.h.
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <boost/asio/connect.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <random>
+#include <thread>
+
+#include "bench/bench_command.h"
+#include "bench/bench_report.h"
+#include "objectcache/store_registry.h"
+
+#include <fcntl.h>
+#include <cstring>
+#include <nlohmann/json.hpp>
+
+namespace objectcache::bench {
+namespace {
+
+namespace fs = std::filesystem;
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+using tcp = asio::ip::tcp;
+
+struct S3BenchFlags {
+  std::string dir = "./objectcache-bench-s3";
+  std::vector<std::string> sizes = {"64KiB", "2MiB"};
+  std::vector<int> connections = {1, 8, 64};
+  double seconds = 2;
+  int rounds = 2;
+  int objects = 64;
+  std::string nginx = "/usr/sbin/nginx";
+  std::string json;
+};
+
+// A child process we started; ended by its PID.
+struct Child {
+  pid_t pid = -1;
+  ~Child() { Stop(); }
+  void Stop() {
+    if (pid > 0) {
+      ::kill(pid, SIGTERM);
+      int st;
+      ::waitpid(pid, &st, 0);
+      pid = -1;
+    }
+  }
+};
+
+pid_t Spawn(const std::vector<std::string>& argv, const std::string& log) {
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd >= 0) {
+      ::dup2(fd, 1);
+      ::dup2(fd, 2);
+    }
+    std::vector<char*> args;
+    for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    ::execv(args[0], args.data());
+    ::_exit(127);
+  }
+  return pid;
+}
+
+uint16_t FreePort() {
+  asio::io_context ioc;
+  tcp::acceptor a(ioc, tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0));
+  return a.local_endpoint().port();
+}
+
+bool WaitForPort(uint16_t port) {
+  for (int i = 0; i < 200; ++i) {
+    asio::io_context ioc;
+    tcp::socket s(ioc);
+    beast::error_code ec;
+    s.connect(tcp::endpoint(asio::ip::make_address("127.0.0.1"), port), ec);
+    if (!ec) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(25));
+  }
+  return false;
+}
+
+uint64_t PeakRssKiB(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.starts_with("VmHWM:")) return std::stoull(line.substr(6));
+  }
+  return 0;
+}
+
+struct RunResult {
+  double gbps = 0;
+  double p50_ms = 0, p99_ms = 0;
+  uint64_t requests = 0, errors = 0;
+};
+
+// `connections` threads, each one keep-alive connection, for `seconds`.
+RunResult Load(uint16_t port, const std::string& bucket, bool put, const std::vector<std::string>& bodies,
+               int connections, double seconds) {
+  std::atomic<uint64_t> bytes{0}, errors{0};
+  std::vector<std::vector<double>> latencies(connections);
+  const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < connections; ++t) {
+    threads.emplace_back([&, t] {
+      asio::io_context ioc;
+      beast::tcp_stream stream(ioc);
+      beast::error_code ec;
+      stream.connect(tcp::endpoint(asio::ip::make_address("127.0.0.1"), port), ec);
+      if (ec) {
+        errors++;
+        return;
+      }
+      beast::flat_buffer buffer;
+      std::mt19937 rng(t);
+      for (uint64_t i = 0; std::chrono::steady_clock::now() < end; ++i) {
+        const size_t obj = rng() % bodies.size();
+        const std::string target = "/" + bucket + "/obj-" + std::to_string(put ? 1000 + t : obj);
+        http::request<http::string_body> req{put ? http::verb::put : http::verb::get, target, 11};
+        req.set(http::field::host, "127.0.0.1");
+        req.keep_alive(true);
+        if (put) {
+          req.body() = bodies[obj];
+          req.prepare_payload();
+        }
+        const double t0 = NowSeconds();
+        http::write(stream, req, ec);
+        http::response_parser<http::string_body> parser;
+        parser.body_limit(1ull << 30);
+        if (!ec) http::read(stream, buffer, parser, ec);
+        const double dt = NowSeconds() - t0;
+        const auto& res = parser.get();
+        if (ec || (res.result_int() != 200 && res.result_int() != 201 && res.result_int() != 204)) {
+          errors++;
+          if (ec) return;
+          continue;
+        }
+        // Check what came back: a wrong fast answer must not count.
+        if (!put && res.body() != bodies[obj]) {
+          errors++;
+          continue;
+        }
+        bytes += bodies[obj].size();
+        latencies[t].push_back(dt);
+      }
+    });
+  }
+  for (std::thread& th : threads) th.join();
+  std::vector<double> all;
+  for (auto& v : latencies) all.insert(all.end(), v.begin(), v.end());
+  std::sort(all.begin(), all.end());
+  RunResult r;
+  r.requests = all.size();
+  r.errors = errors;
+  r.gbps = bytes.load() * 8 / seconds / 1e9;
+  if (!all.empty()) {
+    r.p50_ms = all[all.size() / 2] * 1e3;
+    r.p99_ms = all[std::min(all.size() - 1, all.size() * 99 / 100)] * 1e3;
+  }
+  return r;
+}
+
+Status RunS3Bench(const S3BenchFlags& f) {
+  const fs::path root = fs::absolute(f.dir);
+  std::error_code ec;
+  fs::remove_all(root, ec);
+  fs::create_directories(root / "nginx" / "www" / "bench", ec);
+  fs::create_directories(root / "nginx" / "tmp", ec);
+  fs::create_directories(root / "nginx" / "logs", ec);
+  if (ec) return ErrnoError("creating " + root.string(), ec.value());
+  const std::string self = fs::read_symlink("/proc/self/exe").string();
+
+  const uint16_t ours_port = FreePort();
+  Child ours;
+  ours.pid = Spawn({self, "serve", "--anonymous", "--listen", "127.0.0.1:" + std::to_string(ours_port),
+                    "--store", (root / "store").string(), "--log-level", "warn"},
+                   (root / "serve.log").string());
+  const uint16_t nginx_port = FreePort();
+  {
+    std::ofstream conf(root / "nginx" / "nginx.conf");
+    // As root, nginx's workers would drop to www-data and could not write our directories.
+    if (::geteuid() == 0) conf << "user root;\n";
+    conf << "daemon off;\nworker_processes 2;\npid " << (root / "nginx" / "nginx.pid").string()
+         << ";\nerror_log " << (root / "nginx" / "logs" / "error.log").string() << ";\n"
+         << "events { worker_connections 1024; }\n"
+         << "http {\n  access_log off;\n  sendfile on;\n  tcp_nopush on;\n  keepalive_requests 1000000;\n"
+         << "  client_body_temp_path " << (root / "nginx" / "tmp").string() << ";\n"
+         << "  server {\n    listen 127.0.0.1:" << nginx_port << ";\n    root "
+         << (root / "nginx" / "www").string() << ";\n"
+         << "    location / { dav_methods PUT; client_max_body_size 0; create_full_put_path on; }\n"
+         << "  }\n}\n";
+  }
+  Child nginx;
+  nginx.pid = Spawn({f.nginx, "-p", (root / "nginx").string(), "-c", (root / "nginx" / "nginx.conf").string()},
+                    (root / "nginx.log").string());
+  if (!WaitForPort(ours_port)) return UnavailableError("objectcache serve did not start (see serve.log)");
+  if (!WaitForPort(nginx_port)) return UnavailableError("nginx did not start (see nginx.log)");
+
+  Report report("s3");
+  report.Param("seconds_per_run", f.seconds);
+  report.Param("rounds", f.rounds);
+  report.Param("objects", f.objects);
+  report.Param("ours", "objectcache serve --anonymous, local store, 2 I/O workers");
+  report.Param("baseline", "nginx 2 workers, static files + dav PUT, same disk");
+  report.Param("machine", std::to_string(std::thread::hardware_concurrency()) + " cores, client on the same host");
+  std::printf("\n%-6s %-5s %4s  %-8s %10s %10s %10s %8s\n", "op", "size", "conn", "server", "Gbit/s",
+              "p50 ms", "p99 ms", "errors");
+  nlohmann::ordered_json rows = nlohmann::ordered_json::array();
+  uint64_t total_errors = 0;
+  for (const std::string& size_text : f.sizes) {
+    OC_ASSIGN_OR_RETURN(uint64_t size, ParseByteSize(size_text));
+    std::vector<std::string> bodies;
+    std::mt19937_64 rng(size);
+    for (int i = 0; i < f.objects; ++i) {
+      std::string b(size, '\0');
+      for (size_t j = 0; j + 8 <= b.size(); j += 8) {
+        uint64_t v = rng();
+        std::memcpy(&b[j], &v, 8);
+      }
+      bodies.push_back(std::move(b));
+    }
+    // The same bytes in both: PUT through each server once.
+    const std::string bucket = "bench";
+    {
+      asio::io_context ioc;
+      beast::tcp_stream s(ioc);
+      s.connect(tcp::endpoint(asio::ip::make_address("127.0.0.1"), ours_port));
+      http::request<http::empty_body> req{http::verb::put, "/" + bucket, 11};
+      req.set(http::field::host, "127.0.0.1");
+      req.prepare_payload();
+      http::write(s, req);
+      beast::flat_buffer buf;
+      http::response<http::string_body> res;
+      http::read(s, buf, res);
+    }
+    for (uint16_t port : {ours_port, nginx_port}) {
+      RunResult warm = Load(port, bucket, true, bodies, 1, 0.01);
+      (void)warm;
+    }
+    for (int i = 0; i < f.objects; ++i) {
+      for (uint16_t port : {ours_port, nginx_port}) {
+        asio::io_context ioc;
+        beast::tcp_stream s(ioc);
+        s.connect(tcp::endpoint(asio::ip::make_address("127.0.0.1"), port));
+        http::request<http::string_body> req{http::verb::put, "/" + bucket + "/obj-" + std::to_string(i), 11};
+        req.set(http::field::host, "127.0.0.1");
+        req.body() = bodies[i];
+        req.prepare_payload();
+        http::write(s, req);
+        beast::flat_buffer buf;
+        http::response<http::string_body> res;
+        http::read(s, buf, res);
+        if (res.result_int() >= 300) return InternalError("preloading object failed: " + res.body());
+      }
+    }
+    for (bool put : {false, true}) {
+      for (int conns : f.connections) {
+        std::vector<double> g[2], p50[2], p99[2];
+        for (int round = 0; round < f.rounds; ++round) {
+          for (int k = 0; k < 2; ++k) {
+            const int side = (round % 2 == 0) ? k : 1 - k;  // alternate who goes first
+            RunResult r = Load(side == 0 ? ours_port : nginx_port, bucket, put, bodies, conns, f.seconds);
+            total_errors += r.errors;
+            g[side].push_back(r.gbps);
+            p50[side].push_back(r.p50_ms);
+            p99[side].push_back(r.p99_ms);
+          }
+        }
+        const char* op = put ? "PUT" : "GET";
+        for (int side = 0; side < 2; ++side) {
+          std::printf("%-6s %-5s %4d  %-8s %10.3f %10.3f %10.3f %8s\n", op, size_text.c_str(), conns,
+                      side == 0 ? "ours" : "nginx", Median(g[side]), Median(p50[side]),
+                      Median(p99[side]), "");
+        }
+        const double ratio = Median(g[1]) > 0 ? Median(g[0]) / Median(g[1]) : 0;
+        std::printf("%-6s %-5s %4d  %-8s %10.3f\n", op, size_text.c_str(), conns, "ratio", ratio);
+        rows.push_back({{"op", op}, {"size", size_text}, {"connections", conns},
+                        {put ? "put_gbps" : "get_gbps", Median(g[0])},
+                        {"p50_ms", Median(p50[0])}, {"p99_ms", Median(p99[0])},
+                        {"nginx_gbps", Median(g[1])}, {"nginx_p50_ms", Median(p50[1])},
+                        {"nginx_p99_ms", Median(p99[1])}, {"ratio_vs_nginx", ratio}});
+        report.Metric(std::string(put ? "put" : "get") + "_ratio_vs_nginx_" + size_text + "_c" +
+                          std::to_string(conns),
+                      ratio, "x");
+      }
+    }
+  }
+  const uint64_t peak_kib = PeakRssKiB(ours.pid);
+  report.Metric("server_peak_rss_mib", peak_kib / 1024.0, "MiB", "VmHWM over the whole run");
+  report.Metric("errors", static_cast<double>(total_errors), "", "failed or wrong responses");
+  report.Print();
+  ours.Stop();
+  nginx.Stop();
+  nlohmann::ordered_json j;
+  j["benchmark"] = "s3";
+  j["rows"] = rows;
+  j["server_peak_rss_mib"] = peak_kib / 1024.0;
+  j["errors"] = total_errors;
+  fs::remove_all(root, ec);
+  if (!f.json.empty()) {
+    std::ofstream out(f.json);
+    out << j.dump(2) << "\n";
+    if (!out) return InternalError("writing " + f.json);
+  }
+  if (total_errors > 0) return DataLossError(std::to_string(total_errors) + " requests failed or returned wrong bytes");
+  return Status();
+}
+
+}  // namespace
+
+void AddS3BenchCommand(CLI::App* bench) {
+  auto f = std::make_shared<S3BenchFlags>();
+  CLI::App* s = bench->add_subcommand(
+      "s3", "S3 GET/PUT throughput and latency: objectcache serve against nginx, same bytes, same disk");
+  s->add_option("--dir", f->dir, "Scratch directory (removed)")->capture_default_str();
+  s->add_option("--sizes", f->sizes, "Object sizes")->capture_default_str();
+  s->add_option("--connections", f->connections, "Concurrent connections")->capture_default_str();
+  s->add_option("--seconds", f->seconds, "Seconds per run")->capture_default_str();
+  s->add_option("--rounds", f->rounds, "Runs per server per cell (interleaved)")->capture_default_str();
+  s->add_option("--objects", f->objects, "Distinct objects")->capture_default_str();
+  s->add_option("--nginx", f->nginx, "nginx binary")->capture_default_str();
+  s->add_option("--json", f->json, "Write the rows to this JSON file");
+  s->callback([f] {
+    Status st = RunS3Bench(*f);
+    if (!st.ok()) {
+      std::cerr << "objectcache: error: " << st.ToString() << "\n";
+      std::exit(1);
+    }
+  });
+}
+
+}  // namespace objectcache::bench
