@@ -208,7 +208,9 @@ TEST_F(LocalStoreTest, NonBlockingOpenServesOnlyOpenFiles) {
   Status s = (*r)->ReadAtIfCached(0, AsWritableBytes(buf));
   // Just written, so in the page cache; a cold page would be Unavailable, never wrong bytes.
   ASSERT_TRUE(s.ok() || s.code() == StatusCode::kUnavailable) << s.ToString();
-  if (s.ok()) EXPECT_EQ(buf, "cached");
+  if (s.ok()) {
+    EXPECT_EQ(buf, "cached");
+  }
   EXPECT_EQ((*r)->ReadAtIfCached(10, AsWritableBytes(buf)).code(), StatusCode::kOutOfRange);
   ASSERT_TRUE(store->Put("k", AsBytes("replaced")).ok());
   EXPECT_EQ(store->OpenReaderIfCached("k").status().code(), StatusCode::kUnavailable);
