@@ -108,8 +108,8 @@ struct RunResult {
 };
 
 // `connections` threads, each one keep-alive connection, for `seconds`.
-RunResult Load(uint16_t port, const std::string& bucket, bool put, const std::vector<std::string>& bodies,
-               int connections, double seconds) {
+RunResult Load(uint16_t port, const std::string& bucket, bool put,
+               const std::vector<std::string>& bodies, int connections, double seconds) {
   std::atomic<uint64_t> bytes{0}, errors{0};
   std::vector<std::vector<double>> latencies(connections);
   const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
@@ -185,9 +185,10 @@ Status RunS3Bench(const S3BenchFlags& f) {
 
   const uint16_t ours_port = FreePort();
   Child ours;
-  ours.pid = Spawn({self, "serve", "--anonymous", "--listen", "127.0.0.1:" + std::to_string(ours_port),
-                    "--store", (root / "store").string(), "--log-level", "warn"},
-                   (root / "serve.log").string());
+  ours.pid =
+      Spawn({self, "serve", "--anonymous", "--listen", "127.0.0.1:" + std::to_string(ours_port),
+             "--store", (root / "store").string(), "--log-level", "warn"},
+            (root / "serve.log").string());
   const uint16_t nginx_port = FreePort();
   {
     std::ofstream conf(root / "nginx" / "nginx.conf");
@@ -196,7 +197,8 @@ Status RunS3Bench(const S3BenchFlags& f) {
     conf << "daemon off;\nworker_processes 2;\npid " << (root / "nginx" / "nginx.pid").string()
          << ";\nerror_log " << (root / "nginx" / "logs" / "error.log").string() << ";\n"
          << "events { worker_connections 1024; }\n"
-         << "http {\n  access_log off;\n  sendfile on;\n  tcp_nopush on;\n  keepalive_requests 1000000;\n"
+         << "http {\n  access_log off;\n  sendfile on;\n  tcp_nopush on;\n  keepalive_requests "
+            "1000000;\n"
          << "  client_body_temp_path " << (root / "nginx" / "tmp").string() << ";\n"
          << "  server {\n    listen 127.0.0.1:" << nginx_port << ";\n    root "
          << (root / "nginx" / "www").string() << ";\n"
@@ -204,9 +206,11 @@ Status RunS3Bench(const S3BenchFlags& f) {
          << "  }\n}\n";
   }
   Child nginx;
-  nginx.pid = Spawn({f.nginx, "-p", (root / "nginx").string(), "-c", (root / "nginx" / "nginx.conf").string()},
-                    (root / "nginx.log").string());
-  if (!WaitForPort(ours_port)) return UnavailableError("objectcache serve did not start (see serve.log)");
+  nginx.pid = Spawn(
+      {f.nginx, "-p", (root / "nginx").string(), "-c", (root / "nginx" / "nginx.conf").string()},
+      (root / "nginx.log").string());
+  if (!WaitForPort(ours_port))
+    return UnavailableError("objectcache serve did not start (see serve.log)");
   if (!WaitForPort(nginx_port)) return UnavailableError("nginx did not start (see nginx.log)");
 
   Report report("s3");
@@ -215,9 +219,10 @@ Status RunS3Bench(const S3BenchFlags& f) {
   report.Param("objects", f.objects);
   report.Param("ours", "objectcache serve --anonymous, local store, 2 I/O workers");
   report.Param("baseline", "nginx 2 workers, static files + dav PUT, same disk");
-  report.Param("machine", std::to_string(std::thread::hardware_concurrency()) + " cores, client on the same host");
-  std::printf("\n%-6s %-5s %4s  %-8s %10s %10s %10s %8s\n", "op", "size", "conn", "server", "Gbit/s",
-              "p50 ms", "p99 ms", "errors");
+  report.Param("machine", std::to_string(std::thread::hardware_concurrency()) +
+                              " cores, client on the same host");
+  std::printf("\n%-6s %-5s %4s  %-8s %10s %10s %10s %8s\n", "op", "size", "conn", "server",
+              "Gbit/s", "p50 ms", "p99 ms", "errors");
   nlohmann::ordered_json rows = nlohmann::ordered_json::array();
   uint64_t total_errors = 0;
   for (const std::string& size_text : f.sizes) {
@@ -255,7 +260,8 @@ Status RunS3Bench(const S3BenchFlags& f) {
         asio::io_context ioc;
         beast::tcp_stream s(ioc);
         s.connect(tcp::endpoint(asio::ip::make_address("127.0.0.1"), port));
-        http::request<http::string_body> req{http::verb::put, "/" + bucket + "/obj-" + std::to_string(i), 11};
+        http::request<http::string_body> req{http::verb::put,
+                                             "/" + bucket + "/obj-" + std::to_string(i), 11};
         req.set(http::field::host, "127.0.0.1");
         req.body() = bodies[i];
         req.prepare_payload();
@@ -263,7 +269,8 @@ Status RunS3Bench(const S3BenchFlags& f) {
         beast::flat_buffer buf;
         http::response<http::string_body> res;
         http::read(s, buf, res);
-        if (res.result_int() >= 300) return InternalError("preloading object failed: " + res.body());
+        if (res.result_int() >= 300)
+          return InternalError("preloading object failed: " + res.body());
       }
     }
     for (bool put : {false, true}) {
@@ -272,7 +279,8 @@ Status RunS3Bench(const S3BenchFlags& f) {
         for (int round = 0; round < f.rounds; ++round) {
           for (int k = 0; k < 2; ++k) {
             const int side = (round % 2 == 0) ? k : 1 - k;  // alternate who goes first
-            RunResult r = Load(side == 0 ? ours_port : nginx_port, bucket, put, bodies, conns, f.seconds);
+            RunResult r =
+                Load(side == 0 ? ours_port : nginx_port, bucket, put, bodies, conns, f.seconds);
             total_errors += r.errors;
             g[side].push_back(r.gbps);
             p50[side].push_back(r.p50_ms);
@@ -281,17 +289,22 @@ Status RunS3Bench(const S3BenchFlags& f) {
         }
         const char* op = put ? "PUT" : "GET";
         for (int side = 0; side < 2; ++side) {
-          std::printf("%-6s %-5s %4d  %-8s %10.3f %10.3f %10.3f %8s\n", op, size_text.c_str(), conns,
-                      side == 0 ? "ours" : "nginx", Median(g[side]), Median(p50[side]),
+          std::printf("%-6s %-5s %4d  %-8s %10.3f %10.3f %10.3f %8s\n", op, size_text.c_str(),
+                      conns, side == 0 ? "ours" : "nginx", Median(g[side]), Median(p50[side]),
                       Median(p99[side]), "");
         }
         const double ratio = Median(g[1]) > 0 ? Median(g[0]) / Median(g[1]) : 0;
         std::printf("%-6s %-5s %4d  %-8s %10.3f\n", op, size_text.c_str(), conns, "ratio", ratio);
-        rows.push_back({{"op", op}, {"size", size_text}, {"connections", conns},
+        rows.push_back({{"op", op},
+                        {"size", size_text},
+                        {"connections", conns},
                         {put ? "put_gbps" : "get_gbps", Median(g[0])},
-                        {"p50_ms", Median(p50[0])}, {"p99_ms", Median(p99[0])},
-                        {"nginx_gbps", Median(g[1])}, {"nginx_p50_ms", Median(p50[1])},
-                        {"nginx_p99_ms", Median(p99[1])}, {"ratio_vs_nginx", ratio}});
+                        {"p50_ms", Median(p50[0])},
+                        {"p99_ms", Median(p99[0])},
+                        {"nginx_gbps", Median(g[1])},
+                        {"nginx_p50_ms", Median(p50[1])},
+                        {"nginx_p99_ms", Median(p99[1])},
+                        {"ratio_vs_nginx", ratio}});
         report.Metric(std::string(put ? "put" : "get") + "_ratio_vs_nginx_" + size_text + "_c" +
                           std::to_string(conns),
                       ratio, "x");
@@ -315,7 +328,8 @@ Status RunS3Bench(const S3BenchFlags& f) {
     out << j.dump(2) << "\n";
     if (!out) return InternalError("writing " + f.json);
   }
-  if (total_errors > 0) return DataLossError(std::to_string(total_errors) + " requests failed or returned wrong bytes");
+  if (total_errors > 0)
+    return DataLossError(std::to_string(total_errors) + " requests failed or returned wrong bytes");
   return Status();
 }
 
@@ -324,12 +338,14 @@ Status RunS3Bench(const S3BenchFlags& f) {
 void AddS3BenchCommand(CLI::App* bench) {
   auto f = std::make_shared<S3BenchFlags>();
   CLI::App* s = bench->add_subcommand(
-      "s3", "S3 GET/PUT throughput and latency: objectcache serve against nginx, same bytes, same disk");
+      "s3",
+      "S3 GET/PUT throughput and latency: objectcache serve against nginx, same bytes, same disk");
   s->add_option("--dir", f->dir, "Scratch directory (removed)")->capture_default_str();
   s->add_option("--sizes", f->sizes, "Object sizes")->capture_default_str();
   s->add_option("--connections", f->connections, "Concurrent connections")->capture_default_str();
   s->add_option("--seconds", f->seconds, "Seconds per run")->capture_default_str();
-  s->add_option("--rounds", f->rounds, "Runs per server per cell (interleaved)")->capture_default_str();
+  s->add_option("--rounds", f->rounds, "Runs per server per cell (interleaved)")
+      ->capture_default_str();
   s->add_option("--objects", f->objects, "Distinct objects")->capture_default_str();
   s->add_option("--nginx", f->nginx, "nginx binary")->capture_default_str();
   s->add_option("--json", f->json, "Write the rows to this JSON file");

@@ -52,7 +52,8 @@ Status RunServe(const ServeFlags& f) {
     return InvalidArgumentError("--listen must be HOST:PORT, got '" + f.listen + "'");
   }
   http.host = f.listen.substr(0, colon);
-  if (http.host.starts_with("[") && http.host.ends_with("]")) http.host = http.host.substr(1, http.host.size() - 2);
+  if (http.host.starts_with("[") && http.host.ends_with("]"))
+    http.host = http.host.substr(1, http.host.size() - 2);
   http.workers = f.workers;
   http.limits.header_bytes = f.max_header_bytes;
   OC_ASSIGN_OR_RETURN(http.limits.body_bytes, ParseByteSize(f.max_body));
@@ -89,7 +90,8 @@ Status RunServe(const ServeFlags& f) {
   std::string uri = f.store;
   if (!f.capacity.empty()) {
     OC_ASSIGN_OR_RETURN(uint64_t cap, ParseByteSize(f.capacity));
-    uri += (uri.find('?') == std::string::npos ? "?" : "&") + std::string("capacity=") + std::to_string(cap);
+    uri += (uri.find('?') == std::string::npos ? "?" : "&") + std::string("capacity=") +
+           std::to_string(cap);
   }
   OC_ASSIGN_OR_RETURN(std::unique_ptr<Store> store, OpenStoreFlag(uri));
 
@@ -102,10 +104,13 @@ Status RunServe(const ServeFlags& f) {
 
   ServerMetrics metrics;
   auto handler = std::make_unique<S3Handler>(store.get(), &metrics, s3);
-  OC_ASSIGN_OR_RETURN(std::unique_ptr<HttpServer> srv, HttpServer::Start(http, handler.get(), &metrics));
-  LogInfo("objectcache serve: listening on http://" + http.host + ":" + std::to_string(srv->port()) +
-          " (store " + store->Uri() + ", " + std::to_string(http.workers) + " I/O workers, " +
-          (s3.anonymous ? std::string("ANONYMOUS") : std::to_string(s3.credentials.size()) + " credential(s)") +
+  OC_ASSIGN_OR_RETURN(std::unique_ptr<HttpServer> srv,
+                      HttpServer::Start(http, handler.get(), &metrics));
+  LogInfo("objectcache serve: listening on http://" + http.host + ":" +
+          std::to_string(srv->port()) + " (store " + store->Uri() + ", " +
+          std::to_string(http.workers) + " I/O workers, " +
+          (s3.anonymous ? std::string("ANONYMOUS")
+                        : std::to_string(s3.credentials.size()) + " credential(s)") +
           ")");
   if (!f.port_file.empty()) {
     OC_RETURN_IF_ERROR(WriteFileAtomically(f.port_file, std::to_string(srv->port()) + "\n"));
@@ -126,13 +131,16 @@ Status RunServe(const ServeFlags& f) {
 void AddServeCommand(CLI::App* app) {
   auto f = std::make_shared<ServeFlags>();
   CLI::App* cmd = app->add_subcommand(
-      "serve", "Run the S3-compatible server (with no arguments: ./objectcache-data on 127.0.0.1:9000)");
-  cmd->set_config("--config", "", "Read options from this TOML/INI file (keys are the long flag names)");
+      "serve",
+      "Run the S3-compatible server (with no arguments: ./objectcache-data on 127.0.0.1:9000)");
+  cmd->set_config("--config", "",
+                  "Read options from this TOML/INI file (keys are the long flag names)");
   cmd->add_option("--listen", f->listen, "Address to listen on, HOST:PORT (port 0: any free port)")
       ->capture_default_str();
   cmd->add_option("--store", f->store, "Store URI (file:///path, a plain path, mem://)")
       ->capture_default_str();
-  cmd->add_option("--capacity", f->capacity, "Store capacity (e.g. 500GiB): evict LRU objects beyond it");
+  cmd->add_option("--capacity", f->capacity,
+                  "Store capacity (e.g. 500GiB): evict LRU objects beyond it");
   cmd->add_option("--access-key", f->access_key, "Access key (also OBJECTCACHE_ACCESS_KEY)");
   cmd->add_option("--secret-key", f->secret_key, "Secret key (also OBJECTCACHE_SECRET_KEY)");
   cmd->add_flag("--anonymous", f->anonymous,
@@ -152,14 +160,16 @@ void AddServeCommand(CLI::App* app) {
       ->capture_default_str();
   cmd->add_option("--io-timeout", f->io_timeout_s, "Seconds a body read or write may stall")
       ->capture_default_str();
-  cmd->add_option("--idle-timeout", f->idle_timeout_s, "Seconds an idle keep-alive connection stays open")
+  cmd->add_option("--idle-timeout", f->idle_timeout_s,
+                  "Seconds an idle keep-alive connection stays open")
       ->capture_default_str();
   cmd->add_option("--max-connections", f->max_connections, "Open connections at most")
       ->capture_default_str();
   cmd->add_option("--shutdown-grace", f->shutdown_grace_s,
                   "Seconds requests in flight get to finish after SIGTERM/SIGINT")
       ->capture_default_str();
-  cmd->add_option("--io-buffer", f->io_buffer, "Streaming buffer per request")->capture_default_str();
+  cmd->add_option("--io-buffer", f->io_buffer, "Streaming buffer per request")
+      ->capture_default_str();
   cmd->add_option("--log-level", f->log_level, "debug, info, warn or error")->capture_default_str();
   cmd->add_option("--port-file", f->port_file, "Write the port actually listened on to this file");
   cmd->callback([f] { RunCommand([&] { return RunServe(*f); }); });

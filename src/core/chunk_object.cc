@@ -252,7 +252,8 @@ Status ChunkStreamVerifier::Feed(std::span<const std::byte> bytes) {
     }
     const size_t header_len = HeaderBytes(h.layout.num_layers);
     for (size_t i = header_len; i < kChunkHeaderRegion; ++i) {
-      if (header_bytes_[i] != 0) return DataLossError("chunk " + h.key.ToHex() + ": header padding is not zero");
+      if (header_bytes_[i] != 0)
+        return DataLossError("chunk " + h.key.ToHex() + ": header padding is not zero");
     }
     header_ = std::move(h);
   }

@@ -18,8 +18,8 @@ S3Result<void> AwsChunkedDecoder::StartChunk() {
   std::string_view l = line_;
   size_t semi = l.find(';');
   std::string_view size_text = l.substr(0, semi);
-  auto [end, ec] = std::from_chars(size_text.data(), size_text.data() + size_text.size(),
-                                   chunk_size_, 16);
+  auto [end, ec] =
+      std::from_chars(size_text.data(), size_text.data() + size_text.size(), chunk_size_, 16);
   if (ec != std::errc() || end != size_text.data() + size_text.size() || size_text.empty()) {
     return std::unexpected(Bad("bad chunk size '" + std::string(size_text.substr(0, 32)) + "'"));
   }

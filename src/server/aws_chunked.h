@@ -1,7 +1,8 @@
 // The aws-chunked content encoding of S3 streaming uploads:
 //
-//   STREAMING-AWS4-HMAC-SHA256-PAYLOAD:   hex-size;chunk-signature=SIG\r\n DATA \r\n ... 0;chunk-signature=SIG\r\n\r\n
-//   STREAMING-UNSIGNED-PAYLOAD-TRAILER:   hex-size\r\n DATA \r\n ... 0\r\n trailer-lines \r\n
+//   STREAMING-AWS4-HMAC-SHA256-PAYLOAD:   hex-size;chunk-signature=SIG\r\n DATA \r\n ...
+//   0;chunk-signature=SIG\r\n\r\n STREAMING-UNSIGNED-PAYLOAD-TRAILER:   hex-size\r\n DATA \r\n ...
+//   0\r\n trailer-lines \r\n
 //
 // A push decoder: feed it raw body bytes in any pieces, it appends the payload to an output
 // string and checks every chunk signature against the chain that starts at the request's

@@ -7,7 +7,8 @@ namespace {
 
 SigV4Identity ExampleIdentity() {
   SigV4Identity id;
-  id.signing_key = SigningKey("wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY", "20130524", "us-east-1", "s3");
+  id.signing_key =
+      SigningKey("wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY", "20130524", "us-east-1", "s3");
   id.amz_date = "20130524T000000Z";
   id.scope = "20130524/us-east-1/s3/aws4_request";
   id.signature = "4f232c4386841ef735655705268965c44a0e4690baa4adea153f7db9fa80a0a9";
@@ -18,7 +19,8 @@ SigV4Identity ExampleIdentity() {
 std::string Encode(const std::vector<std::string>& chunks, const SigV4Identity& id) {
   std::string out, prev = id.signature;
   auto add = [&](const std::string& data) {
-    std::string sig = ChunkSignature(id.signing_key, id.amz_date, id.scope, prev, ToHex(Sha256(data)));
+    std::string sig =
+        ChunkSignature(id.signing_key, id.amz_date, id.scope, prev, ToHex(Sha256(data)));
     char size[32];
     std::snprintf(size, sizeof(size), "%zx", data.size());
     out += std::string(size) + ";chunk-signature=" + sig + "\r\n" + data + "\r\n";

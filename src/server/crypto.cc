@@ -5,7 +5,6 @@
 #include <openssl/hmac.h>
 #include <openssl/rand.h>
 
-
 namespace objectcache::server {
 
 struct Digest::Ctx {

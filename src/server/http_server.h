@@ -15,9 +15,8 @@
 #pragma once
 
 #include <atomic>
-#include <utility>  // before Boost.Asio 1.74's awaitable.hpp, which uses std::exchange
-#include <boost/asio/awaitable.hpp>
 #include <boost/asio/async_result.hpp>
+#include <boost/asio/awaitable.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/thread_pool.hpp>
@@ -31,6 +30,7 @@
 #include <span>
 #include <string>
 #include <thread>
+#include <utility>  // before Boost.Asio 1.74's awaitable.hpp, which uses std::exchange
 #include <utility>
 #include <vector>
 
@@ -45,7 +45,7 @@ namespace http = beast::http;
 
 struct HttpLimits {
   size_t header_bytes = 16 << 10;
-  uint64_t body_bytes = 5ull << 30;  // the largest single PUT (S3: 5 GiB)
+  uint64_t body_bytes = 5ull << 30;         // the largest single PUT (S3: 5 GiB)
   std::chrono::seconds header_timeout{30};  // from the first byte to the end of the header
   std::chrono::seconds io_timeout{60};      // any body read or write that makes no progress
   std::chrono::seconds idle_timeout{60};    // a keep-alive connection with no request
@@ -123,8 +123,7 @@ class HttpServer {
  public:
   // Binds and starts serving. `handler` and `metrics` must outlive the server.
   static Result<std::unique_ptr<HttpServer>> Start(const HttpServerOptions& options,
-                                                   RequestHandler* handler,
-                                                   ServerMetrics* metrics);
+                                                   RequestHandler* handler, ServerMetrics* metrics);
   ~HttpServer();
 
   uint16_t port() const { return port_; }

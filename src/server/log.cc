@@ -13,9 +13,10 @@ std::mutex g_mu;
 }  // namespace
 
 bool ParseLogLevel(std::string_view name, LogLevel* out) {
-  static constexpr std::pair<std::string_view, LogLevel> kLevels[] = {
-      {"debug", LogLevel::kDebug}, {"info", LogLevel::kInfo},
-      {"warn", LogLevel::kWarn},   {"error", LogLevel::kError}};
+  static constexpr std::pair<std::string_view, LogLevel> kLevels[] = {{"debug", LogLevel::kDebug},
+                                                                      {"info", LogLevel::kInfo},
+                                                                      {"warn", LogLevel::kWarn},
+                                                                      {"error", LogLevel::kError}};
   for (const auto& [n, l] : kLevels) {
     if (n == name) {
       *out = l;

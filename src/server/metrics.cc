@@ -5,11 +5,24 @@
 namespace objectcache::server {
 
 std::string_view S3OpName(S3Op op) {
-  static constexpr std::string_view kNames[] = {
-      "ListBuckets",  "CreateBucket", "HeadBucket",    "DeleteBucket",  "ListObjects",
-      "PutObject",    "GetObject",    "HeadObject",    "DeleteObject",  "DeleteObjects",
-      "CopyObject",   "CreateMultipartUpload",         "UploadPart",    "CompleteMultipartUpload",
-      "AbortMultipartUpload",         "ListParts",     "BatchLookup",   "Other"};
+  static constexpr std::string_view kNames[] = {"ListBuckets",
+                                                "CreateBucket",
+                                                "HeadBucket",
+                                                "DeleteBucket",
+                                                "ListObjects",
+                                                "PutObject",
+                                                "GetObject",
+                                                "HeadObject",
+                                                "DeleteObject",
+                                                "DeleteObjects",
+                                                "CopyObject",
+                                                "CreateMultipartUpload",
+                                                "UploadPart",
+                                                "CompleteMultipartUpload",
+                                                "AbortMultipartUpload",
+                                                "ListParts",
+                                                "BatchLookup",
+                                                "Other"};
   static_assert(std::size(kNames) == static_cast<size_t>(S3Op::kCount));
   return kNames[static_cast<int>(op)];
 }
@@ -41,8 +54,8 @@ void LatencyHistogram::Render(std::string_view name, std::string_view labels,
   }
   std::snprintf(line, sizeof(line), "%.*s_sum{%.*s} %.6f\n%.*s_count{%.*s} %llu\n",
                 static_cast<int>(name.size()), name.data(), static_cast<int>(labels.size()),
-                labels.data(), sum_micros_.load() / 1e6, static_cast<int>(name.size()),
-                name.data(), static_cast<int>(labels.size()), labels.data(),
+                labels.data(), sum_micros_.load() / 1e6, static_cast<int>(name.size()), name.data(),
+                static_cast<int>(labels.size()), labels.data(),
                 static_cast<unsigned long long>(count_.load()));
   *out += line;
 }
@@ -63,21 +76,23 @@ std::string ServerMetrics::Render(uint64_t store_objects, uint64_t store_bytes,
                   type, name, value);
     out += line;
   };
-  out += "# HELP objectcache_requests_total S3 requests by operation.\n"
-         "# TYPE objectcache_requests_total counter\n";
+  out +=
+      "# HELP objectcache_requests_total S3 requests by operation.\n"
+      "# TYPE objectcache_requests_total counter\n";
   for (int i = 0; i < kOps; ++i) {
     out += "objectcache_requests_total{op=\"" + std::string(S3OpName(static_cast<S3Op>(i))) +
            "\"} " + std::to_string(requests[i].load()) + "\n";
   }
-  out += "# HELP objectcache_request_errors_total S3 requests answered with an error.\n"
-         "# TYPE objectcache_request_errors_total counter\n";
+  out +=
+      "# HELP objectcache_request_errors_total S3 requests answered with an error.\n"
+      "# TYPE objectcache_request_errors_total counter\n";
   for (int i = 0; i < kOps; ++i) {
-    out += "objectcache_request_errors_total{op=\"" +
-           std::string(S3OpName(static_cast<S3Op>(i))) + "\"} " +
-           std::to_string(errors[i].load()) + "\n";
+    out += "objectcache_request_errors_total{op=\"" + std::string(S3OpName(static_cast<S3Op>(i))) +
+           "\"} " + std::to_string(errors[i].load()) + "\n";
   }
-  out += "# HELP objectcache_request_seconds S3 request latency by operation.\n"
-         "# TYPE objectcache_request_seconds histogram\n";
+  out +=
+      "# HELP objectcache_request_seconds S3 request latency by operation.\n"
+      "# TYPE objectcache_request_seconds histogram\n";
   for (int i = 0; i < kOps; ++i) {
     latency[i].Render("objectcache_request_seconds",
                       "op=\"" + std::string(S3OpName(static_cast<S3Op>(i))) + "\"", &out);

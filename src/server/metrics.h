@@ -14,17 +14,32 @@ namespace objectcache::server {
 
 // S3 operations, for per-operation labels.
 enum class S3Op : int {
-  kListBuckets, kCreateBucket, kHeadBucket, kDeleteBucket, kListObjects, kPutObject, kGetObject,
-  kHeadObject, kDeleteObject, kDeleteObjects, kCopyObject, kCreateMultipart, kUploadPart,
-  kCompleteMultipart, kAbortMultipart, kListParts, kBatchLookup, kOther, kCount
+  kListBuckets,
+  kCreateBucket,
+  kHeadBucket,
+  kDeleteBucket,
+  kListObjects,
+  kPutObject,
+  kGetObject,
+  kHeadObject,
+  kDeleteObject,
+  kDeleteObjects,
+  kCopyObject,
+  kCreateMultipart,
+  kUploadPart,
+  kCompleteMultipart,
+  kAbortMultipart,
+  kListParts,
+  kBatchLookup,
+  kOther,
+  kCount
 };
 std::string_view S3OpName(S3Op op);
 
 class LatencyHistogram {
  public:
-  static constexpr std::array<double, 14> kBounds = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025,
-                                                     0.05,   0.1,   0.25,   0.5,   1,    2.5,
-                                                     5,      10};
+  static constexpr std::array<double, 14> kBounds = {
+      0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10};
   void Observe(double seconds);
   void Render(std::string_view name, std::string_view labels, std::string* out) const;
 

@@ -93,8 +93,8 @@ std::string IsoTime(std::time_t t) {
 
 std::optional<std::time_t> ParseHttpTime(std::string_view text) {
   std::string s(text);
-  for (const char* fmt : {"%a, %d %b %Y %H:%M:%S GMT", "%A, %d-%b-%y %H:%M:%S GMT",
-                          "%a %b %d %H:%M:%S %Y"}) {
+  for (const char* fmt :
+       {"%a, %d %b %Y %H:%M:%S GMT", "%A, %d-%b-%y %H:%M:%S GMT", "%a %b %d %H:%M:%S %Y"}) {
     std::tm tm{};
     const char* end = ::strptime(s.c_str(), fmt, &tm);
     if (end != nullptr && *end == '\0') return ::timegm(&tm);

@@ -17,7 +17,7 @@ namespace objectcache::server {
 struct ObjectAttributes {
   std::string etag;  // hex MD5, or hex-N for multipart; without quotes
   std::string content_type = "binary/octet-stream";
-  std::vector<std::pair<std::string, std::string>> user_metadata;  // names without x-amz-meta-
+  std::vector<std::pair<std::string, std::string>> user_metadata;   // names without x-amz-meta-
   std::vector<std::pair<std::string, std::string>> stored_headers;  // lowercase names
 
   std::string Encode() const;

@@ -60,17 +60,27 @@ constexpr CodeStatus kS3Errors[] = {
 // Canonical status codes as S3 error codes, when the operation gives no better one.
 std::string_view CodeFor(StatusCode code) {
   switch (code) {
-    case StatusCode::kNotFound: return "NoSuchKey";
-    case StatusCode::kInvalidArgument: return "InvalidArgument";
-    case StatusCode::kOutOfRange: return "InvalidRange";
-    case StatusCode::kResourceExhausted: return "InsufficientStorage";
+    case StatusCode::kNotFound:
+      return "NoSuchKey";
+    case StatusCode::kInvalidArgument:
+      return "InvalidArgument";
+    case StatusCode::kOutOfRange:
+      return "InvalidRange";
+    case StatusCode::kResourceExhausted:
+      return "InsufficientStorage";
     case StatusCode::kPermissionDenied:
-    case StatusCode::kUnauthenticated: return "AccessDenied";
-    case StatusCode::kUnavailable: return "ServiceUnavailable";
-    case StatusCode::kDeadlineExceeded: return "RequestTimeout";
-    case StatusCode::kUnimplemented: return "NotImplemented";
-    case StatusCode::kFailedPrecondition: return "PreconditionFailed";
-    default: return "InternalError";
+    case StatusCode::kUnauthenticated:
+      return "AccessDenied";
+    case StatusCode::kUnavailable:
+      return "ServiceUnavailable";
+    case StatusCode::kDeadlineExceeded:
+      return "RequestTimeout";
+    case StatusCode::kUnimplemented:
+      return "NotImplemented";
+    case StatusCode::kFailedPrecondition:
+      return "PreconditionFailed";
+    default:
+      return "InternalError";
   }
 }
 

@@ -19,8 +19,9 @@ namespace {
 
 constexpr std::string_view kBucketPrefix = ".bucket/";
 constexpr size_t kMaxS3KeyBytes = 1024;
-constexpr const char* kUnsupportedBucketQueries[] = {
-    "acl", "policy", "cors", "lifecycle", "tagging", "versioning", "website", "logging", "encryption"};
+constexpr const char* kUnsupportedBucketQueries[] = {"acl",       "policy",  "cors",
+                                                     "lifecycle", "tagging", "versioning",
+                                                     "website",   "logging", "encryption"};
 
 std::unexpected<S3Error> Fail(std::string code, std::string message) {
   return std::unexpected(MakeS3Error(std::move(code), std::move(message)));
@@ -39,7 +40,9 @@ std::string ObjectKey(const std::string& bucket, std::string_view key) {
   return bucket + "/" + std::string(key);
 }
 
-std::string EncodeKey(std::string_view key, bool url) { return url ? UriEncode(key, true) : std::string(key); }
+std::string EncodeKey(std::string_view key, bool url) {
+  return url ? UriEncode(key, true) : std::string(key);
+}
 
 }  // namespace
 
@@ -49,8 +52,9 @@ S3Handler::S3Handler(Store* store, ServerMetrics* metrics, S3Options options)
       options_(std::move(options)),
       pool_(std::max(1u, options_.blocking_threads)) {
   if (options_.anonymous) {
-    LogWarn("ANONYMOUS MODE: requests are not authenticated; anyone who can reach this port can "
-            "read, write and delete every object. For local development only.");
+    LogWarn(
+        "ANONYMOUS MODE: requests are not authenticated; anyone who can reach this port can "
+        "read, write and delete every object. For local development only.");
   }
 }
 
@@ -84,9 +88,9 @@ asio::awaitable<void> S3Handler::Handle(HttpExchange& ex) {
   std::snprintf(id, sizeof(id), "%016llx",
                 static_cast<unsigned long long>(request_counter_.fetch_add(1) + 1));
   c.request_id = id;
-  auto parsed = ParseS3Request(std::string_view(hdr.method_string()),
-                               std::string_view(hdr.target()), ex.RequestHeaders(),
-                               options_.virtual_host_domains);
+  auto parsed =
+      ParseS3Request(std::string_view(hdr.method_string()), std::string_view(hdr.target()),
+                     ex.RequestHeaders(), options_.virtual_host_domains);
   S3Result<void> result;
   if (!parsed) {
     c.req.method = std::string(hdr.method_string());
@@ -202,15 +206,14 @@ asio::awaitable<S3Result<void>> S3Handler::Dispatch(Ctx& c) {
         if (!b->layout) co_return Fail("NoSuchKey", "bucket is not bound to a KV layout");
         {
           Headers h{{"Content-Type", "application/json"}};
-          (void)co_await c.ex.Respond(200, std::move(h),
-                                    ModelToJson(*b->layout));
+          (void)co_await c.ex.Respond(200, std::move(h), ModelToJson(*b->layout));
         }
         co_return S3Result<void>();
       }
       for (const char* unsupported : kUnsupportedBucketQueries) {
         if (r.HasQuery(unsupported)) {
-          co_return Fail("NotImplemented", std::string("bucket ?") + unsupported +
-                                               " is not implemented");
+          co_return Fail("NotImplemented",
+                         std::string("bucket ?") + unsupported + " is not implemented");
         }
       }
       const std::string* list_type = r.Query("list-type");
@@ -291,8 +294,9 @@ asio::awaitable<S3Result<void>> S3Handler::CreateBucket(Ctx& c) {
   c.op = S3Op::kCreateBucket;
   const std::string& bucket = c.req.bucket;
   if (!ValidBucketName(bucket)) {
-    co_return Fail("InvalidBucketName", "The specified bucket is not valid: 3-63 characters of "
-                                        "a-z, 0-9, '.' and '-'");
+    co_return Fail("InvalidBucketName",
+                   "The specified bucket is not valid: 3-63 characters of "
+                   "a-z, 0-9, '.' and '-'");
   }
   // The body may carry a CreateBucketConfiguration; any region is accepted.
   auto body = co_await ReadSmallBody(c, 64 << 10);
@@ -305,9 +309,10 @@ asio::awaitable<S3Result<void>> S3Handler::CreateBucket(Ctx& c) {
   nlohmann::json meta;
   meta["created"] = static_cast<int64_t>(std::time(nullptr));
   if (const std::string* layout = c.req.Header("x-objectcache-kv-layout")) {
-    Result<ModelPreset> model = layout->starts_with("{") ? ParseModelJson(*layout)
-                                                        : FindModelPreset(*layout);
-    if (!model) co_return Fail("InvalidArgument", "x-objectcache-kv-layout: " + model.error().message());
+    Result<ModelPreset> model =
+        layout->starts_with("{") ? ParseModelJson(*layout) : FindModelPreset(*layout);
+    if (!model)
+      co_return Fail("InvalidArgument", "x-objectcache-kv-layout: " + model.error().message());
     meta["layout"] = nlohmann::json::parse(ModelToJson(*model));
   }
   const std::string key = std::string(kBucketPrefix) + bucket;
@@ -319,14 +324,14 @@ asio::awaitable<S3Result<void>> S3Handler::CreateBucket(Ctx& c) {
     return store_->Put(key, AsBytes(text));
   });
   if (s.code() == StatusCode::kAlreadyExists) {
-    co_return Fail("BucketAlreadyOwnedByYou",
-                   "Your previous request to create the named bucket succeeded and you already own it.");
+    co_return Fail(
+        "BucketAlreadyOwnedByYou",
+        "Your previous request to create the named bucket succeeded and you already own it.");
   }
   if (!s.ok()) co_return std::unexpected(FromStatus(s));
   {
     Headers h{{"Location", "/" + bucket}, {"x-amz-request-id", c.request_id}};
-    (void)co_await c.ex.Respond(200, std::move(h),
-                              "");
+    (void)co_await c.ex.Respond(200, std::move(h), "");
   }
   co_return S3Result<void>();
 }
@@ -336,9 +341,9 @@ asio::awaitable<S3Result<void>> S3Handler::DeleteBucket(Ctx& c) {
   auto b = co_await FindBucket(c.req.bucket);
   if (!b) co_return std::unexpected(b.error());
   Status s = co_await Blocking([&]() -> Status {
-    OC_ASSIGN_OR_RETURN(ListPage page, store_->List({.prefix = c.req.bucket + "/",
-                                                     .start_after = "",
-                                                     .max_keys = 1}));
+    OC_ASSIGN_OR_RETURN(
+        ListPage page,
+        store_->List({.prefix = c.req.bucket + "/", .start_after = "", .max_keys = 1}));
     if (!page.objects.empty()) return FailedPreconditionError("not empty");
     return store_->Delete(std::string(kBucketPrefix) + c.req.bucket);
   });
@@ -387,7 +392,8 @@ asio::awaitable<S3Result<void>> S3Handler::ListObjects(Ctx& c, bool v2) {
     position = q("marker");
   }
   struct Listing {
-    std::vector<std::tuple<std::string, uint64_t, std::string, int64_t>> objects;  // key,size,etag,mtime
+    std::vector<std::tuple<std::string, uint64_t, std::string, int64_t>>
+        objects;  // key,size,etag,mtime
     std::vector<std::string> prefixes;
     bool truncated = false;
     std::string last;  // the last key or prefix returned
@@ -543,15 +549,16 @@ asio::awaitable<S3Result<void>> S3Handler::BatchLookup(Ctx& c) {
   }
   const nlohmann::json& list = j["keys"];
   if (list.size() > options_.max_lookup_keys) {
-    co_return Fail("InvalidArgument", "lookup takes at most " +
-                                          std::to_string(options_.max_lookup_keys) + " keys");
+    co_return Fail("InvalidArgument",
+                   "lookup takes at most " + std::to_string(options_.max_lookup_keys) + " keys");
   }
   std::vector<std::string> keys;
   keys.reserve(list.size());
   for (const auto& k : list) {
     if (!k.is_string() || k.get<std::string>().empty() ||
         k.get<std::string>().size() > kMaxS3KeyBytes) {
-      co_return Fail("InvalidArgument", "lookup keys must be non-empty strings of at most 1024 bytes");
+      co_return Fail("InvalidArgument",
+                     "lookup keys must be non-empty strings of at most 1024 bytes");
     }
     keys.push_back(ObjectKey(c.req.bucket, k.get<std::string>()));
   }
@@ -570,8 +577,7 @@ asio::awaitable<S3Result<void>> S3Handler::BatchLookup(Ctx& c) {
   out["bitmap"] = Base64Encode(bitmap);
   {
     Headers h{{"Content-Type", "application/json"}, {"x-amz-request-id", c.request_id}};
-    (void)co_await c.ex.Respond(200, std::move(h),
-                              out.dump());
+    (void)co_await c.ex.Respond(200, std::move(h), out.dump());
   }
   metrics_->store_hits += prefix;
   co_return S3Result<void>();
@@ -597,8 +603,7 @@ asio::awaitable<S3Result<std::string>> S3Handler::ReadSmallBody(Ctx& c, size_t l
     got += *n;
   }
   body.resize(got);
-  if (c.id && c.id->payload_hash != kUnsignedPayload &&
-      ToHex(Sha256(body)) != c.id->payload_hash) {
+  if (c.id && c.id->payload_hash != kUnsignedPayload && ToHex(Sha256(body)) != c.id->payload_hash) {
     co_return Fail("XAmzContentSHA256Mismatch",
                    "The provided 'x-amz-content-sha256' header does not match what was computed.");
   }
@@ -614,13 +619,13 @@ asio::awaitable<S3Result<std::string>> S3Handler::ReadSmallBody(Ctx& c, size_t l
   co_return body;
 }
 
-asio::awaitable<S3Result<std::string>> S3Handler::ReceiveBody(Ctx& c, const std::string& store_key,
-                                                              ObjectAttributes attributes,
-                                                              const std::optional<ModelPreset>& kv) {
+asio::awaitable<S3Result<std::string>> S3Handler::ReceiveBody(
+    Ctx& c, const std::string& store_key, ObjectAttributes attributes,
+    const std::optional<ModelPreset>& kv) {
   const S3Request& r = c.req;
-  const std::string payload_hash = c.id ? c.id->payload_hash
-                                        : (r.Header("x-amz-content-sha256")
-                                               ? *r.Header("x-amz-content-sha256")
+  const std::string payload_hash =
+      c.id ? c.id->payload_hash
+           : (r.Header("x-amz-content-sha256") ? *r.Header("x-amz-content-sha256")
                                                : std::string(kUnsignedPayload));
   const bool streaming = payload_hash.starts_with("STREAMING-");
   std::optional<AwsChunkedDecoder> chunked;
@@ -664,13 +669,15 @@ asio::awaitable<S3Result<std::string>> S3Handler::ReceiveBody(Ctx& c, const std:
                      "objects in a KV bucket are named by their 32-hex-digit chunk key");
     }
     chunk_key = *k;
-    verifier.emplace(ChunkExpectation{.layout = &kv->layout, .key = &*chunk_key,
+    verifier.emplace(ChunkExpectation{.layout = &kv->layout,
+                                      .key = &*chunk_key,
                                       .object_bytes = streaming || c.ex.ContentLength()
                                                           ? std::optional(expected_length)
                                                           : std::nullopt});
   }
   if (attributes.UserMetadataBytes() > 2048) {
-    co_return Fail("MetadataTooLarge", "Your metadata headers exceed the maximum allowed size (2 KiB)");
+    co_return Fail("MetadataTooLarge",
+                   "Your metadata headers exceed the maximum allowed size (2 KiB)");
   }
   auto writer = co_await Blocking([&] { return store_->NewWriter(store_key); });
   if (!writer) co_return std::unexpected(FromStatus(writer.error()));
@@ -711,7 +718,8 @@ asio::awaitable<S3Result<std::string>> S3Handler::ReceiveBody(Ctx& c, const std:
   if (chunked) {
     if (auto d = chunked->Finish(); !d) co_return std::unexpected(d.error());
   } else if (c.ex.ContentLength() && total != expected_length) {
-    co_return Fail("IncompleteBody", "You did not provide the number of bytes specified by the Content-Length");
+    co_return Fail("IncompleteBody",
+                   "You did not provide the number of bytes specified by the Content-Length");
   }
   if (check_sha && ToHex(sha.Finish()) != payload_hash) {
     co_return Fail("XAmzContentSHA256Mismatch",

@@ -12,14 +12,14 @@
 #pragma once
 
 #include <atomic>
-#include <chrono>
-#include <unordered_map>
 #include <boost/asio/thread_pool.hpp>
+#include <chrono>
 #include <ctime>
 #include <map>
 #include <mutex>
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "objectcache/kv_layout.h"
@@ -42,7 +42,7 @@ struct S3Options {
   std::vector<std::string> virtual_host_domains = {"localhost"};
   std::string region = "us-east-1";
   unsigned blocking_threads = 8;
-  size_t io_buffer_bytes = 1 << 20;   // per request, for streaming bodies
+  size_t io_buffer_bytes = 1 << 20;  // per request, for streaming bodies
   size_t max_lookup_keys = 8192;
 };
 

@@ -54,7 +54,7 @@ bool EtagListMatches(std::string_view list, const std::string& etag) {
 
 // "a-b", "a-", "-n" of "bytes=..." against `size`; see GetObject.
 S3Result<std::optional<std::pair<uint64_t, uint64_t>>> ParseRange(std::string_view h,
-                                                                   uint64_t size) {
+                                                                  uint64_t size) {
   using Range = std::optional<std::pair<uint64_t, uint64_t>>;
   if (!h.starts_with("bytes=")) return Range();
   std::string_view spec = h.substr(6);
@@ -94,8 +94,7 @@ asio::awaitable<S3Result<void>> S3Handler::PutObject(Ctx& c) {
   if (!etag) co_return std::unexpected(etag.error());
   {
     Headers h{{"ETag", "\"" + *etag + "\""}, {"x-amz-request-id", c.request_id}};
-    (void)co_await c.ex.Respond(200, std::move(h),
-                              "");
+    (void)co_await c.ex.Respond(200, std::move(h), "");
   }
   co_return S3Result<void>();
 }
@@ -146,13 +145,15 @@ asio::awaitable<S3Result<void>> S3Handler::GetObject(Ctx& c, bool head) {
   const std::string* if_match = r.Header("if-match");
   const std::string* if_none_match = r.Header("if-none-match");
   if (if_match && !EtagListMatches(*if_match, attrs->etag)) {
-    co_return Fail("PreconditionFailed", "At least one of the pre-conditions you specified did not hold");
+    co_return Fail("PreconditionFailed",
+                   "At least one of the pre-conditions you specified did not hold");
   }
   if (!if_match) {
     if (const std::string* ius = r.Header("if-unmodified-since")) {
       std::optional<std::time_t> t = ParseHttpTime(*ius);
       if (t && mtime > *t) {
-        co_return Fail("PreconditionFailed", "At least one of the pre-conditions you specified did not hold");
+        co_return Fail("PreconditionFailed",
+                       "At least one of the pre-conditions you specified did not hold");
       }
     }
   }
@@ -252,8 +253,10 @@ asio::awaitable<S3Result<void>> S3Handler::CopyObject(Ctx& c) {
   if (!b) co_return std::unexpected(b.error());
   std::string source;
   std::string_view raw_source = *r.Header("x-amz-copy-source");
-  if (size_t q = raw_source.find('?'); q != std::string_view::npos) raw_source = raw_source.substr(0, q);
-  if (!PercentDecode(raw_source, &source)) co_return Fail("InvalidArgument", "bad x-amz-copy-source");
+  if (size_t q = raw_source.find('?'); q != std::string_view::npos)
+    raw_source = raw_source.substr(0, q);
+  if (!PercentDecode(raw_source, &source))
+    co_return Fail("InvalidArgument", "bad x-amz-copy-source");
   if (source.starts_with("/")) source.erase(0, 1);
   const size_t slash = source.find('/');
   if (slash == std::string::npos || slash == 0 || slash + 1 == source.size()) {
@@ -269,21 +272,24 @@ asio::awaitable<S3Result<void>> S3Handler::CopyObject(Ctx& c) {
                    "This copy request is illegal because it is trying to copy an object to itself "
                    "without changing the object's metadata.");
   }
-  auto reader = co_await Blocking([&] { return store_->OpenReader(ObjectKey(src_bucket, src_key)); });
+  auto reader =
+      co_await Blocking([&] { return store_->OpenReader(ObjectKey(src_bucket, src_key)); });
   if (!reader) {
     if (reader.error().code() == StatusCode::kNotFound) {
       co_return Fail("NoSuchKey", "The specified key does not exist.");
     }
     co_return std::unexpected(FromStatus(reader.error()));
   }
-  std::optional<ObjectAttributes> attrs =
-      replace ? ObjectAttributes::FromRequest(r.headers) : ObjectAttributes::Decode((*reader)->attributes());
+  std::optional<ObjectAttributes> attrs = replace
+                                              ? ObjectAttributes::FromRequest(r.headers)
+                                              : ObjectAttributes::Decode((*reader)->attributes());
   if (!attrs) co_return Fail("InternalError", "source object metadata is damaged");
   const std::optional<ModelPreset>& kv = b->layout;
   std::optional<ChunkKey> chunk_key;
   if (kv) {
     Result<ChunkKey> k = ChunkKey::FromHex(r.key);
-    if (!k) co_return Fail("InvalidChunkObject", "objects in a KV bucket are named by their chunk key");
+    if (!k)
+      co_return Fail("InvalidChunkObject", "objects in a KV bucket are named by their chunk key");
     chunk_key = *k;
   }
   const size_t piece = options_.io_buffer_bytes;
@@ -291,8 +297,8 @@ asio::awaitable<S3Result<void>> S3Handler::CopyObject(Ctx& c) {
     const ObjectReader& src = **reader;
     std::optional<ChunkStreamVerifier> verifier;
     if (kv) {
-      verifier.emplace(ChunkExpectation{.layout = &kv->layout, .key = &*chunk_key,
-                                        .object_bytes = src.size()});
+      verifier.emplace(
+          ChunkExpectation{.layout = &kv->layout, .key = &*chunk_key, .object_bytes = src.size()});
     }
     OC_ASSIGN_OR_RETURN(std::unique_ptr<ObjectWriter> w,
                         store_->NewWriter(ObjectKey(r.bucket, r.key)));
@@ -399,11 +405,13 @@ asio::awaitable<S3Result<void>> S3Handler::UploadPart(Ctx& c) {
   const std::string id = *c.req.Query("uploadId");
   const std::string* pn = c.req.Query("partNumber");
   int part = 0;
-  if (pn == nullptr || std::from_chars(pn->data(), pn->data() + pn->size(), part).ec != std::errc() ||
-      part < 1 || part > kMaxParts) {
+  if (pn == nullptr ||
+      std::from_chars(pn->data(), pn->data() + pn->size(), part).ec != std::errc() || part < 1 ||
+      part > kMaxParts) {
     co_return Fail("InvalidArgument", "partNumber must be an integer from 1 to 10000");
   }
-  if (c.req.Header("x-amz-copy-source")) co_return Fail("NotImplemented", "UploadPartCopy is not implemented");
+  if (c.req.Header("x-amz-copy-source"))
+    co_return Fail("NotImplemented", "UploadPartCopy is not implemented");
   auto upload = co_await Blocking([&] { return LoadUpload(*store_, id); });
   if (!upload || upload->bucket != c.req.bucket || upload->key != c.req.key) {
     co_return Fail("NoSuchUpload", "The specified multipart upload does not exist.");
@@ -412,8 +420,7 @@ asio::awaitable<S3Result<void>> S3Handler::UploadPart(Ctx& c) {
   if (!etag) co_return std::unexpected(etag.error());
   {
     Headers h{{"ETag", "\"" + *etag + "\""}, {"x-amz-request-id", c.request_id}};
-    (void)co_await c.ex.Respond(200, std::move(h),
-                              "");
+    (void)co_await c.ex.Respond(200, std::move(h), "");
   }
   co_return S3Result<void>();
 }
@@ -492,7 +499,8 @@ asio::awaitable<S3Result<void>> S3Handler::CompleteMultipart(Ctx& c) {
     const XmlElement* e = p.Child("ETag");
     int number = 0;
     if (n == nullptr || e == nullptr ||
-        std::from_chars(n->text.data(), n->text.data() + n->text.size(), number).ec != std::errc()) {
+        std::from_chars(n->text.data(), n->text.data() + n->text.size(), number).ec !=
+            std::errc()) {
       co_return Fail("MalformedXML", "each <Part> needs <PartNumber> and <ETag>");
     }
     if (!wanted.empty() && number <= wanted.back().first) {
@@ -505,7 +513,8 @@ asio::awaitable<S3Result<void>> S3Handler::CompleteMultipart(Ctx& c) {
   std::optional<ChunkKey> chunk_key;
   if (kv) {
     Result<ChunkKey> k = ChunkKey::FromHex(c.req.key);
-    if (!k) co_return Fail("InvalidChunkObject", "objects in a KV bucket are named by their chunk key");
+    if (!k)
+      co_return Fail("InvalidChunkObject", "objects in a KV bucket are named by their chunk key");
     chunk_key = *k;
   }
   const size_t piece = options_.io_buffer_bytes;
@@ -538,7 +547,8 @@ asio::awaitable<S3Result<void>> S3Handler::CompleteMultipart(Ctx& c) {
     }
     std::optional<ChunkStreamVerifier> verifier;
     if (kv) {
-      verifier.emplace(ChunkExpectation{.layout = &kv->layout, .key = &*chunk_key, .object_bytes = total});
+      verifier.emplace(
+          ChunkExpectation{.layout = &kv->layout, .key = &*chunk_key, .object_bytes = total});
     }
     auto w = store_->NewWriter(ObjectKey(c.req.bucket, c.req.key));
     if (!w) return std::unexpected(FromStatus(w.error()));
@@ -549,7 +559,8 @@ asio::awaitable<S3Result<void>> S3Handler::CompleteMultipart(Ctx& c) {
         auto part = AsWritableBytes(buf).first(n);
         Status s = rd->ReadAt(at, part);
         if (s.ok() && verifier) {
-          if (Status v = verifier->Feed(part); !v.ok()) return Fail("InvalidChunkObject", v.ToString());
+          if (Status v = verifier->Feed(part); !v.ok())
+            return Fail("InvalidChunkObject", v.ToString());
         }
         if (s.ok()) s = (*w)->Append(part);
         if (!s.ok()) return std::unexpected(FromStatus(s));
@@ -561,7 +572,8 @@ asio::awaitable<S3Result<void>> S3Handler::CompleteMultipart(Ctx& c) {
     }
     ObjectAttributes attrs = u->attrs;
     attrs.etag = ToHex(Md5(md5s)) + "-" + std::to_string(wanted.size());
-    if (Status s = (*w)->SetAttributes(attrs.Encode()); !s.ok()) return std::unexpected(FromStatus(s));
+    if (Status s = (*w)->SetAttributes(attrs.Encode()); !s.ok())
+      return std::unexpected(FromStatus(s));
     if (Status s = (*w)->Commit(); !s.ok()) return std::unexpected(FromStatus(s));
     (void)DeleteUpload(*store_, id);
     return attrs.etag;
@@ -601,22 +613,23 @@ asio::awaitable<S3Result<void>> S3Handler::ListUploads(Ctx& c) {
   c.op = S3Op::kOther;
   auto b = co_await FindBucket(c.req.bucket);
   if (!b) co_return std::unexpected(b.error());
-  auto uploads = co_await Blocking([&]() -> Result<std::vector<std::pair<std::string, UploadInfo>>> {
-    std::vector<std::pair<std::string, UploadInfo>> out;
-    ListOptions o{.prefix = std::string(kUploadPrefix), .start_after = "", .max_keys = 1000};
-    for (;;) {
-      OC_ASSIGN_OR_RETURN(ListPage page, store_->List(o));
-      for (const ObjectInfo& info : page.objects) {
-        std::string id = info.key.substr(kUploadPrefix.size());
-        if (id.find('/') != std::string::npos) continue;  // a part
-        Result<UploadInfo> u = LoadUpload(*store_, id);
-        if (u && u->bucket == c.req.bucket) out.emplace_back(id, std::move(*u));
-      }
-      if (!page.truncated) break;
-      o.start_after = page.objects.back().key;
-    }
-    return out;
-  });
+  auto uploads =
+      co_await Blocking([&]() -> Result<std::vector<std::pair<std::string, UploadInfo>>> {
+        std::vector<std::pair<std::string, UploadInfo>> out;
+        ListOptions o{.prefix = std::string(kUploadPrefix), .start_after = "", .max_keys = 1000};
+        for (;;) {
+          OC_ASSIGN_OR_RETURN(ListPage page, store_->List(o));
+          for (const ObjectInfo& info : page.objects) {
+            std::string id = info.key.substr(kUploadPrefix.size());
+            if (id.find('/') != std::string::npos) continue;  // a part
+            Result<UploadInfo> u = LoadUpload(*store_, id);
+            if (u && u->bucket == c.req.bucket) out.emplace_back(id, std::move(*u));
+          }
+          if (!page.truncated) break;
+          o.start_after = page.objects.back().key;
+        }
+        return out;
+      });
   if (!uploads) co_return std::unexpected(FromStatus(uploads.error()));
   XmlWriter w;
   w.Open("ListMultipartUploadsResult", true);

@@ -16,8 +16,8 @@ struct S3Request {
   std::string raw_path;  // as received: percent-encoded, without the query
   std::vector<std::pair<std::string, std::string>> query;    // decoded, in order
   std::vector<std::pair<std::string, std::string>> headers;  // lowercase names, in order
-  std::string bucket;  // empty for the service (ListBuckets)
-  std::string key;     // empty for a bucket request
+  std::string bucket;                                        // empty for the service (ListBuckets)
+  std::string key;                                           // empty for a bucket request
   bool virtual_host = false;
 
   const std::string* Header(std::string_view name) const;

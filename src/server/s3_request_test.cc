@@ -6,8 +6,8 @@ namespace objectcache::server {
 namespace {
 
 TEST(S3RequestTest, PathAndVirtualHostedAddressing) {
-  auto p = ParseS3Request("GET", "/bkt/a/b%20c.txt?list-type=2&prefix=x%2Fy&flag", {{"host", "127.0.0.1:9000"}},
-                          {"localhost"});
+  auto p = ParseS3Request("GET", "/bkt/a/b%20c.txt?list-type=2&prefix=x%2Fy&flag",
+                          {{"host", "127.0.0.1:9000"}}, {"localhost"});
   ASSERT_TRUE(p.has_value());
   EXPECT_EQ(p->bucket, "bkt");
   EXPECT_EQ(p->key, "a/b c.txt");

@@ -94,8 +94,8 @@ S3Result<Canonical> CanonicalRequest(
 
 std::string StringToSign(std::string_view amz_date, std::string_view scope,
                          std::string_view canonical_request) {
-  return std::string(kAlgorithm) + "\n" + std::string(amz_date) + "\n" + std::string(scope) +
-         "\n" + ToHex(Sha256(canonical_request));
+  return std::string(kAlgorithm) + "\n" + std::string(amz_date) + "\n" + std::string(scope) + "\n" +
+         ToHex(Sha256(canonical_request));
 }
 
 // "20261130T142005Z" -> seconds since the epoch; -1 if malformed.
@@ -134,8 +134,7 @@ bool ParseCredential(std::string_view credential, CredentialScope* out) {
     if (slash == std::string_view::npos) break;
     start = slash + 1;
   }
-  if (parts.size() != 5 || parts[4] != "aws4_request" || parts[0].empty() ||
-      parts[1].size() != 8) {
+  if (parts.size() != 5 || parts[4] != "aws4_request" || parts[0].empty() || parts[1].size() != 8) {
     return false;
   }
   out->access_key = std::string(parts[0]);
@@ -147,9 +146,9 @@ bool ParseCredential(std::string_view credential, CredentialScope* out) {
 }
 
 S3Error Malformed(bool presigned, std::string message) {
-  return MakeS3Error(presigned ? "AuthorizationQueryParametersError"
-                               : "AuthorizationHeaderMalformed",
-                     std::move(message));
+  return MakeS3Error(
+      presigned ? "AuthorizationQueryParametersError" : "AuthorizationHeaderMalformed",
+      std::move(message));
 }
 
 }  // namespace
@@ -183,8 +182,9 @@ S3Result<SigV4Identity> VerifySigV4(const S3Request& request, const SecretLookup
   if (const std::string* auth = request.Header("authorization")) {
     std::string_view a = *auth;
     if (!a.starts_with(kAlgorithm)) {
-      return std::unexpected(MakeS3Error(
-          "AuthorizationHeaderMalformed", "only AWS4-HMAC-SHA256 (Signature Version 4) is supported"));
+      return std::unexpected(
+          MakeS3Error("AuthorizationHeaderMalformed",
+                      "only AWS4-HMAC-SHA256 (Signature Version 4) is supported"));
     }
     a.remove_prefix(kAlgorithm.size());
     // Credential=..., SignedHeaders=..., Signature=...
@@ -197,9 +197,12 @@ S3Result<SigV4Identity> VerifySigV4(const S3Request& request, const SecretLookup
       size_t comma = a.find(',');
       std::string_view value = a.substr(0, comma);
       a = comma == std::string_view::npos ? std::string_view() : a.substr(comma + 1);
-      if (name == "Credential") credential = Trim(value);
-      else if (name == "SignedHeaders") signed_headers = Trim(value);
-      else if (name == "Signature") signature = Trim(value);
+      if (name == "Credential")
+        credential = Trim(value);
+      else if (name == "SignedHeaders")
+        signed_headers = Trim(value);
+      else if (name == "Signature")
+        signature = Trim(value);
     }
     const std::string* date = request.Header("x-amz-date");
     if (date == nullptr) date = request.Header("date");
@@ -219,8 +222,9 @@ S3Result<SigV4Identity> VerifySigV4(const S3Request& request, const SecretLookup
     const std::string* sh = request.Query("X-Amz-SignedHeaders");
     if (!algorithm || *algorithm != kAlgorithm || !cred || !date || !exp || !sh) {
       return std::unexpected(
-          Malformed(true, "presigned URL lacks X-Amz-Algorithm, Credential, Date, Expires or "
-                          "SignedHeaders"));
+          Malformed(true,
+                    "presigned URL lacks X-Amz-Algorithm, Credential, Date, Expires or "
+                    "SignedHeaders"));
     }
     credential = *cred;
     amz_date = *date;
@@ -249,7 +253,8 @@ S3Result<SigV4Identity> VerifySigV4(const S3Request& request, const SecretLookup
   }
   const std::time_t signed_at = ParseAmzDate(amz_date);
   if (signed_at < 0 || amz_date.substr(0, 8) != scope.date) {
-    return std::unexpected(Malformed(id.presigned, "bad or mismatched X-Amz-Date '" + amz_date + "'"));
+    return std::unexpected(
+        Malformed(id.presigned, "bad or mismatched X-Amz-Date '" + amz_date + "'"));
   }
   if (id.presigned) {
     if (now > signed_at + expires) {
@@ -259,9 +264,9 @@ S3Result<SigV4Identity> VerifySigV4(const S3Request& request, const SecretLookup
       return std::unexpected(MakeS3Error("AccessDenied", "Request is not valid yet"));
     }
   } else if (signed_at > now + kMaxSkewSeconds || signed_at < now - kMaxSkewSeconds) {
-    return std::unexpected(MakeS3Error(
-        "RequestTimeTooSkewed",
-        "The difference between the request time and the server's time is too large."));
+    return std::unexpected(
+        MakeS3Error("RequestTimeTooSkewed",
+                    "The difference between the request time and the server's time is too large."));
   }
   const std::string* secret = secrets(scope.access_key);
   if (secret == nullptr) {
@@ -297,7 +302,8 @@ std::string ChunkSignature(std::string_view signing_key, std::string_view amz_da
 }
 
 bool ChunkSignatureChain::Verify(std::string_view chunk_sha256_hex, std::string_view signature) {
-  std::string expected = ChunkSignature(signing_key_, amz_date_, scope_, previous_, chunk_sha256_hex);
+  std::string expected =
+      ChunkSignature(signing_key_, amz_date_, scope_, previous_, chunk_sha256_hex);
   if (!ConstantTimeEquals(expected, signature)) return false;
   previous_ = std::move(expected);
   return true;

@@ -52,7 +52,9 @@ bool IsSigned(const S3Request& request);
 class ChunkSignatureChain {
  public:
   explicit ChunkSignatureChain(const SigV4Identity& id)
-      : signing_key_(id.signing_key), amz_date_(id.amz_date), scope_(id.scope),
+      : signing_key_(id.signing_key),
+        amz_date_(id.amz_date),
+        scope_(id.scope),
         previous_(id.signature) {}
   // `chunk_sha256_hex` is the SHA-256 of the chunk's data; `signature` the one in its header.
   bool Verify(std::string_view chunk_sha256_hex, std::string_view signature);
@@ -68,7 +70,7 @@ std::string ChunkSignature(std::string_view signing_key, std::string_view amz_da
 
 struct SigningInput {
   std::string method;
-  std::string raw_path;  // percent-encoded as it will be sent
+  std::string raw_path;                                      // percent-encoded as it will be sent
   std::vector<std::pair<std::string, std::string>> query;    // decoded
   std::vector<std::pair<std::string, std::string>> headers;  // must include host
   std::string payload_hash;

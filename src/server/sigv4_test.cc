@@ -72,8 +72,7 @@ TEST(SigV4Test, TamperedRequestsAreRejected) {
   {
     S3Request r = AwsGetExample();
     r.headers[4].second = "AWS4-HMAC-SHA256 Credential=garbage";
-    EXPECT_EQ(VerifySigV4(r, Secrets(), kExampleTime).error().code,
-              "AuthorizationHeaderMalformed");
+    EXPECT_EQ(VerifySigV4(r, Secrets(), kExampleTime).error().code, "AuthorizationHeaderMalformed");
   }
   {
     S3Request r = AwsGetExample();
@@ -95,7 +94,8 @@ TEST(SigV4Test, SignRequestRoundTripsThroughVerify) {
   std::string auth = SignRequest(&in);
   std::vector<std::pair<std::string, std::string>> headers = in.headers;
   headers.emplace_back("authorization", auth);
-  auto r = ParseS3Request("PUT", "/bucket/dir/a%20b%2Bc.bin?partNumber=3&uploadId=abc", headers, {});
+  auto r =
+      ParseS3Request("PUT", "/bucket/dir/a%20b%2Bc.bin?partNumber=3&uploadId=abc", headers, {});
   ASSERT_TRUE(r.has_value());
   EXPECT_EQ(r->key, "dir/a b+c.bin");
   auto id = VerifySigV4(*r, Secrets(), kExampleTime);
@@ -122,8 +122,10 @@ TEST(SigV4Test, PresignedUrlsExpire) {
   }
   const std::string creq = "GET\n/test.txt\n" + canonical_query +
                            "\nhost:examplebucket.s3.amazonaws.com\n\nhost\nUNSIGNED-PAYLOAD";
-  const std::string to_sign = "AWS4-HMAC-SHA256\n" + date + "\n" + scope + "\n" + ToHex(Sha256(creq));
-  const std::string sig = ToHex(HmacSha256(SigningKey(kSecret, "20130524", "us-east-1", "s3"), to_sign));
+  const std::string to_sign =
+      "AWS4-HMAC-SHA256\n" + date + "\n" + scope + "\n" + ToHex(Sha256(creq));
+  const std::string sig =
+      ToHex(HmacSha256(SigningKey(kSecret, "20130524", "us-east-1", "s3"), to_sign));
   // The AWS documentation's presigned example has exactly this signature.
   EXPECT_EQ(sig, "aeeed9bbccd4d02ee5c0109b86d86835f995330da4c265957d157751f604d404");
   std::string target = "/test.txt?" + canonical_query + "&X-Amz-Signature=" + sig;

@@ -31,13 +31,26 @@ std::string XmlEscape(std::string_view text) {
   out.reserve(text.size());
   for (char c : text) {
     switch (c) {
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '&': out += "&amp;"; break;
-      case '"': out += "&quot;"; break;
-      case '\'': out += "&apos;"; break;
-      case '\r': out += "&#13;"; break;
-      default: out += c;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '&':
+        out += "&amp;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      case '\'':
+        out += "&apos;";
+        break;
+      case '\r':
+        out += "&#13;";
+        break;
+      default:
+        out += c;
     }
   }
   return out;
@@ -92,8 +105,8 @@ class Parser {
     }
   }
   static bool NameChar(char c) {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-           c == '_' || c == '-' || c == '.' || c == ':';
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
+           c == '-' || c == '.' || c == ':';
   }
   bool Name(std::string* out) {
     size_t start = i_;
@@ -108,17 +121,22 @@ class Parser {
         size_t semi = s_.find(';', i_);
         if (semi == std::string_view::npos || semi - i_ > 10) return Fail("bad entity", error);
         std::string_view ent = s_.substr(i_ + 1, semi - i_ - 1);
-        if (ent == "lt") *out += '<';
-        else if (ent == "gt") *out += '>';
-        else if (ent == "amp") *out += '&';
-        else if (ent == "quot") *out += '"';
-        else if (ent == "apos") *out += '\'';
+        if (ent == "lt")
+          *out += '<';
+        else if (ent == "gt")
+          *out += '>';
+        else if (ent == "amp")
+          *out += '&';
+        else if (ent == "quot")
+          *out += '"';
+        else if (ent == "apos")
+          *out += '\'';
         else if (ent.starts_with("#")) {
           uint32_t cp = 0;
           const bool hex = ent.starts_with("#x");
           std::string_view digits = ent.substr(hex ? 2 : 1);
-          auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), cp,
-                                           hex ? 16 : 10);
+          auto [end, ec] =
+              std::from_chars(digits.data(), digits.data() + digits.size(), cp, hex ? 16 : 10);
           if (ec != std::errc() || end != digits.data() + digits.size() || cp == 0 ||
               cp > 0x10ffff) {
             return Fail("bad character reference", error);

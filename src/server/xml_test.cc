@@ -28,8 +28,9 @@ TEST(XmlTest, RejectsHostileAndMalformedDocuments) {
   for (int i = 0; i < 40; ++i) nested += "</a>";
   for (const std::string& doc :
        {std::string(""), std::string("<a>"), std::string("<a></b>"), std::string("<a>&bogus;</a>"),
-        std::string("<!DOCTYPE a [<!ENTITY x \"y\">]><a>&x;</a>"), std::string("<a><!ENTITY x></a>"),
-        std::string("<a>&#0;</a>"), std::string("<a></a><b></b>"), std::string("text"), nested,
+        std::string("<!DOCTYPE a [<!ENTITY x \"y\">]><a>&x;</a>"),
+        std::string("<a><!ENTITY x></a>"), std::string("<a>&#0;</a>"),
+        std::string("<a></a><b></b>"), std::string("text"), nested,
         std::string("<a attr=\"unterminated></a>")}) {
     XmlElement root;
     std::string why;

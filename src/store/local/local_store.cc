@@ -376,8 +376,7 @@ class LocalStore final : public Store {
   Result<std::unique_ptr<ObjectReader>> OpenReaderIfCached(std::string_view key) override;
 
   // Moves a finished temporary file into place and indexes it (LocalObjectWriter::Commit).
-  Status Install(const std::string& key, const std::string& temp_name, uint64_t size,
-                 bool durable);
+  Status Install(const std::string& key, const std::string& temp_name, uint64_t size, bool durable);
   int tmp_dir() const { return tmp_dir_.get(); }
   std::optional<uint64_t> capacity() const { return options_.capacity_bytes; }
   Result<ObjectInfo> Stat(std::string_view key) override;
@@ -436,8 +435,8 @@ class LocalStore final : public Store {
 // Writes a temporary file, then Commit renames it into place.
 class LocalObjectWriter final : public ObjectWriter {
  public:
-  LocalObjectWriter(LocalStore* store, std::string key, std::string temp_name, Fd fd,
-                    bool durable, std::string attributes)
+  LocalObjectWriter(LocalStore* store, std::string key, std::string temp_name, Fd fd, bool durable,
+                    std::string attributes)
       : store_(store),
         key_(std::move(key)),
         temp_name_(std::move(temp_name)),
@@ -454,7 +453,8 @@ class LocalObjectWriter final : public ObjectWriter {
     if (done_) return FailedPreconditionError("storing '" + key_ + "': writer already closed");
     if (std::optional<uint64_t> cap = store_->capacity(); cap && written_ + bytes.size() > *cap) {
       Discard();
-      return ResourceExhaustedError("storing '" + key_ + "': object exceeds the store capacity of " +
+      return ResourceExhaustedError("storing '" + key_ +
+                                    "': object exceeds the store capacity of " +
                                     std::to_string(*cap) + " bytes");
     }
     if (int e = WriteAll(fd_.get(), reinterpret_cast<const char*>(bytes.data()), bytes.size())) {
@@ -525,7 +525,9 @@ class LocalObjectReader final : public ObjectReader {
     // RWF_NOWAIT: fail with EAGAIN instead of waiting for the device.
     size_t done = 0;
     while (done < dest.size()) {
-      struct iovec iov{dest.data() + done, dest.size() - done};
+      struct iovec iov {
+        dest.data() + done, dest.size() - done
+      };
       ssize_t n = ::preadv2(obj_->fd.get(), &iov, 1, static_cast<off_t>(offset + done), RWF_NOWAIT);
       if (n <= 0) {
         if (n < 0 && errno == EINTR) continue;
@@ -559,7 +561,8 @@ Result<std::unique_ptr<ObjectReader>> LocalStore::OpenReaderIfCached(std::string
   IndexShard& s = index_[IndexShardOf(key)];
   std::lock_guard lock(s.mu);
   auto it = s.objects.find(key);
-  if (it == s.objects.end()) return NotFoundError("reading '" + std::string(key) + "': no such object");
+  if (it == s.objects.end())
+    return NotFoundError("reading '" + std::string(key) + "': no such object");
   auto open = s.open_files.find(key);
   if (open == s.open_files.end()) return UnavailableError("object file is not open");
   Entry& e = it->second;
@@ -577,10 +580,9 @@ Result<std::unique_ptr<ObjectReader>> LocalStore::OpenReader(std::string_view ke
 Status LocalStore::Put(std::string_view key, std::span<const std::byte> value,
                        const PutOptions& put_options) {
   if (options_.capacity_bytes && value.size() > *options_.capacity_bytes) {
-    return ResourceExhaustedError("storing '" + std::string(key) + "': " +
-                                  std::to_string(value.size()) +
-                                  " bytes exceed the store capacity of " +
-                                  std::to_string(*options_.capacity_bytes));
+    return ResourceExhaustedError(
+        "storing '" + std::string(key) + "': " + std::to_string(value.size()) +
+        " bytes exceed the store capacity of " + std::to_string(*options_.capacity_bytes));
   }
   OC_ASSIGN_OR_RETURN(std::unique_ptr<ObjectWriter> writer, NewWriter(key, put_options));
   OC_RETURN_IF_ERROR(writer->Append(value));
