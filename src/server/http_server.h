@@ -14,6 +14,9 @@
 // (bounded by the shutdown grace), then the workers exit.
 #pragma once
 
+// Before Boost.Asio 1.74's awaitable.hpp, which uses std::exchange without including it.
+#include <utility>
+
 #include <atomic>
 #include <boost/asio/async_result.hpp>
 #include <boost/asio/awaitable.hpp>
@@ -30,7 +33,6 @@
 #include <span>
 #include <string>
 #include <thread>
-#include <utility>  // before Boost.Asio 1.74's awaitable.hpp, which uses std::exchange
 #include <utility>
 #include <vector>
 
