@@ -21,6 +21,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -172,6 +173,11 @@ class Store {
     return UnavailableError("no non-blocking open");
   }
 };
+
+// Calls fn(info) for every object whose name starts with `prefix`, in name order, a page at a
+// time. Stops at the first failed List.
+Status ForEachObject(Store& store, const std::string& prefix,
+                     const std::function<void(const ObjectInfo&)>& fn);
 
 // InvalidArgument when attributes exceed kMaxAttributeBytes.
 Status ValidateAttributes(std::string_view attributes);

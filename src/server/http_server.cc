@@ -76,11 +76,7 @@ asio::awaitable<Status> HttpExchange::SendContinueIfExpected() {
   beast::error_code ec;
   stream_.expires_after(limits_.io_timeout);
   co_await http::async_write(stream_, res, asio::redirect_error(asio::use_awaitable, ec));
-  if (ec) {
-    failed_ = true;
-    co_return FromError(ec, "sending 100 Continue");
-  }
-  co_return Status();
+  co_return Check(ec, "sending 100 Continue");
 }
 
 asio::awaitable<Result<size_t>> HttpExchange::ReadBody(std::span<std::byte> dest) {
@@ -101,6 +97,14 @@ asio::awaitable<Result<size_t>> HttpExchange::ReadBody(std::span<std::byte> dest
   const size_t n = dest.size() - body.size;
   metrics_->bytes_received += n;
   co_return n;
+}
+
+Status HttpExchange::Check(beast::error_code ec, const char* what) {
+  if (ec == http::error::need_buffer) ec = {};  // a buffer body asking for more: not an error
+  if (!ec) return Status();
+  failed_ = true;
+  LogDebug(std::string(what) + ": " + ec.message());
+  return FromError(ec, what);
 }
 
 bool HttpExchange::reusable() const {
@@ -126,11 +130,7 @@ asio::awaitable<Status> HttpExchange::Respond(unsigned status, Headers headers, 
   beast::error_code ec;
   stream_.expires_after(limits_.io_timeout);
   co_await http::async_write(stream_, res, asio::redirect_error(asio::use_awaitable, ec));
-  if (ec) {
-    failed_ = true;
-    co_return FromError(ec, "writing the response");
-  }
-  co_return Status();
+  co_return Check(ec, "writing the response");
 }
 
 asio::awaitable<Status> HttpExchange::RespondHeaderOnly(unsigned status, Headers headers,
@@ -143,11 +143,7 @@ asio::awaitable<Status> HttpExchange::RespondHeaderOnly(unsigned status, Headers
   stream_.expires_after(limits_.io_timeout);
   http::response_serializer<http::empty_body> sr(res);
   co_await http::async_write_header(stream_, sr, asio::redirect_error(asio::use_awaitable, ec));
-  if (ec) {
-    failed_ = true;
-    co_return FromError(ec, "writing the response");
-  }
-  co_return Status();
+  co_return Check(ec, "writing the response");
 }
 
 asio::awaitable<Status> HttpExchange::BeginResponse(unsigned status, Headers headers,
@@ -163,11 +159,7 @@ asio::awaitable<Status> HttpExchange::BeginResponse(unsigned status, Headers hea
   stream_.expires_after(limits_.io_timeout);
   co_await http::async_write_header(stream_, *serializer_,
                                     asio::redirect_error(asio::use_awaitable, ec));
-  if (ec) {
-    failed_ = true;
-    co_return FromError(ec, "writing the response header");
-  }
-  co_return Status();
+  co_return Check(ec, "writing the response header");
 }
 
 asio::awaitable<Status> HttpExchange::WriteBody(std::span<const std::byte> bytes) {
@@ -177,12 +169,7 @@ asio::awaitable<Status> HttpExchange::WriteBody(std::span<const std::byte> bytes
   beast::error_code ec;
   stream_.expires_after(limits_.io_timeout);
   co_await http::async_write(stream_, *serializer_, asio::redirect_error(asio::use_awaitable, ec));
-  if (ec == http::error::need_buffer) ec = {};
-  if (ec) {
-    failed_ = true;
-    LogDebug("writing a response body failed: " + ec.message());
-    co_return FromError(ec, "writing the response body");
-  }
+  if (Status s = Check(ec, "writing the response body"); !s.ok()) co_return s;
   metrics_->bytes_sent += bytes.size();
   co_return Status();
 }
@@ -194,12 +181,7 @@ asio::awaitable<Status> HttpExchange::EndResponse() {
   beast::error_code ec;
   stream_.expires_after(limits_.io_timeout);
   co_await http::async_write(stream_, *serializer_, asio::redirect_error(asio::use_awaitable, ec));
-  if (ec == http::error::need_buffer) ec = {};
-  if (ec) {
-    failed_ = true;
-    co_return FromError(ec, "finishing the response");
-  }
-  co_return Status();
+  co_return Check(ec, "finishing the response");
 }
 
 // ---- HttpServer ------------------------------------------------------------------------------

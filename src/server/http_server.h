@@ -100,6 +100,8 @@ class HttpExchange {
  private:
   void PrepareHeader(http::response_header<>& h, unsigned status, Headers& headers);
   asio::awaitable<Status> SendContinueIfExpected();
+  // The Status of a finished read or write; marks the exchange failed on an error.
+  Status Check(beast::error_code ec, const char* what);
 
   beast::tcp_stream& stream_;
   beast::flat_buffer& buffer_;

@@ -23,10 +23,6 @@ constexpr const char* kUnsupportedBucketQueries[] = {"acl",       "policy",  "co
                                                      "lifecycle", "tagging", "versioning",
                                                      "website",   "logging", "encryption"};
 
-std::unexpected<S3Error> Fail(std::string code, std::string message) {
-  return std::unexpected(MakeS3Error(std::move(code), std::move(message)));
-}
-
 bool ValidBucketName(std::string_view b) {
   if (b.size() < 3 || b.size() > 63) return false;
   for (char c : b) {
@@ -34,10 +30,6 @@ bool ValidBucketName(std::string_view b) {
   }
   auto alnum = [](char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'); };
   return alnum(b.front()) && alnum(b.back()) && b.find("..") == std::string_view::npos;
-}
-
-std::string ObjectKey(const std::string& bucket, std::string_view key) {
-  return bucket + "/" + std::string(key);
 }
 
 std::string EncodeKey(std::string_view key, bool url) {
@@ -255,19 +247,14 @@ asio::awaitable<S3Result<void>> S3Handler::ListBuckets(Ctx& c) {
   c.op = S3Op::kListBuckets;
   auto buckets = co_await Blocking([&]() -> Result<std::vector<std::pair<std::string, int64_t>>> {
     std::vector<std::pair<std::string, int64_t>> out;
-    ListOptions o{.prefix = std::string(kBucketPrefix), .start_after = "", .max_keys = 1000};
-    for (;;) {
-      OC_ASSIGN_OR_RETURN(ListPage page, store_->List(o));
-      for (const ObjectInfo& info : page.objects) {
-        Result<std::string> meta = ReadWholeObject(*store_, info.key);
-        if (!meta) continue;  // deleted meanwhile
-        nlohmann::json j = nlohmann::json::parse(*meta, nullptr, false);
-        out.emplace_back(info.key.substr(kBucketPrefix.size()),
-                         j.is_object() ? j.value("created", int64_t{0}) : 0);
-      }
-      if (!page.truncated) break;
-      o.start_after = page.objects.back().key;
-    }
+    OC_RETURN_IF_ERROR(
+        ForEachObject(*store_, std::string(kBucketPrefix), [&](const ObjectInfo& info) {
+          Result<std::string> meta = ReadWholeObject(*store_, info.key);
+          if (!meta) return;  // deleted meanwhile
+          nlohmann::json j = nlohmann::json::parse(*meta, nullptr, false);
+          out.emplace_back(info.key.substr(kBucketPrefix.size()),
+                           j.is_object() ? j.value("created", int64_t{0}) : 0);
+        }));
     return out;
   });
   if (!buckets) co_return std::unexpected(FromStatus(buckets.error()));

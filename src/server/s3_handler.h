@@ -46,6 +46,16 @@ struct S3Options {
   size_t max_lookup_keys = 8192;
 };
 
+// `return Fail("NoSuchKey", "...")` from a function returning S3Result<T>.
+inline std::unexpected<S3Error> Fail(std::string code, std::string message) {
+  return std::unexpected(MakeS3Error(std::move(code), std::move(message)));
+}
+
+// The store object holding object `key` of `bucket`.
+inline std::string ObjectKey(const std::string& bucket, std::string_view key) {
+  return bucket + "/" + std::string(key);
+}
+
 class S3Handler final : public RequestHandler {
  public:
   S3Handler(Store* store, ServerMetrics* metrics, S3Options options);

@@ -15,14 +15,6 @@ constexpr std::string_view kUploadPrefix = ".mpu/";
 constexpr uint64_t kMinPartBytes = 5 << 20;
 constexpr int kMaxParts = 10000;
 
-std::unexpected<S3Error> Fail(std::string code, std::string message) {
-  return std::unexpected(MakeS3Error(std::move(code), std::move(message)));
-}
-
-std::string ObjectKey(const std::string& bucket, std::string_view key) {
-  return bucket + "/" + std::string(key);
-}
-
 std::string UploadKey(const std::string& id) { return std::string(kUploadPrefix) + id; }
 
 std::string PartKey(const std::string& id, int part) {
@@ -364,13 +356,8 @@ Result<UploadInfo> LoadUpload(Store& store, const std::string& id) {
 }
 
 Status DeleteUpload(Store& store, const std::string& id) {
-  ListOptions o{.prefix = UploadKey(id) + "/", .start_after = "", .max_keys = 1000};
-  for (;;) {
-    OC_ASSIGN_OR_RETURN(ListPage page, store.List(o));
-    for (const ObjectInfo& p : page.objects) (void)store.Delete(p.key);
-    if (!page.truncated) break;
-    o.start_after = page.objects.back().key;
-  }
+  OC_RETURN_IF_ERROR(ForEachObject(store, UploadKey(id) + "/",
+                                   [&](const ObjectInfo& p) { (void)store.Delete(p.key); }));
   Status s = store.Delete(UploadKey(id));
   return s.code() == StatusCode::kNotFound ? Status() : s;
 }
@@ -438,19 +425,13 @@ asio::awaitable<S3Result<void>> S3Handler::ListParts(Ctx& c) {
     OC_ASSIGN_OR_RETURN(UploadInfo u, LoadUpload(*store_, id));
     if (u.bucket != c.req.bucket || u.key != c.req.key) return NotFoundError("no such upload");
     std::vector<Part> out;
-    ListOptions o{.prefix = UploadKey(id) + "/", .start_after = "", .max_keys = 1000};
-    for (;;) {
-      OC_ASSIGN_OR_RETURN(ListPage page, store_->List(o));
-      for (const ObjectInfo& p : page.objects) {
-        auto rd = store_->OpenReader(p.key);
-        if (!rd) continue;
-        auto a = ObjectAttributes::Decode((*rd)->attributes());
-        out.push_back({std::atoi(p.key.substr(p.key.size() - 5).c_str()), (*rd)->size(),
-                       a ? a->etag : "", (*rd)->mtime()});
-      }
-      if (!page.truncated) break;
-      o.start_after = page.objects.back().key;
-    }
+    OC_RETURN_IF_ERROR(ForEachObject(*store_, UploadKey(id) + "/", [&](const ObjectInfo& p) {
+      auto rd = store_->OpenReader(p.key);
+      if (!rd) return;
+      auto a = ObjectAttributes::Decode((*rd)->attributes());
+      out.push_back({std::atoi(p.key.substr(p.key.size() - 5).c_str()), (*rd)->size(),
+                     a ? a->etag : "", (*rd)->mtime()});
+    }));
     return out;
   });
   if (!parts) {
@@ -616,18 +597,13 @@ asio::awaitable<S3Result<void>> S3Handler::ListUploads(Ctx& c) {
   auto uploads =
       co_await Blocking([&]() -> Result<std::vector<std::pair<std::string, UploadInfo>>> {
         std::vector<std::pair<std::string, UploadInfo>> out;
-        ListOptions o{.prefix = std::string(kUploadPrefix), .start_after = "", .max_keys = 1000};
-        for (;;) {
-          OC_ASSIGN_OR_RETURN(ListPage page, store_->List(o));
-          for (const ObjectInfo& info : page.objects) {
-            std::string id = info.key.substr(kUploadPrefix.size());
-            if (id.find('/') != std::string::npos) continue;  // a part
-            Result<UploadInfo> u = LoadUpload(*store_, id);
-            if (u && u->bucket == c.req.bucket) out.emplace_back(id, std::move(*u));
-          }
-          if (!page.truncated) break;
-          o.start_after = page.objects.back().key;
-        }
+        OC_RETURN_IF_ERROR(
+            ForEachObject(*store_, std::string(kUploadPrefix), [&](const ObjectInfo& info) {
+              std::string id = info.key.substr(kUploadPrefix.size());
+              if (id.find('/') != std::string::npos) return;  // a part
+              Result<UploadInfo> u = LoadUpload(*store_, id);
+              if (u && u->bucket == c.req.bucket) out.emplace_back(id, std::move(*u));
+            }));
         return out;
       });
   if (!uploads) co_return std::unexpected(FromStatus(uploads.error()));

@@ -1,5 +1,7 @@
 #include "server/s3_request.h"
 
+#include "core/query_string.h"
+
 namespace objectcache::server {
 namespace {
 
@@ -73,20 +75,16 @@ S3Result<S3Request> ParseS3Request(std::string_view method, std::string_view tar
   size_t q = target.find('?');
   r.raw_path = std::string(target.substr(0, q));
   if (q != std::string_view::npos) {
-    std::string_view query = target.substr(q + 1);
-    while (!query.empty()) {
-      size_t amp = query.find('&');
-      std::string_view pair = query.substr(0, amp);
-      query = amp == std::string_view::npos ? std::string_view() : query.substr(amp + 1);
-      if (pair.empty()) continue;
-      size_t eq = pair.find('=');
-      std::string name, value;
-      if (!PercentDecode(pair.substr(0, eq), &name) ||
-          (eq != std::string_view::npos && !PercentDecode(pair.substr(eq + 1), &value))) {
-        return std::unexpected(MakeS3Error("InvalidArgument", "malformed query string"));
-      }
-      r.query.emplace_back(std::move(name), std::move(value));
-    }
+    Status parsed = ForEachQueryPair(
+        target.substr(q + 1), [&](std::string_view name, std::optional<std::string_view> value) {
+          std::string n, v;
+          if (!PercentDecode(name, &n) || (value && !PercentDecode(*value, &v))) {
+            return InvalidArgumentError("malformed query string");
+          }
+          r.query.emplace_back(std::move(n), std::move(v));
+          return Status();
+        });
+    if (!parsed.ok()) return std::unexpected(MakeS3Error("InvalidArgument", parsed.message()));
   }
   std::string path;
   if (!PercentDecode(r.raw_path, &path)) {

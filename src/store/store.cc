@@ -31,6 +31,17 @@ Result<size_t> Store::CountPresentPrefix(std::span<const std::string> keys) {
   return n;
 }
 
+Status ForEachObject(Store& store, const std::string& prefix,
+                     const std::function<void(const ObjectInfo&)>& fn) {
+  ListOptions o{.prefix = prefix, .start_after = "", .max_keys = 1000};
+  for (;;) {
+    OC_ASSIGN_OR_RETURN(ListPage page, store.List(o));
+    for (const ObjectInfo& info : page.objects) fn(info);
+    if (!page.truncated || page.objects.empty()) return Status();
+    o.start_after = page.objects.back().key;
+  }
+}
+
 Result<std::string> ReadWholeObject(Store& store, std::string_view key) {
   for (int attempt = 0; attempt < 8; ++attempt) {
     OC_ASSIGN_OR_RETURN(ObjectInfo info, store.Stat(key));

@@ -3,28 +3,12 @@
 #include <cctype>
 #include <charconv>
 
+#include "core/query_string.h"
 #include "store/local/local_store.h"
 #include "store/memory/memory_store.h"
 
 namespace objectcache {
 namespace {
-
-// "a=1&b=2" -> calls `on(key, value)` for each pair.
-template <typename F>
-Status ForEachQueryParam(std::string_view query, F on) {
-  while (!query.empty()) {
-    size_t amp = query.find('&');
-    std::string_view pair = query.substr(0, amp);
-    query = amp == std::string_view::npos ? std::string_view() : query.substr(amp + 1);
-    if (pair.empty()) continue;
-    size_t eq = pair.find('=');
-    if (eq == std::string_view::npos) {
-      return InvalidArgumentError("store URI option '" + std::string(pair) + "' lacks a value");
-    }
-    OC_RETURN_IF_ERROR(on(pair.substr(0, eq), pair.substr(eq + 1)));
-  }
-  return Status();
-}
 
 Result<bool> ParseBool(std::string_view name, std::string_view v) {
   if (v == "true" || v == "1" || v == "yes") return true;
@@ -39,8 +23,13 @@ Result<std::unique_ptr<Store>> OpenFileUri(std::string_view rest) {
   options.root = std::string(rest.substr(0, q));
   if (options.root.empty()) return InvalidArgumentError("file:// store URI lacks a path");
   if (q != std::string_view::npos) {
-    OC_RETURN_IF_ERROR(ForEachQueryParam(
-        rest.substr(q + 1), [&](std::string_view k, std::string_view v) -> Status {
+    OC_RETURN_IF_ERROR(ForEachQueryPair(
+        rest.substr(q + 1),
+        [&](std::string_view k, std::optional<std::string_view> value) -> Status {
+          if (!value) {
+            return InvalidArgumentError("store URI option '" + std::string(k) + "' lacks a value");
+          }
+          const std::string_view v = *value;
           if (k == "capacity") {
             OC_ASSIGN_OR_RETURN(options.capacity_bytes, ParseByteSize(v));
           } else if (k == "open_files") {
