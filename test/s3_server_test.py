@@ -536,7 +536,11 @@ class S3ServerTest(unittest.TestCase):
 
     def test_graceful_stop_finishes_in_flight_requests(self):
         root = tempfile.mkdtemp(dir=self.tmp)
-        srv = Server(root, "--anonymous")
+        # Options from a config file too: anonymous mode and the grace period.
+        conf = os.path.join(root, "serve.toml")
+        with open(conf, "w") as f:
+            f.write("[serve]\nanonymous = true\nshutdown-grace = 20\n")
+        srv = Server(root, "--config", conf)
         try:
             self.assertIn("ANONYMOUS", srv.log_text())
             anon = boto3.client("s3", endpoint_url=srv.endpoint, region_name="us-east-1",

@@ -132,9 +132,8 @@ void AddServeCommand(CLI::App* app) {
   auto f = std::make_shared<ServeFlags>();
   CLI::App* cmd = app->add_subcommand(
       "serve",
-      "Run the S3-compatible server (with no arguments: ./objectcache-data on 127.0.0.1:9000)");
-  cmd->set_config("--config", "",
-                  "Read options from this TOML/INI file (keys are the long flag names)");
+      "Run the S3-compatible server (with no arguments: ./objectcache-data on 127.0.0.1:9000). "
+      "--config FILE reads these options from the [serve] section of a TOML/INI file.");
   cmd->add_option("--listen", f->listen, "Address to listen on, HOST:PORT (port 0: any free port)")
       ->capture_default_str();
   cmd->add_option("--store", f->store, "Store URI (file:///path, a plain path, mem://)")

@@ -1,20 +1,49 @@
 // The `objectcache` command: serve, kv, bench.
 #include <CLI/CLI.hpp>
+#include <string>
+#include <vector>
 
 #include "bench/bench_command.h"
 #include "cli/cli_support.h"
 #include "cli/kv_command.h"
 #include "cli/serve_command.h"
 
+// CLI11 2.1 (Debian 12) reads a config file only for the top-level app, with one [section] per
+// subcommand; `objectcache serve --config FILE` is the natural spelling, so move the flag there.
+std::vector<std::string> HoistConfigFlag(int argc, char** argv) {
+  std::vector<std::string> args(argv, argv + argc);
+  for (size_t i = 2; i + 1 < args.size(); ++i) {
+    if (args[i] == "--config") {
+      std::string file = args[i + 1];
+      args.erase(args.begin() + static_cast<long>(i), args.begin() + static_cast<long>(i) + 2);
+      args.insert(args.begin() + 1, {"--config", file});
+      break;
+    }
+    if (args[i].starts_with("--config=")) {
+      std::string flag = args[i];
+      args.erase(args.begin() + static_cast<long>(i));
+      args.insert(args.begin() + 1, flag);
+      break;
+    }
+  }
+  return args;
+}
+
 int main(int argc, char** argv) {
   CLI::App app{"ObjectCache: a KV-cache capacity tier for LLM serving"};
   app.require_subcommand(1);
+  app.set_config("--config", "",
+                 "Read options from a TOML/INI file: one [section] per command ([serve]), keys "
+                 "are the long flag names");
   app.set_version_flag("--version", "objectcache 0.1.0");
   objectcache::cli::AddKvCommands(&app);
   objectcache::cli::AddServeCommand(&app);
   objectcache::bench::AddBenchCommands(&app);
+  std::vector<std::string> args = HoistConfigFlag(argc, argv);
+  std::vector<char*> args_c;
+  for (std::string& a : args) args_c.push_back(a.data());
   try {
-    app.parse(argc, argv);
+    app.parse(static_cast<int>(args_c.size()), args_c.data());
   } catch (const CLI::ParseError& e) {
     int code = app.exit(e);
     return code == 0 ? 0 : objectcache::cli::kExitUsage;
