@@ -534,6 +534,49 @@ class S3ServerTest(unittest.TestCase):
             self.assertTrue(reply.startswith(b"HTTP/1.1 4"), (garbage[:40], reply[:120]))
         self.assertEqual(self.s3.list_buckets()["ResponseMetadata"]["HTTPStatusCode"], 200)
 
+    def test_limits_answer_and_the_server_keeps_serving(self):
+        root = tempfile.mkdtemp(dir=self.tmp)
+        srv = Server(root, "--max-body", "1MiB", "--header-timeout", "1", "--max-header-bytes",
+                     "4096", "--max-connections", "8")
+        try:
+            s3 = client(srv.endpoint)
+            s3.create_bucket(Bucket="limits")
+            with self.assertRaises(botocore.exceptions.ClientError) as e:
+                s3.put_object(Bucket="limits", Key="big", Body=b"x" * (1024 * 1024 + 1))
+            self.assertEqual(e.exception.response["Error"]["Code"], "EntityTooLarge")
+            reply = raw_http(srv.port, b"GET /limits HTTP/1.1\r\nHost: x\r\nX-Big: " +
+                             b"a" * 5000 + b"\r\n\r\n")
+            self.assertTrue(reply.startswith(b"HTTP/1.1 400"), reply[:100])
+            self.assertIn(b"RequestHeaderSectionTooLarge", reply)
+            # A client that stops half-way through its header is cut off after the timeout.
+            slow = socket.create_connection(("127.0.0.1", srv.port))
+            slow.sendall(b"GET /limits HTTP/1.1\r\nHost: x\r\n")
+            slow.settimeout(10)
+            t0 = time.time()
+            self.assertEqual(slow.recv(100), b"")
+            self.assertLess(time.time() - t0, 9)
+            slow.close()
+            # More connections than allowed: the extra ones are closed, the rest keep working.
+            extra = [socket.create_connection(("127.0.0.1", srv.port)) for _ in range(12)]
+            time.sleep(0.3)
+            refused = 0
+            for c in extra:
+                c.settimeout(0.2)
+                try:
+                    refused += c.recv(1) == b""
+                except (socket.timeout, ConnectionResetError):
+                    pass
+            self.assertGreaterEqual(refused, 4)
+            for c in extra:
+                c.close()
+            time.sleep(0.3)
+            s3.put_object(Bucket="limits", Key="small", Body=b"fine")
+            self.assertEqual(s3.get_object(Bucket="limits", Key="small")["Body"].read(), b"fine")
+            with self.assertRaises(botocore.exceptions.ClientError):
+                s3.head_object(Bucket="limits", Key="big")  # nothing half-stored
+        finally:
+            srv.stop()
+
     def test_graceful_stop_finishes_in_flight_requests(self):
         root = tempfile.mkdtemp(dir=self.tmp)
         # Options from a config file too: anonymous mode and the grace period.

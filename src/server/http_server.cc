@@ -305,12 +305,15 @@ asio::awaitable<void> HttpServer::Serve(Worker* w, tcp::socket socket) {
       metrics_->rejected_requests++;
       if (ec != beast::error::timeout) {
         // Malformed or oversized header: answer once, then close.
-        S3Error err =
-            ec == http::error::header_limit
-                ? MakeS3Error(
-                      "RequestHeaderSectionTooLarge",
-                      "request header exceeds " + std::to_string(limits.header_bytes) + " bytes")
-                : MakeS3Error("InvalidRequest", "malformed HTTP request: " + ec.message());
+        S3Error err = MakeS3Error("InvalidRequest", "malformed HTTP request: " + ec.message());
+        if (ec == http::error::header_limit) {
+          err = MakeS3Error(
+              "RequestHeaderSectionTooLarge",
+              "request header exceeds " + std::to_string(limits.header_bytes) + " bytes");
+        } else if (ec == http::error::body_limit) {
+          err = MakeS3Error("EntityTooLarge",
+                            "request body exceeds " + std::to_string(limits.body_bytes) + " bytes");
+        }
         http::response<http::string_body> res{
             static_cast<http::status>(err.HttpStatus() == 403 ? 400 : err.HttpStatus()), 11};
         res.set(http::field::server, "ObjectCache");
