@@ -519,6 +519,84 @@ class S3ServerTest(unittest.TestCase):
         status, _, reply = send(signed_request(self.server.endpoint, "POST", "/kv-llama?lookup", too_many))
         self.assertEqual(status, 400, reply)
 
+    def test_layerwise_retrieval_streams_layers_and_stops_at_damage(self):
+        import struct
+        import xxhash
+        status, _, body = send(signed_request(self.server.endpoint, "PUT", "/kv-lw", b"",
+                                              headers={"x-objectcache-kv-layout": "llama-3.1-8b"}))
+        self.assertEqual(status, 200, body)
+        keys = subprocess.run([OC, "kv", "keys", "--layout", "llama-3.1-8b"] +
+                              [str(7 * i) for i in range(16 * 6)], check=True,
+                              capture_output=True).stdout.decode().split()
+        raws = {}
+        for i, k in enumerate(keys):
+            if i == 4:
+                continue  # a gap: the prefix stops here
+            obj = self.chunk_object("llama-3.1-8b", k, 100 + i)
+            raws[k] = obj
+            self.s3.put_object(Bucket="kv-lw", Key=k, Body=obj)
+
+        def fetch(first, last, layout="llama-3.1-8b"):
+            req = json.dumps({"version": 1, "keys": keys, "layers": [first, last],
+                              "layout": layout}).encode()
+            return send(signed_request(self.server.endpoint, "POST", "/kv-lw?layerwise", req))
+
+        def decode(data):
+            magic, version, _, hits, first, count, slice_bytes, nkeys, _ = struct.unpack_from(
+                "<8sHHIIIQII", data, 0)
+            self.assertEqual((magic, version, nkeys), (b"OCLWRSP1", 1, len(keys)))
+            pos, frames, error = 40, [], None
+            while pos < len(data):
+                tag = struct.unpack_from("<I", data, pos)[0]
+                if tag == 0x454C434F:  # OCLE
+                    _, code, n, _ = struct.unpack_from("<IIII", data, pos)
+                    error = (code, data[pos + 16:pos + 16 + n].decode())
+                    pos += 16 + n
+                    continue
+                _, layer, chunks, _, payload = struct.unpack_from("<IIIIQ", data, pos)
+                pos += 24
+                body = data[pos:pos + payload]
+                pos += payload
+                st, _, checksum = struct.unpack_from("<IIQ", data, pos)
+                pos += 16
+                frames.append((layer, chunks, body, st, checksum))
+            return hits, first, count, slice_bytes, frames, error
+
+        status, headers, data = fetch(3, 7)
+        self.assertEqual(status, 200, data[:300])
+        hits, first, count, slice_bytes, frames, error = decode(data)
+        self.assertEqual((hits, first, count, slice_bytes, error), (4, 3, 4, 65536, None))
+        self.assertEqual([f[0] for f in frames], [3, 4, 5, 6])  # layer-major, in order
+        for layer, chunks, body, st, checksum in frames:
+            self.assertEqual((chunks, st), (4, 0))
+            self.assertEqual(checksum, xxhash.xxh3_64_intdigest(body))
+            want = b"".join(raws[k][4096 + layer * 65536:4096 + (layer + 1) * 65536] for k in keys[:4])
+            self.assertEqual(body, want, f"layer {layer}")
+
+        status, _, data = fetch(0, 2, layout="granite-3.3-8b")
+        self.assertEqual(status, 400, data)
+        self.assertIn(b"layout", data)
+
+        # A byte flipped on disk in layer 5 of chunk 1: layer 4 arrives, layer 5 is marked
+        # failed (its bytes are not to be used), an error record names the chunk, nothing follows.
+        path = None
+        for root, _, files in os.walk(os.path.join(self.server.store, "objects")):
+            for f in files:
+                if f == "kv-lw%2F" + keys[1]:
+                    path = os.path.join(root, f)
+        with open(path, "r+b") as f:
+            f.seek(4096 + 5 * 65536 + 10)
+            b = f.read(1)
+            f.seek(4096 + 5 * 65536 + 10)
+            f.write(bytes([b[0] ^ 0xFF]))
+        status, _, data = fetch(4, 8)
+        self.assertEqual(status, 200)
+        hits, _, _, _, frames, error = decode(data)
+        self.assertEqual([(f[0], f[3]) for f in frames], [(4, 0), (5, 15)])
+        self.assertEqual(error[0], 15)
+        self.assertIn(keys[1], error[1])
+        self.assertIn("layer 5", error[1])
+
     # ---- operations ------------------------------------------------------------------------
 
     def test_metrics_and_malformed_requests(self):

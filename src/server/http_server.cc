@@ -147,10 +147,14 @@ asio::awaitable<Status> HttpExchange::RespondHeaderOnly(unsigned status, Headers
 }
 
 asio::awaitable<Status> HttpExchange::BeginResponse(unsigned status, Headers headers,
-                                                    uint64_t content_length) {
+                                                    std::optional<uint64_t> content_length) {
   streamed_ = std::make_unique<http::response<http::buffer_body>>();
   PrepareHeader(streamed_->base(), status, headers);
-  streamed_->content_length(content_length);
+  if (content_length) {
+    streamed_->content_length(*content_length);
+  } else {
+    streamed_->chunked(true);
+  }
   streamed_->body().data = nullptr;
   streamed_->body().more = true;
   serializer_ = std::make_unique<http::response_serializer<http::buffer_body>>(*streamed_);

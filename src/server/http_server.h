@@ -86,8 +86,10 @@ class HttpExchange {
   // A header-only response announcing `content_length` (HEAD).
   asio::awaitable<Status> RespondHeaderOnly(unsigned status, Headers headers,
                                             uint64_t content_length);
-  // A streamed response: the header, then body pieces, then the end.
-  asio::awaitable<Status> BeginResponse(unsigned status, Headers headers, uint64_t content_length);
+  // A streamed response: the header, then body pieces, then the end. Without a content length
+  // the body goes out with chunked transfer encoding.
+  asio::awaitable<Status> BeginResponse(unsigned status, Headers headers,
+                                        std::optional<uint64_t> content_length);
   asio::awaitable<Status> WriteBody(std::span<const std::byte> bytes);
   asio::awaitable<Status> EndResponse();
 

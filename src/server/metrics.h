@@ -31,6 +31,7 @@ enum class S3Op : int {
   kAbortMultipart,
   kListParts,
   kBatchLookup,
+  kLayerwise,
   kOther,
   kCount
 };

@@ -44,6 +44,7 @@ struct S3Options {
   unsigned blocking_threads = 8;
   size_t io_buffer_bytes = 1 << 20;  // per request, for streaming bodies
   size_t max_lookup_keys = 8192;
+  size_t layerwise_window_bytes = 4 << 20;  // read-ahead per layerwise response
 };
 
 // `return Fail("NoSuchKey", "...")` from a function returning S3Result<T>.
@@ -85,6 +86,8 @@ class S3Handler final : public RequestHandler {
   asio::awaitable<S3Result<void>> ListObjects(Ctx& c, bool v2);
   asio::awaitable<S3Result<void>> DeleteObjects(Ctx& c);
   asio::awaitable<S3Result<void>> BatchLookup(Ctx& c);
+  // The layerwise aggregated retrieval of docs/wire-format.md (layerwise.cc).
+  asio::awaitable<S3Result<void>> LayerwiseRetrieve(Ctx& c);
   asio::awaitable<S3Result<void>> ListUploads(Ctx& c);
   // Objects.
   asio::awaitable<S3Result<void>> PutObject(Ctx& c);

@@ -1,0 +1,206 @@
+// Layerwise aggregated retrieval (docs/wire-format.md): one request names the ordered chunk
+// keys, the layer range and the layout; the response streams the hit count and then one frame
+// per layer, every hit chunk's slice of that layer in request order, with a checksum per frame.
+#define XXH_STATIC_LINKING_ONLY  // XXH3_state_t: the running frame checksum
+#include <xxhash.h>
+
+#include <nlohmann/json.hpp>
+
+#include "core/byte_order.h"
+#include "objectcache/chunk_object.h"
+#include "server/log.h"
+#include "server/s3_handler.h"
+
+namespace objectcache::server {
+namespace {
+
+constexpr char kResponseMagic[8] = {'O', 'C', 'L', 'W', 'R', 'S', 'P', '1'};
+constexpr uint32_t kFrameMagic = 0x464c434f;  // "OCLF" little-endian
+constexpr uint32_t kErrorMagic = 0x454c434f;  // "OCLE"
+constexpr uint16_t kWireVersion = 1;
+constexpr size_t kHeaderGroup = 256;  // chunk headers read per trip to the store
+
+struct LayerwiseRequest {
+  std::vector<ChunkKey> keys;
+  uint32_t first = 0, last = 0;
+  std::optional<ModelPreset> model;
+};
+
+S3Result<LayerwiseRequest> ParseRequest(std::string_view body, size_t max_keys) {
+  nlohmann::json j = nlohmann::json::parse(body, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) return Fail("InvalidArgument", "layerwise body is not a JSON object");
+  if (j.value("version", 0) != kWireVersion) {
+    return Fail("InvalidArgument", "layerwise request version must be 1");
+  }
+  LayerwiseRequest r;
+  auto keys = j.find("keys");
+  if (keys == j.end() || !keys->is_array() || keys->empty() || keys->size() > max_keys) {
+    return Fail("InvalidArgument", "\"keys\" must list 1 to " + std::to_string(max_keys) + " chunk keys");
+  }
+  for (const auto& k : *keys) {
+    Result<ChunkKey> key = k.is_string() ? ChunkKey::FromHex(k.get<std::string>())
+                                         : Result<ChunkKey>(InvalidArgumentError("not text"));
+    if (!key) return Fail("InvalidArgument", "\"keys\" holds something that is not a chunk key");
+    r.keys.push_back(*key);
+  }
+  auto layers = j.find("layers");
+  if (layers == j.end() || !layers->is_array() || layers->size() != 2 || !(*layers)[0].is_number_unsigned() ||
+      !(*layers)[1].is_number_unsigned()) {
+    return Fail("InvalidArgument", "\"layers\" must be [first, last)");
+  }
+  r.first = (*layers)[0].get<uint32_t>();
+  r.last = (*layers)[1].get<uint32_t>();
+  if (auto layout = j.find("layout"); layout != j.end()) {
+    Result<ModelPreset> m = layout->is_string() ? FindModelPreset(layout->get<std::string>())
+                                                : ParseModelJson(layout->dump());
+    if (!m) return Fail("InvalidArgument", "\"layout\": " + m.error().message());
+    r.model = *m;
+  }
+  return r;
+}
+
+void PutFrameHeader(ByteWriter* w, uint32_t layer, uint32_t chunks, uint64_t payload) {
+  w->U32(kFrameMagic);
+  w->U32(layer);
+  w->U32(chunks);
+  w->U32(0);
+  w->U64(payload);
+}
+
+void PutFrameTrailer(ByteWriter* w, uint32_t status, uint64_t checksum) {
+  w->U32(status);
+  w->U32(0);
+  w->U64(checksum);
+}
+
+}  // namespace
+
+asio::awaitable<S3Result<void>> S3Handler::LayerwiseRetrieve(Ctx& c) {
+  c.op = S3Op::kLayerwise;
+  auto b = co_await FindBucket(c.req.bucket);
+  if (!b) co_return std::unexpected(b.error());
+  auto body = co_await ReadSmallBody(c, 4096 + options_.max_lookup_keys * 40);
+  if (!body) co_return std::unexpected(body.error());
+  auto req = ParseRequest(*body, options_.max_lookup_keys);
+  if (!req) co_return std::unexpected(req.error());
+  if (!req->model && !b->layout) {
+    co_return Fail("InvalidArgument", "name a \"layout\" (the bucket is not bound to one)");
+  }
+  if (req->model && b->layout && req->model->layout != b->layout->layout) {
+    co_return Fail("InvalidArgument", "the request's layout differs from the bucket's");
+  }
+  const KvLayout layout = req->model ? req->model->layout : b->layout->layout;
+  if (req->first >= req->last || req->last > layout.num_layers) {
+    co_return Fail("InvalidArgument", "\"layers\" [" + std::to_string(req->first) + ", " +
+                                          std::to_string(req->last) + ") is empty or outside the layout");
+  }
+  std::vector<std::string> names;
+  names.reserve(req->keys.size());
+  for (const ChunkKey& k : req->keys) names.push_back(ObjectKey(c.req.bucket, k.ToHex()));
+
+  // The hit prefix: leading keys that exist and whose headers check out. A damaged or foreign
+  // header ends the prefix like a miss (the engine recomputes from there); it is logged.
+  auto headers = co_await Blocking([&]() -> Result<std::vector<ChunkHeader>> {
+    OC_ASSIGN_OR_RETURN(size_t present, store_->CountPresentPrefix(names));
+    std::vector<ChunkHeader> out;
+    std::string buf(kHeaderGroup * kChunkHeaderRegion, '\0');
+    for (size_t start = 0; start < present; start += kHeaderGroup) {
+      const size_t n = std::min(kHeaderGroup, present - start);
+      std::vector<RangeRead> reads(n);
+      for (size_t i = 0; i < n; ++i) {
+        reads[i] = {.key = names[start + i], .offset = 0,
+                    .dest = AsWritableBytes(buf).subspan(i * kChunkHeaderRegion, kChunkHeaderRegion)};
+      }
+      OC_RETURN_IF_ERROR(store_->RetrieveRanges(reads));
+      for (size_t i = 0; i < n; ++i) {
+        ChunkExpectation expect{.layout = &layout, .key = &req->keys[start + i]};
+        Result<ChunkHeader> h = reads[i].status.ok()
+                                    ? DecodeChunkHeader(reads[i].dest, expect)
+                                    : Result<ChunkHeader>(reads[i].status);
+        if (!h) {
+          LogWarn("layerwise: chunk " + req->keys[start + i].ToHex() + " ends the prefix: " +
+                  h.error().ToString());
+          return out;
+        }
+        out.push_back(std::move(*h));
+      }
+    }
+    return out;
+  });
+  if (!headers) co_return std::unexpected(FromStatus(headers.error()));
+  const uint32_t hits = static_cast<uint32_t>(headers->size());
+  const uint64_t slice = layout.LayerSliceBytes();
+  metrics_->store_hits += hits;
+  metrics_->store_misses += req->keys.size() - hits;
+
+  ByteWriter head;
+  head.Bytes(kResponseMagic, sizeof(kResponseMagic));
+  head.U16(kWireVersion);
+  head.U16(0);
+  head.U32(hits);
+  head.U32(req->first);
+  head.U32(req->last - req->first);
+  head.U64(slice);
+  head.U32(static_cast<uint32_t>(req->keys.size()));
+  head.U32(0);
+  Headers h{{"Content-Type", "application/x-objectcache-layers"},
+            {"x-amz-request-id", c.request_id},
+            {"x-objectcache-hits", std::to_string(hits)}};
+  if (!(co_await c.ex.BeginResponse(200, std::move(h), std::nullopt)).ok()) co_return S3Result<void>();
+  if (!(co_await c.ex.WriteBody(AsBytes(head.str()))).ok()) co_return S3Result<void>();
+
+  // Per layer: the frame header, the payload a window of chunks at a time, the trailer.
+  const size_t group = static_cast<size_t>(
+      std::max<uint64_t>(1, std::min<uint64_t>(hits, options_.layerwise_window_bytes / slice)));
+  std::string buf(group * slice, '\0');
+  XXH3_state_t checksum;
+  Status failure;
+  for (uint32_t layer = req->first; layer < req->last && failure.ok(); ++layer) {
+    ByteWriter fh;
+    PutFrameHeader(&fh, layer, hits, hits * slice);
+    if (!(co_await c.ex.WriteBody(AsBytes(fh.str()))).ok()) co_return S3Result<void>();
+    XXH3_64bits_reset(&checksum);
+    for (size_t start = 0; start < hits; start += group) {
+      const size_t n = std::min<size_t>(group, hits - start);
+      std::span<std::byte> dest = AsWritableBytes(buf).first(n * slice);
+      if (failure.ok()) {
+        failure = co_await Blocking([&]() -> Status {
+          std::vector<RangeRead> reads(n);
+          for (size_t i = 0; i < n; ++i) {
+            reads[i] = {.key = names[start + i], .offset = (*headers)[start + i].LayerOffset(layer),
+                        .dest = dest.subspan(i * slice, slice)};
+          }
+          OC_RETURN_IF_ERROR(store_->RetrieveRanges(reads));
+          for (size_t i = 0; i < n; ++i) {
+            OC_RETURN_IF_ERROR(reads[i].status.Annotate("chunk " + req->keys[start + i].ToHex()));
+            OC_RETURN_IF_ERROR(VerifyLayerSlice((*headers)[start + i], layer, reads[i].dest));
+          }
+          return Status();
+        });
+        if (!failure.ok()) LogWarn("layerwise: " + failure.ToString());
+      }
+      // After a failure the rest of the frame is zeros, so the stream stays parseable; the
+      // trailer marks the frame failed and an error record follows.
+      if (!failure.ok()) std::fill(dest.begin(), dest.end(), std::byte{0});
+      XXH3_64bits_update(&checksum, dest.data(), dest.size());
+      if (!(co_await c.ex.WriteBody(dest)).ok()) co_return S3Result<void>();
+    }
+    ByteWriter ft;
+    PutFrameTrailer(&ft, static_cast<uint32_t>(failure.code()), XXH3_64bits_digest(&checksum));
+    if (!(co_await c.ex.WriteBody(AsBytes(ft.str()))).ok()) co_return S3Result<void>();
+  }
+  if (!failure.ok()) {
+    ByteWriter err;
+    const std::string message = failure.ToString();
+    err.U32(kErrorMagic);
+    err.U32(static_cast<uint32_t>(failure.code()));
+    err.U32(static_cast<uint32_t>(message.size()));
+    err.U32(0);
+    err.Bytes(message.data(), message.size());
+    (void)co_await c.ex.WriteBody(AsBytes(err.str()));
+  }
+  (void)co_await c.ex.EndResponse();
+  co_return S3Result<void>();
+}
+
+}  // namespace objectcache::server
