@@ -8,8 +8,8 @@
 #include <ctime>
 #include <list>
 
+#include "s3/s3_error.h"
 #include "server/log.h"
-#include "server/s3_error.h"
 
 namespace objectcache::server {
 

@@ -39,7 +39,13 @@
 #include "objectcache/status.h"
 #include "server/metrics.h"
 
+namespace objectcache::s3 {}
+
 namespace objectcache::server {
+
+// The S3 protocol pieces (SigV4, errors, XML, request parsing) live in src/s3, shared with the
+// client; the server uses them unqualified.
+using namespace ::objectcache::s3;
 
 namespace asio = boost::asio;
 namespace beast = boost::beast;

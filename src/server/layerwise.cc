@@ -28,14 +28,16 @@ struct LayerwiseRequest {
 
 S3Result<LayerwiseRequest> ParseRequest(std::string_view body, size_t max_keys) {
   nlohmann::json j = nlohmann::json::parse(body, nullptr, false);
-  if (j.is_discarded() || !j.is_object()) return Fail("InvalidArgument", "layerwise body is not a JSON object");
+  if (j.is_discarded() || !j.is_object())
+    return Fail("InvalidArgument", "layerwise body is not a JSON object");
   if (j.value("version", 0) != kWireVersion) {
     return Fail("InvalidArgument", "layerwise request version must be 1");
   }
   LayerwiseRequest r;
   auto keys = j.find("keys");
   if (keys == j.end() || !keys->is_array() || keys->empty() || keys->size() > max_keys) {
-    return Fail("InvalidArgument", "\"keys\" must list 1 to " + std::to_string(max_keys) + " chunk keys");
+    return Fail("InvalidArgument",
+                "\"keys\" must list 1 to " + std::to_string(max_keys) + " chunk keys");
   }
   for (const auto& k : *keys) {
     Result<ChunkKey> key = k.is_string() ? ChunkKey::FromHex(k.get<std::string>())
@@ -44,8 +46,8 @@ S3Result<LayerwiseRequest> ParseRequest(std::string_view body, size_t max_keys) 
     r.keys.push_back(*key);
   }
   auto layers = j.find("layers");
-  if (layers == j.end() || !layers->is_array() || layers->size() != 2 || !(*layers)[0].is_number_unsigned() ||
-      !(*layers)[1].is_number_unsigned()) {
+  if (layers == j.end() || !layers->is_array() || layers->size() != 2 ||
+      !(*layers)[0].is_number_unsigned() || !(*layers)[1].is_number_unsigned()) {
     return Fail("InvalidArgument", "\"layers\" must be [first, last)");
   }
   r.first = (*layers)[0].get<uint32_t>();
@@ -92,7 +94,8 @@ asio::awaitable<S3Result<void>> S3Handler::LayerwiseRetrieve(Ctx& c) {
   const KvLayout layout = req->model ? req->model->layout : b->layout->layout;
   if (req->first >= req->last || req->last > layout.num_layers) {
     co_return Fail("InvalidArgument", "\"layers\" [" + std::to_string(req->first) + ", " +
-                                          std::to_string(req->last) + ") is empty or outside the layout");
+                                          std::to_string(req->last) +
+                                          ") is empty or outside the layout");
   }
   std::vector<std::string> names;
   names.reserve(req->keys.size());
@@ -108,18 +111,19 @@ asio::awaitable<S3Result<void>> S3Handler::LayerwiseRetrieve(Ctx& c) {
       const size_t n = std::min(kHeaderGroup, present - start);
       std::vector<RangeRead> reads(n);
       for (size_t i = 0; i < n; ++i) {
-        reads[i] = {.key = names[start + i], .offset = 0,
-                    .dest = AsWritableBytes(buf).subspan(i * kChunkHeaderRegion, kChunkHeaderRegion)};
+        reads[i] = {
+            .key = names[start + i],
+            .offset = 0,
+            .dest = AsWritableBytes(buf).subspan(i * kChunkHeaderRegion, kChunkHeaderRegion)};
       }
       OC_RETURN_IF_ERROR(store_->RetrieveRanges(reads));
       for (size_t i = 0; i < n; ++i) {
         ChunkExpectation expect{.layout = &layout, .key = &req->keys[start + i]};
-        Result<ChunkHeader> h = reads[i].status.ok()
-                                    ? DecodeChunkHeader(reads[i].dest, expect)
-                                    : Result<ChunkHeader>(reads[i].status);
+        Result<ChunkHeader> h = reads[i].status.ok() ? DecodeChunkHeader(reads[i].dest, expect)
+                                                     : Result<ChunkHeader>(reads[i].status);
         if (!h) {
-          LogWarn("layerwise: chunk " + req->keys[start + i].ToHex() + " ends the prefix: " +
-                  h.error().ToString());
+          LogWarn("layerwise: chunk " + req->keys[start + i].ToHex() +
+                  " ends the prefix: " + h.error().ToString());
           return out;
         }
         out.push_back(std::move(*h));
@@ -146,7 +150,8 @@ asio::awaitable<S3Result<void>> S3Handler::LayerwiseRetrieve(Ctx& c) {
   Headers h{{"Content-Type", "application/x-objectcache-layers"},
             {"x-amz-request-id", c.request_id},
             {"x-objectcache-hits", std::to_string(hits)}};
-  if (!(co_await c.ex.BeginResponse(200, std::move(h), std::nullopt)).ok()) co_return S3Result<void>();
+  if (!(co_await c.ex.BeginResponse(200, std::move(h), std::nullopt)).ok())
+    co_return S3Result<void>();
   if (!(co_await c.ex.WriteBody(AsBytes(head.str()))).ok()) co_return S3Result<void>();
 
   // Per layer: the frame header, the payload a window of chunks at a time, the trailer.
@@ -167,7 +172,8 @@ asio::awaitable<S3Result<void>> S3Handler::LayerwiseRetrieve(Ctx& c) {
         failure = co_await Blocking([&]() -> Status {
           std::vector<RangeRead> reads(n);
           for (size_t i = 0; i < n; ++i) {
-            reads[i] = {.key = names[start + i], .offset = (*headers)[start + i].LayerOffset(layer),
+            reads[i] = {.key = names[start + i],
+                        .offset = (*headers)[start + i].LayerOffset(layer),
                         .dest = dest.subspan(i * slice, slice)};
           }
           OC_RETURN_IF_ERROR(store_->RetrieveRanges(reads));

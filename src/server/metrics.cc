@@ -21,7 +21,8 @@ std::string_view S3OpName(S3Op op) {
                                                 "CompleteMultipartUpload",
                                                 "AbortMultipartUpload",
                                                 "ListParts",
-                                                "BatchLookup", "LayerwiseRetrieve",
+                                                "BatchLookup",
+                                                "LayerwiseRetrieve",
                                                 "Other"};
   static_assert(std::size(kNames) == static_cast<size_t>(S3Op::kCount));
   return kNames[static_cast<int>(op)];

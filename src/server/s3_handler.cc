@@ -7,11 +7,11 @@
 
 #include "objectcache/chunk_key.h"
 #include "objectcache/chunk_object.h"
-#include "server/aws_chunked.h"
-#include "server/crypto.h"
+#include "s3/aws_chunked.h"
+#include "s3/crypto.h"
+#include "s3/xml.h"
 #include "server/log.h"
 #include "server/object_attributes.h"
-#include "server/xml.h"
 
 namespace objectcache::server {
 

@@ -24,12 +24,12 @@
 
 #include "objectcache/kv_layout.h"
 #include "objectcache/store.h"
+#include "s3/s3_error.h"
+#include "s3/s3_request.h"
+#include "s3/sigv4.h"
 #include "server/http_server.h"
 #include "server/metrics.h"
 #include "server/object_attributes.h"
-#include "server/s3_error.h"
-#include "server/s3_request.h"
-#include "server/sigv4.h"
 
 namespace objectcache::server {
 

@@ -4,9 +4,9 @@
 #include <tuple>
 
 #include "objectcache/chunk_object.h"
-#include "server/crypto.h"
+#include "s3/crypto.h"
+#include "s3/xml.h"
 #include "server/s3_handler.h"
-#include "server/xml.h"
 
 namespace objectcache::server {
 namespace {

@@ -1,11 +1,11 @@
-#include "server/crypto.h"
+#include "s3/crypto.h"
 
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
 #include <openssl/rand.h>
 
-namespace objectcache::server {
+namespace objectcache::s3 {
 
 struct Digest::Ctx {
   EVP_MD_CTX* ctx = EVP_MD_CTX_new();
@@ -121,4 +121,4 @@ std::string RandomHex(size_t bytes) {
   return ToHex(raw);
 }
 
-}  // namespace objectcache::server
+}  // namespace objectcache::s3

@@ -10,7 +10,7 @@
 
 #include "objectcache/status.h"
 
-namespace objectcache::server {
+namespace objectcache::s3 {
 
 struct S3Error {
   std::string code;     // "NoSuchKey", "SignatureDoesNotMatch", ...
@@ -34,4 +34,4 @@ inline S3Error MakeS3Error(std::string code, std::string message) {
 // NoSuchKey, ResourceExhausted is a 507-style InsufficientStorage, DataLoss a 500, ...).
 S3Error FromStatus(const Status& status);
 
-}  // namespace objectcache::server
+}  // namespace objectcache::s3

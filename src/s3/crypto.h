@@ -10,7 +10,7 @@
 #include <string>
 #include <string_view>
 
-namespace objectcache::server {
+namespace objectcache::s3 {
 
 // Incremental digest over a stream of bytes.
 class Digest {
@@ -51,4 +51,4 @@ bool ConstantTimeEquals(std::string_view a, std::string_view b);
 // Random bytes from the OS CSPRNG, as hex.
 std::string RandomHex(size_t bytes);
 
-}  // namespace objectcache::server
+}  // namespace objectcache::s3

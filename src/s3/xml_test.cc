@@ -1,8 +1,8 @@
-#include "server/xml.h"
+#include "s3/xml.h"
 
 #include <gtest/gtest.h>
 
-namespace objectcache::server {
+namespace objectcache::s3 {
 namespace {
 
 TEST(XmlTest, ParsesDeleteObjectsBodies) {
@@ -52,4 +52,4 @@ TEST(XmlTest, WriterEscapes) {
 }
 
 }  // namespace
-}  // namespace objectcache::server
+}  // namespace objectcache::s3

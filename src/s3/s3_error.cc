@@ -1,10 +1,10 @@
-#include "server/s3_error.h"
+#include "s3/s3_error.h"
 
 #include <utility>
 
-#include "server/xml.h"
+#include "s3/xml.h"
 
-namespace objectcache::server {
+namespace objectcache::s3 {
 namespace {
 
 struct CodeStatus {
@@ -108,4 +108,4 @@ S3Error FromStatus(const Status& status) {
   return S3Error{std::string(CodeFor(status.code())), status.message(), ""};
 }
 
-}  // namespace objectcache::server
+}  // namespace objectcache::s3

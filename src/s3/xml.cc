@@ -1,9 +1,9 @@
-#include "server/xml.h"
+#include "s3/xml.h"
 
 #include <charconv>
 #include <cstdint>
 
-namespace objectcache::server {
+namespace objectcache::s3 {
 
 XmlWriter::XmlWriter() { out_ = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"; }
 
@@ -231,4 +231,4 @@ bool ParseXml(std::string_view doc, XmlElement* root, std::string* error) {
   return Parser(doc).Parse(root, error);
 }
 
-}  // namespace objectcache::server
+}  // namespace objectcache::s3

@@ -14,11 +14,11 @@
 #include <span>
 #include <string>
 
-#include "server/crypto.h"
-#include "server/s3_error.h"
-#include "server/sigv4.h"
+#include "s3/crypto.h"
+#include "s3/s3_error.h"
+#include "s3/sigv4.h"
 
-namespace objectcache::server {
+namespace objectcache::s3 {
 
 class AwsChunkedDecoder {
  public:
@@ -47,4 +47,4 @@ class AwsChunkedDecoder {
   Digest chunk_sha_{Digest::Kind::kSha256};
 };
 
-}  // namespace objectcache::server
+}  // namespace objectcache::s3

@@ -1,12 +1,12 @@
-#include "server/sigv4.h"
+#include "s3/sigv4.h"
 
 #include <algorithm>
 #include <charconv>
 #include <map>
 
-#include "server/crypto.h"
+#include "s3/crypto.h"
 
-namespace objectcache::server {
+namespace objectcache::s3 {
 namespace {
 
 constexpr std::string_view kAlgorithm = "AWS4-HMAC-SHA256";
@@ -333,4 +333,4 @@ std::string SignRequest(SigningInput* in) {
          ", SignedHeaders=" + signed_headers + ", Signature=" + signature;
 }
 
-}  // namespace objectcache::server
+}  // namespace objectcache::s3

@@ -14,10 +14,10 @@
 #include <utility>
 #include <vector>
 
-#include "server/s3_error.h"
-#include "server/s3_request.h"
+#include "s3/s3_error.h"
+#include "s3/s3_request.h"
 
-namespace objectcache::server {
+namespace objectcache::s3 {
 
 inline constexpr std::string_view kUnsignedPayload = "UNSIGNED-PAYLOAD";
 inline constexpr std::string_view kStreamingPayload = "STREAMING-AWS4-HMAC-SHA256-PAYLOAD";
@@ -88,4 +88,4 @@ std::string AmzDate(std::time_t t);
 std::string SigningKey(std::string_view secret, std::string_view date, std::string_view region,
                        std::string_view service);
 
-}  // namespace objectcache::server
+}  // namespace objectcache::s3

@@ -1,8 +1,8 @@
-#include "server/aws_chunked.h"
+#include "s3/aws_chunked.h"
 
 #include <charconv>
 
-namespace objectcache::server {
+namespace objectcache::s3 {
 namespace {
 constexpr size_t kMaxLine = 4096;
 
@@ -117,4 +117,4 @@ S3Result<void> AwsChunkedDecoder::Finish() const {
   return {};
 }
 
-}  // namespace objectcache::server
+}  // namespace objectcache::s3

@@ -1,8 +1,8 @@
-#include "server/s3_request.h"
+#include "s3/s3_request.h"
 
 #include "core/query_string.h"
 
-namespace objectcache::server {
+namespace objectcache::s3 {
 namespace {
 
 int HexDigit(char c) {
@@ -113,4 +113,4 @@ S3Result<S3Request> ParseS3Request(std::string_view method, std::string_view tar
   return r;
 }
 
-}  // namespace objectcache::server
+}  // namespace objectcache::s3

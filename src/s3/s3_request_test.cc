@@ -1,8 +1,8 @@
-#include "server/s3_request.h"
+#include "s3/s3_request.h"
 
 #include <gtest/gtest.h>
 
-namespace objectcache::server {
+namespace objectcache::s3 {
 namespace {
 
 TEST(S3RequestTest, PathAndVirtualHostedAddressing) {
@@ -37,4 +37,4 @@ TEST(S3RequestTest, UriEncodingIsTheAwsOne) {
 }
 
 }  // namespace
-}  // namespace objectcache::server
+}  // namespace objectcache::s3

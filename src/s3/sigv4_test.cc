@@ -1,10 +1,10 @@
-#include "server/sigv4.h"
+#include "s3/sigv4.h"
 
 #include <gtest/gtest.h>
 
-#include "server/crypto.h"
+#include "s3/crypto.h"
 
-namespace objectcache::server {
+namespace objectcache::s3 {
 namespace {
 
 constexpr const char* kAccess = "AKIAIOSFODNN7EXAMPLE";
@@ -161,4 +161,4 @@ TEST(SigV4Test, ChunkSignaturesFollowTheAwsStreamingExample) {
 }
 
 }  // namespace
-}  // namespace objectcache::server
+}  // namespace objectcache::s3

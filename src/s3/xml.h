@@ -11,7 +11,7 @@
 #include <string_view>
 #include <vector>
 
-namespace objectcache::server {
+namespace objectcache::s3 {
 
 class XmlWriter {
  public:
@@ -40,4 +40,4 @@ struct XmlElement {
 // Parses a document into its root element; false (and a reason) on malformed input.
 bool ParseXml(std::string_view doc, XmlElement* root, std::string* error);
 
-}  // namespace objectcache::server
+}  // namespace objectcache::s3

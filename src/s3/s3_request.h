@@ -7,9 +7,9 @@
 #include <utility>
 #include <vector>
 
-#include "server/s3_error.h"
+#include "s3/s3_error.h"
 
-namespace objectcache::server {
+namespace objectcache::s3 {
 
 struct S3Request {
   std::string method;
@@ -38,4 +38,4 @@ S3Result<S3Request> ParseS3Request(std::string_view method, std::string_view tar
                                    std::vector<std::pair<std::string, std::string>> headers,
                                    const std::vector<std::string>& virtual_host_domains);
 
-}  // namespace objectcache::server
+}  // namespace objectcache::s3

@@ -1,8 +1,8 @@
-#include "server/aws_chunked.h"
+#include "s3/aws_chunked.h"
 
 #include <gtest/gtest.h>
 
-namespace objectcache::server {
+namespace objectcache::s3 {
 namespace {
 
 SigV4Identity ExampleIdentity() {
@@ -84,4 +84,4 @@ TEST(AwsChunkedTest, UnsignedTrailerForm) {
 }
 
 }  // namespace
-}  // namespace objectcache::server
+}  // namespace objectcache::s3
