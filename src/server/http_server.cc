@@ -255,7 +255,10 @@ asio::awaitable<void> HttpServer::Accept(Worker* w) {
       if (stopping_ || ec == asio::error::operation_aborted) co_return;
       continue;
     }
-    if (static_cast<size_t>(metrics_->open_connections.load()) >= options_.limits.max_connections) {
+    // Counted here, not in Serve: Serve starts later, and the next accept must see this one.
+    if (static_cast<size_t>(metrics_->open_connections.fetch_add(1)) >=
+        options_.limits.max_connections) {
+      metrics_->open_connections--;
       metrics_->rejected_requests++;
       socket.close(ec);
       continue;
@@ -276,7 +279,6 @@ asio::awaitable<void> HttpServer::Serve(Worker* w, tcp::socket socket) {
   beast::tcp_stream stream(std::move(socket));
   beast::error_code ec;
   stream.socket().set_option(tcp::no_delay(true), ec);
-  metrics_->open_connections++;
   metrics_->connections_total++;
   Session session{&stream, true};
   auto registered = w->sessions.insert(w->sessions.end(), &session);
