@@ -573,6 +573,18 @@ class S3ServerTest(unittest.TestCase):
             want = b"".join(raws[k][4096 + layer * 65536:4096 + (layer + 1) * 65536] for k in keys[:4])
             self.assertEqual(body, want, f"layer {layer}")
 
+        # The C++ client (`objectcache fetch`) gets the same bytes, layer-major.
+        self.file("lw-keys", "\n".join(keys).encode())
+        env = dict(os.environ, OBJECTCACHE_ACCESS_KEY=ACCESS, OBJECTCACHE_SECRET_KEY=SECRET)
+        p = subprocess.run([OC, "fetch", "--endpoint", self.server.endpoint, "--bucket", "kv-lw",
+                            "--layout", "llama-3.1-8b", "--keys", os.path.join(self.work, "lw-keys"),
+                            "--layers", "3:7", "--out", os.path.join(self.work, "fetched")],
+                           capture_output=True, env=env)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertIn(b"4 of 6 chunks", p.stderr)
+        with open(os.path.join(self.work, "fetched"), "rb") as f:
+            self.assertEqual(f.read(), b"".join(fr[2] for fr in frames))
+
         status, _, data = fetch(0, 2, layout="granite-3.3-8b")
         self.assertEqual(status, 400, data)
         self.assertIn(b"layout", data)
@@ -596,6 +608,13 @@ class S3ServerTest(unittest.TestCase):
         self.assertEqual(error[0], 15)
         self.assertIn(keys[1], error[1])
         self.assertIn("layer 5", error[1])
+        p = subprocess.run([OC, "fetch", "--endpoint", self.server.endpoint, "--bucket", "kv-lw",
+                            "--layout", "llama-3.1-8b", "--keys", os.path.join(self.work, "lw-keys"),
+                            "--layers", "4:8", "--out", os.path.join(self.work, "fetched2")],
+                           capture_output=True, env=env)
+        self.assertEqual(p.returncode, 1)
+        self.assertIn(b"checksum mismatch in layer 5", p.stderr)
+        self.assertFalse(os.path.exists(os.path.join(self.work, "fetched2")))
 
     # ---- operations ------------------------------------------------------------------------
 

@@ -1,10 +1,11 @@
-// The `objectcache` command: serve, kv, bench.
+// The `objectcache` command: serve, fetch, kv, bench.
 #include <CLI/CLI.hpp>
 #include <string>
 #include <vector>
 
 #include "bench/bench_command.h"
 #include "cli/cli_support.h"
+#include "cli/fetch_command.h"
 #include "cli/kv_command.h"
 #include "cli/serve_command.h"
 
@@ -38,6 +39,7 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", "objectcache 0.1.0");
   objectcache::cli::AddKvCommands(&app);
   objectcache::cli::AddServeCommand(&app);
+  objectcache::cli::AddFetchCommand(&app);
   objectcache::bench::AddBenchCommands(&app);
   std::vector<std::string> args = HoistConfigFlag(argc, argv);
   std::vector<char*> args_c;

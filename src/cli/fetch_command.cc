@@ -1,0 +1,95 @@
+#include "cli/fetch_command.h"
+
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "cli/cli_support.h"
+#include "client/layer_stream.h"
+#include "client/s3_connection.h"
+#include "objectcache/chunk_key.h"
+#include "objectcache/layer_reader.h"
+
+namespace objectcache::cli {
+namespace {
+
+struct FetchFlags {
+  std::string endpoint = "http://127.0.0.1:9000";
+  std::string bucket;
+  LayoutFlags layout;
+  std::string keys_file;
+  std::string layers;
+  std::string out = "-";
+};
+
+Status RunFetch(const FetchFlags& f) {
+  OC_ASSIGN_OR_RETURN(client::S3Endpoint endpoint, client::S3Endpoint::Parse(f.endpoint));
+  OC_ASSIGN_OR_RETURN(ModelPreset model, ResolveLayoutFlags(f.layout));
+  OC_ASSIGN_OR_RETURN(LayerRange range, LayerRange::Parse(f.layers, model.layout.num_layers));
+  OC_ASSIGN_OR_RETURN(std::string text, ReadFile(f.keys_file));
+  nlohmann::json keys = nlohmann::json::array();
+  std::istringstream in(text);
+  std::string line;
+  for (int line_no = 1; std::getline(in, line); ++line_no) {
+    while (!line.empty() && (line.back() == '\r' || line.back() == ' ')) line.pop_back();
+    if (line.empty() || line[0] == '#') continue;
+    Result<ChunkKey> k = ChunkKey::FromHex(line);
+    if (!k) return k.error().Annotate(f.keys_file + " line " + std::to_string(line_no));
+    keys.push_back(k->ToHex());
+  }
+  if (keys.empty()) return InvalidArgumentError(f.keys_file + " holds no keys");
+  nlohmann::json body;
+  body["version"] = 1;
+  body["keys"] = keys;
+  body["layers"] = {range.first, range.last};
+  body["layout"] = nlohmann::json::parse(ModelToJson(model));
+
+  OC_ASSIGN_OR_RETURN(std::unique_ptr<OutputFile> out, OutputFile::Open(f.out));
+  // One region serves every layer: a layer is written out as soon as it is verified, before
+  // the decoder fills the region with the next one.
+  std::string region;
+  Status write_status;
+  client::LayerStreamDecoder decoder(
+      [&](const client::LayerStreamHeader& h) -> Result<std::vector<std::span<std::byte>>> {
+        region.assign(h.hits * h.slice_bytes, '\0');
+        return std::vector<std::span<std::byte>>(h.layer_count, AsWritableBytes(region));
+      },
+      [&](uint32_t, const Status& s) {
+        if (s.ok() && write_status.ok()) write_status = out->Write(AsBytes(region));
+      });
+  client::S3Connection conn(endpoint, client::S3Credentials::FromEnvironment());
+  const std::string request = body.dump();
+  OC_ASSIGN_OR_RETURN(
+      client::S3Response res,
+      conn.Send("POST", "/" + f.bucket, {{"layerwise", ""}}, request,
+                [&](std::span<const std::byte> bytes) { return decoder.Feed(bytes); }));
+  if (res.status != 200) {
+    return UnavailableError("server answered " + std::to_string(res.status) + ": " +
+                            res.error_body);
+  }
+  OC_RETURN_IF_ERROR(decoder.Finish());
+  OC_RETURN_IF_ERROR(write_status);
+  std::cerr << "fetched layers " << range.first << ":" << range.last << " of "
+            << decoder.header().hits << " of " << keys.size() << " chunks (the cached prefix)\n";
+  return out->Commit();
+}
+
+}  // namespace
+
+void AddFetchCommand(CLI::App* app) {
+  auto f = std::make_shared<FetchFlags>();
+  CLI::App* cmd = app->add_subcommand(
+      "fetch",
+      "Aggregated layerwise retrieval: the cached prefix of the listed chunks, layers A:B, "
+      "layer-major, every frame checked (credentials from OBJECTCACHE_ACCESS_KEY/"
+      "OBJECTCACHE_SECRET_KEY or AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY)");
+  cmd->add_option("--endpoint", f->endpoint, "Server URL")->capture_default_str();
+  cmd->add_option("--bucket", f->bucket, "Bucket")->required();
+  AddLayoutFlags(cmd, &f->layout);
+  cmd->add_option("--keys", f->keys_file, "File of chunk keys, one hex key a line")->required();
+  cmd->add_option("--layers", f->layers, "Layer range A:B (A inclusive, B exclusive)")->required();
+  cmd->add_option("--out,-o", f->out, "Output file (written whole or not at all); - for stdout");
+  cmd->callback([f] { RunCommand([&] { return RunFetch(*f); }); });
+}
+
+}  // namespace objectcache::cli

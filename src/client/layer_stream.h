@@ -1,0 +1,78 @@
+// Decoding a layerwise retrieval response (docs/wire-format.md) as its bytes arrive.
+//
+// LayerStreamDecoder is a push parser: feed it the response body in pieces of any size; it
+// copies each layer's payload into the region the caller gave for that layer, checks the
+// frame's checksum and status, and only then reports the layer ready (or failed). A layer is
+// never reported ready with bytes that failed a check. Not thread-safe: one feeder.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "objectcache/status.h"
+
+namespace objectcache::client {
+
+struct LayerStreamHeader {
+  uint32_t hits = 0;
+  uint32_t first_layer = 0;
+  uint32_t layer_count = 0;
+  uint64_t slice_bytes = 0;
+  uint32_t keys = 0;
+};
+
+class LayerStreamDecoder {
+ public:
+  // Called once the response header is in; returns the region for each layer of the range
+  // (layer_count regions of at least hits x slice_bytes bytes), or an error to stop.
+  using RegionsFn =
+      std::function<Result<std::vector<std::span<std::byte>>>(const LayerStreamHeader&)>;
+  // Called for each layer in order: OK when its bytes are in its region and verified, the
+  // failure otherwise (then no later layer follows).
+  using LayerFn = std::function<void(uint32_t layer, const Status& status)>;
+
+  LayerStreamDecoder(RegionsFn regions, LayerFn on_layer);
+  ~LayerStreamDecoder();
+
+  // Consumes bytes of the response body. An error is final.
+  Status Feed(std::span<const std::byte> bytes);
+  // After the last byte: OK only if every layer arrived verified.
+  Status Finish();
+
+  const LayerStreamHeader& header() const { return header_; }
+
+ private:
+  enum class State {
+    kHeader,
+    kFrameHeader,
+    kFrameRest,
+    kPayload,
+    kTrailer,
+    kErrorHeader,
+    kErrorMessage,
+    kDone
+  };
+  Status Fail(Status s);
+
+  RegionsFn regions_fn_;
+  LayerFn on_layer_;
+  State state_ = State::kHeader;
+  std::string pending_;  // bytes of a fixed-size record being assembled
+  LayerStreamHeader header_;
+  std::vector<std::span<std::byte>> regions_;
+  uint32_t layers_done_ = 0;
+  uint32_t frame_layer_ = 0;
+  uint64_t payload_left_ = 0, payload_pos_ = 0;
+  struct Hash;
+  std::unique_ptr<Hash> hash_;  // the running XXH3-64 of the current frame
+  uint32_t error_code_ = 0, error_len_ = 0;
+  std::string error_message_;
+  Status failure_;         // final: the stream cannot go on
+  Status server_failure_;  // a frame the server marked failed; its error record follows
+};
+
+}  // namespace objectcache::client

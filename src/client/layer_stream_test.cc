@@ -1,0 +1,135 @@
+#include "client/layer_stream.h"
+
+#include <gtest/gtest.h>
+#include <xxhash.h>
+
+#include <random>
+
+#include "core/byte_order.h"
+
+namespace objectcache::client {
+namespace {
+
+// Encodes a response as docs/wire-format.md says (an encoder written for the test).
+struct Encoded {
+  std::string bytes;
+  std::vector<std::string> layers;  // payload per layer
+};
+
+Encoded Encode(uint32_t hits, uint32_t first, uint32_t count, uint64_t slice, int fail_layer = -1,
+               int corrupt_layer = -1) {
+  Encoded e;
+  ByteWriter w;
+  w.Bytes("OCLWRSP1", 8);
+  w.U16(1);
+  w.U16(0);
+  w.U32(hits);
+  w.U32(first);
+  w.U32(count);
+  w.U64(slice);
+  w.U32(hits + 2);
+  w.U32(0);
+  std::mt19937_64 rng(first * 31 + count);
+  for (uint32_t l = first; l < first + count; ++l) {
+    std::string payload(hits * slice, '\0');
+    for (char& ch : payload) ch = static_cast<char>(rng());
+    e.layers.push_back(payload);
+    w.U32(0x464c434f);
+    w.U32(l);
+    w.U32(hits);
+    w.U32(0);
+    w.U64(payload.size());
+    const uint64_t sum = XXH3_64bits(payload.data(), payload.size());
+    if (static_cast<int>(l) == corrupt_layer) payload[payload.size() / 2] ^= 1;
+    w.Bytes(payload.data(), payload.size());
+    w.U32(static_cast<int>(l) == fail_layer ? 15 : 0);
+    w.U32(0);
+    w.U64(sum);
+    if (static_cast<int>(l) == fail_layer) {
+      const std::string msg = "DataLoss: chunk x: checksum mismatch in layer " + std::to_string(l);
+      w.U32(0x454c434f);
+      w.U32(15);
+      w.U32(static_cast<uint32_t>(msg.size()));
+      w.U32(0);
+      w.Bytes(msg.data(), msg.size());
+      break;
+    }
+  }
+  e.bytes = std::move(w.str());
+  return e;
+}
+
+struct DecodeRun {
+  std::vector<std::string> regions;
+  std::vector<std::pair<uint32_t, StatusCode>> events;
+  Status feed, finish;
+};
+
+DecodeRun Decode(const std::string& bytes, size_t piece) {
+  DecodeRun run;
+  LayerStreamDecoder d(
+      [&](const LayerStreamHeader& h) -> Result<std::vector<std::span<std::byte>>> {
+        run.regions.assign(h.layer_count, std::string(h.hits * h.slice_bytes, '\0'));
+        std::vector<std::span<std::byte>> out;
+        for (std::string& r : run.regions) out.push_back(std::as_writable_bytes(std::span(r)));
+        return out;
+      },
+      [&](uint32_t layer, const Status& s) { run.events.emplace_back(layer, s.code()); });
+  for (size_t off = 0; off < bytes.size() && run.feed.ok(); off += piece) {
+    run.feed =
+        d.Feed(std::as_bytes(std::span(bytes).subspan(off, std::min(piece, bytes.size() - off))));
+  }
+  run.finish = d.Finish();
+  return run;
+}
+
+TEST(LayerStreamTest, LayersArriveInOrderVerifiedInAnyPieces) {
+  Encoded e = Encode(3, 4, 5, 1000);
+  for (size_t piece : {size_t{1}, size_t{7}, size_t{999}, size_t{4096}, e.bytes.size()}) {
+    DecodeRun r = Decode(e.bytes, piece);
+    ASSERT_TRUE(r.finish.ok()) << piece << " " << r.finish.ToString();
+    ASSERT_EQ(r.events.size(), 5u);
+    for (uint32_t i = 0; i < 5; ++i) {
+      EXPECT_EQ(r.events[i], std::make_pair(4 + i, StatusCode::kOk));
+      EXPECT_EQ(r.regions[i], e.layers[i]);
+    }
+  }
+}
+
+TEST(LayerStreamTest, CorruptFrameIsNeverReportedReady) {
+  Encoded e = Encode(2, 0, 4, 512, -1, /*corrupt_layer=*/2);
+  DecodeRun r = Decode(e.bytes, 100);
+  EXPECT_EQ(r.finish.code(), StatusCode::kDataLoss);
+  ASSERT_EQ(r.events.size(), 3u);
+  EXPECT_EQ(r.events[1], std::make_pair(1u, StatusCode::kOk));
+  EXPECT_EQ(r.events[2], std::make_pair(2u, StatusCode::kDataLoss));
+}
+
+TEST(LayerStreamTest, ServerFailureEndsTheStreamWithItsMessage) {
+  Encoded e = Encode(2, 0, 4, 512, /*fail_layer=*/1);
+  DecodeRun r = Decode(e.bytes, 33);
+  EXPECT_EQ(r.finish.code(), StatusCode::kDataLoss);
+  EXPECT_NE(r.finish.message().find("checksum mismatch in layer 1"), std::string::npos);
+  ASSERT_EQ(r.events.size(), 2u);
+  EXPECT_EQ(r.events[0], std::make_pair(0u, StatusCode::kOk));
+  EXPECT_EQ(r.events[1], std::make_pair(1u, StatusCode::kDataLoss));
+}
+
+TEST(LayerStreamTest, TruncatedOrForeignStreamsFail) {
+  Encoded e = Encode(2, 0, 3, 256);
+  for (size_t cut : {size_t{0}, size_t{10}, size_t{40}, size_t{50}, e.bytes.size() - 1}) {
+    DecodeRun r = Decode(e.bytes.substr(0, cut), 64);
+    EXPECT_FALSE(r.finish.ok()) << cut;
+    for (const auto& [layer, code] : r.events) {
+      // Whatever was reported ready before the cut was complete and verified.
+      if (code == StatusCode::kOk) {
+        EXPECT_EQ(r.regions[layer], e.layers[layer]) << cut;
+      }
+    }
+  }
+  EXPECT_FALSE(Decode("HTTP/1.1 200 OK garbage, not a layer stream at all......", 8).finish.ok());
+  EXPECT_FALSE(Decode(e.bytes + "extra", 64).finish.ok());
+}
+
+}  // namespace
+}  // namespace objectcache::client

@@ -1,0 +1,176 @@
+#include "client/s3_connection.h"
+
+#include <boost/asio/connect.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <charconv>
+#include <cstdlib>
+#include <ctime>
+
+#include "objectcache/store.h"
+#include "s3/crypto.h"
+#include "s3/s3_request.h"
+#include "s3/sigv4.h"
+
+namespace objectcache::client {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+using tcp = asio::ip::tcp;
+
+Result<S3Endpoint> S3Endpoint::Parse(std::string_view url) {
+  if (url.starts_with("http://")) url.remove_prefix(7);
+  while (url.ends_with("/")) url.remove_suffix(1);
+  const size_t colon = url.rfind(':');
+  S3Endpoint e;
+  if (colon == std::string_view::npos) {
+    e.host = std::string(url);
+    e.port = 80;
+  } else {
+    e.host = std::string(url.substr(0, colon));
+    auto [end, ec] = std::from_chars(url.data() + colon + 1, url.data() + url.size(), e.port);
+    if (ec != std::errc() || end != url.data() + url.size()) {
+      return InvalidArgumentError("endpoint '" + std::string(url) + "' is not http://HOST:PORT");
+    }
+  }
+  if (e.host.empty()) return InvalidArgumentError("endpoint lacks a host");
+  return e;
+}
+
+S3Credentials S3Credentials::FromEnvironment() {
+  S3Credentials c;
+  auto env = [](const char* name) {
+    const char* v = std::getenv(name);
+    return v ? std::string(v) : std::string();
+  };
+  c.access_key = env("OBJECTCACHE_ACCESS_KEY");
+  c.secret_key = env("OBJECTCACHE_SECRET_KEY");
+  if (c.access_key.empty() || c.secret_key.empty()) {
+    c.access_key = env("AWS_ACCESS_KEY_ID");
+    c.secret_key = env("AWS_SECRET_ACCESS_KEY");
+  }
+  if (c.access_key.empty() || c.secret_key.empty()) c.access_key.clear(), c.secret_key.clear();
+  return c;
+}
+
+struct S3Connection::Impl {
+  S3Endpoint endpoint;
+  S3Credentials credentials;
+  std::chrono::seconds timeout;
+  asio::io_context ioc;
+  beast::tcp_stream stream{ioc};
+  beast::flat_buffer buffer;
+  bool connected = false;
+
+  Status Connect() {
+    beast::error_code ec;
+    tcp::resolver resolver(ioc);
+    auto results = resolver.resolve(endpoint.host, std::to_string(endpoint.port), ec);
+    if (ec) return UnavailableError("resolving " + endpoint.host + ": " + ec.message());
+    stream.expires_after(timeout);
+    stream.connect(results, ec);
+    if (ec) {
+      return UnavailableError("connecting to " + endpoint.host + ":" +
+                              std::to_string(endpoint.port) + ": " + ec.message());
+    }
+    stream.socket().set_option(tcp::no_delay(true), ec);
+    buffer.reserve(64 << 10);
+    connected = true;
+    return Status();
+  }
+};
+
+S3Connection::S3Connection(S3Endpoint endpoint, S3Credentials credentials,
+                           std::chrono::seconds timeout)
+    : impl_(std::make_unique<Impl>()) {
+  impl_->endpoint = std::move(endpoint);
+  impl_->credentials = std::move(credentials);
+  impl_->timeout = timeout;
+}
+
+S3Connection::~S3Connection() {
+  beast::error_code ec;
+  if (impl_->connected) impl_->stream.socket().shutdown(tcp::socket::shutdown_both, ec);
+}
+
+Result<S3Response> S3Connection::Send(
+    std::string_view method, std::string_view path,
+    const std::vector<std::pair<std::string, std::string>>& query, std::string_view body,
+    const std::function<Status(std::span<const std::byte>)>& on_body) {
+  Impl& m = *impl_;
+  if (!m.connected) OC_RETURN_IF_ERROR(m.Connect());
+  const std::string raw_path = s3::UriEncode(path, true);
+  std::string target = raw_path;
+  for (size_t i = 0; i < query.size(); ++i) {
+    target += (i == 0 ? "?" : "&") + s3::UriEncode(query[i].first, false);
+    if (!query[i].second.empty()) target += "=" + s3::UriEncode(query[i].second, false);
+  }
+  http::request<http::string_body> req{
+      http::string_to_verb(beast::string_view(method.data(), method.size())), target, 11};
+  const std::string host = m.endpoint.host + ":" + std::to_string(m.endpoint.port);
+  req.set(http::field::host, host);
+  req.keep_alive(true);
+  req.body() = std::string(body);
+  req.prepare_payload();
+  if (!m.credentials.access_key.empty()) {
+    s3::SigningInput in;
+    in.method = std::string(method);
+    in.raw_path = raw_path;
+    in.query = query;
+    in.headers = {{"host", host}};
+    in.payload_hash = s3::ToHex(s3::Sha256(body));
+    in.access_key = m.credentials.access_key;
+    in.secret_key = m.credentials.secret_key;
+    in.region = m.credentials.region;
+    in.time = std::time(nullptr);
+    const std::string auth = s3::SignRequest(&in);
+    for (const auto& [k, v] : in.headers) {
+      if (k != "host") req.set(k, v);
+    }
+    req.set(http::field::authorization, auth);
+  }
+  beast::error_code ec;
+  m.stream.expires_after(m.timeout);
+  http::write(m.stream, req, ec);
+  auto fail = [&](const char* what) -> Status {
+    m.connected = false;
+    m.stream.close();
+    return UnavailableError(std::string(what) + " " + host + ": " + ec.message());
+  };
+  if (ec) return fail("sending to");
+  http::response_parser<http::buffer_body> parser;
+  parser.body_limit(boost::none);
+  m.stream.expires_after(m.timeout);
+  http::read_header(m.stream, m.buffer, parser, ec);
+  if (ec) return fail("reading the response of");
+  S3Response out;
+  out.status = parser.get().result_int();
+  const bool ok = out.status >= 200 && out.status < 300;
+  std::string chunk(256 << 10, '\0');
+  Status sink;
+  while (!parser.is_done()) {
+    parser.get().body().data = chunk.data();
+    parser.get().body().size = chunk.size();
+    m.stream.expires_after(m.timeout);
+    http::read(m.stream, m.buffer, parser, ec);
+    if (ec == http::error::need_buffer) ec = {};
+    if (ec) return fail("reading the response body of");
+    const size_t n = chunk.size() - parser.get().body().size;
+    if (ok) {
+      if (sink.ok() && n > 0) sink = on_body(AsBytes(std::string_view(chunk.data(), n)));
+    } else if (out.error_body.size() < (64 << 10)) {
+      out.error_body.append(chunk.data(), n);
+    }
+  }
+  if (!parser.get().keep_alive()) {
+    m.connected = false;
+    m.stream.close();
+  }
+  if (!sink.ok()) return sink;
+  return out;
+}
+
+}  // namespace objectcache::client

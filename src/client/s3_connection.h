@@ -1,0 +1,57 @@
+// One keep-alive HTTP/1.1 connection to an S3 endpoint (ours or any other), signing each
+// request with SigV4 when credentials are given. Blocking; one request at a time; not
+// thread-safe. The seed of the client library's connection pool.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "objectcache/status.h"
+
+namespace objectcache::client {
+
+struct S3Endpoint {
+  std::string host = "127.0.0.1";
+  uint16_t port = 9000;
+  // "http://127.0.0.1:9000" -> host and port. InvalidArgument otherwise.
+  static Result<S3Endpoint> Parse(std::string_view url);
+};
+
+struct S3Credentials {
+  std::string access_key, secret_key;  // both empty: unsigned requests
+  std::string region = "us-east-1";
+  // OBJECTCACHE_ACCESS_KEY / OBJECTCACHE_SECRET_KEY, else AWS_ACCESS_KEY_ID /
+  // AWS_SECRET_ACCESS_KEY, else none.
+  static S3Credentials FromEnvironment();
+};
+
+struct S3Response {
+  unsigned status = 0;
+  std::string error_body;  // the body of a non-2xx response (S3 error XML)
+};
+
+class S3Connection {
+ public:
+  S3Connection(S3Endpoint endpoint, S3Credentials credentials,
+               std::chrono::seconds timeout = std::chrono::seconds(60));
+  ~S3Connection();
+
+  // Sends METHOD /path?query with `body`; a 2xx response body is handed to `on_body` in pieces
+  // as it arrives (an error from it stops the transfer). Unavailable on connection failures.
+  Result<S3Response> Send(std::string_view method, std::string_view path,
+                          const std::vector<std::pair<std::string, std::string>>& query,
+                          std::string_view body,
+                          const std::function<Status(std::span<const std::byte>)>& on_body);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace objectcache::client
