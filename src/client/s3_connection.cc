@@ -8,6 +8,7 @@
 #include <charconv>
 #include <cstdlib>
 #include <ctime>
+#include <limits>
 
 #include "objectcache/store.h"
 #include "s3/crypto.h"
@@ -99,7 +100,8 @@ S3Connection::~S3Connection() {
 Result<S3Response> S3Connection::Send(
     std::string_view method, std::string_view path,
     const std::vector<std::pair<std::string, std::string>>& query, std::string_view body,
-    const std::function<Status(std::span<const std::byte>)>& on_body) {
+    const std::function<Status(std::span<const std::byte>)>& on_body,
+    const std::vector<std::pair<std::string, std::string>>& headers) {
   Impl& m = *impl_;
   if (!m.connected) OC_RETURN_IF_ERROR(m.Connect());
   const std::string raw_path = s3::UriEncode(path, true);
@@ -113,6 +115,7 @@ Result<S3Response> S3Connection::Send(
   const std::string host = m.endpoint.host + ":" + std::to_string(m.endpoint.port);
   req.set(http::field::host, host);
   req.keep_alive(true);
+  for (const auto& [k, v] : headers) req.set(k, v);
   req.body() = std::string(body);
   req.prepare_payload();
   if (!m.credentials.access_key.empty()) {
@@ -121,6 +124,7 @@ Result<S3Response> S3Connection::Send(
     in.raw_path = raw_path;
     in.query = query;
     in.headers = {{"host", host}};
+    for (const auto& [k, v] : headers) in.headers.emplace_back(k, v);
     in.payload_hash = s3::ToHex(s3::Sha256(body));
     in.access_key = m.credentials.access_key;
     in.secret_key = m.credentials.secret_key;
@@ -128,7 +132,7 @@ Result<S3Response> S3Connection::Send(
     in.time = std::time(nullptr);
     const std::string auth = s3::SignRequest(&in);
     for (const auto& [k, v] : in.headers) {
-      if (k != "host") req.set(k, v);
+      if (k == "x-amz-date" || k == "x-amz-content-sha256") req.set(k, v);
     }
     req.set(http::field::authorization, auth);
   }
@@ -142,7 +146,7 @@ Result<S3Response> S3Connection::Send(
   };
   if (ec) return fail("sending to");
   http::response_parser<http::buffer_body> parser;
-  parser.body_limit(boost::none);
+  parser.body_limit(std::numeric_limits<std::uint64_t>::max());
   m.stream.expires_after(m.timeout);
   http::read_header(m.stream, m.buffer, parser, ec);
   if (ec) return fail("reading the response of");

@@ -47,7 +47,8 @@ class S3Connection {
   Result<S3Response> Send(std::string_view method, std::string_view path,
                           const std::vector<std::pair<std::string, std::string>>& query,
                           std::string_view body,
-                          const std::function<Status(std::span<const std::byte>)>& on_body);
+                          const std::function<Status(std::span<const std::byte>)>& on_body,
+                          const std::vector<std::pair<std::string, std::string>>& headers = {});
 
  private:
   struct Impl;
