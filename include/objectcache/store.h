@@ -48,6 +48,11 @@ struct StoreCapabilities {
   bool persistent = false;   // survives a restart of the process
   bool evicts = false;       // may drop objects to stay under a capacity bound
   std::optional<uint64_t> capacity_bytes;
+  size_t max_key_bytes = kMaxKeyBytes;  // longest name (S3 stores: 1024)
+  bool tracks_usage = true;             // Usage() is exact (a remote store may not know it)
+  // An open ObjectReader keeps reading its version after the object is replaced or deleted.
+  // When false, such reads fail (Aborted or NotFound) instead: never another version's bytes.
+  bool pinned_readers = true;
 };
 
 struct StoreUsage {

@@ -8,7 +8,9 @@
 // Later backends (rados://, s3://) register here too. OpenStore is thread-safe.
 #pragma once
 
+#include <functional>
 #include <memory>
+#include <string>
 #include <string_view>
 
 #include "objectcache/status.h"
@@ -22,6 +24,11 @@ inline constexpr std::string_view kDefaultStoreUri = "file://./objectcache-data"
 // InvalidArgument for a malformed URI or an unknown scheme; the backend's own error (for
 // example FailedPrecondition when another process holds a local store) otherwise.
 Result<std::unique_ptr<Store>> OpenStore(std::string_view uri);
+
+// Adds a URI scheme ("s3") served by `open`, which gets the whole URI. Parts above the store
+// (the client's s3:// backend) register themselves this way. Thread-safe.
+using StoreOpener = std::function<Result<std::unique_ptr<Store>>(std::string_view uri)>;
+void RegisterStoreScheme(const std::string& scheme, StoreOpener open);
 
 // "10GiB" -> 10737418240. InvalidArgument on anything else.
 Result<uint64_t> ParseByteSize(std::string_view text);

@@ -93,7 +93,8 @@ Status WriteFileAtomically(const std::string& path, std::string_view bytes) {
 void AddStoreFlag(CLI::App* cmd, std::string* uri) {
   *uri = std::string(kDefaultStoreUri);
   cmd->add_option("--store", *uri,
-                  "Store URI: file:///path[?capacity=10GiB&durable=true], a plain path, or mem://")
+                  "Store URI: file:///path[?capacity=10GiB&durable=true], a plain path, "
+                  "s3://HOST:PORT/BUCKET, or mem://")
       ->capture_default_str();
 }
 

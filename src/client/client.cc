@@ -6,54 +6,19 @@
 #include <optional>
 #include <thread>
 
+#include "client/connection_pool.h"
 #include "client/layer_stream.h"
 #include "client/s3_connection.h"
 
 namespace objectcache {
 namespace {
 
+using client::ConnectionPool;
 using client::LayerStreamDecoder;
 using client::LayerStreamHeader;
 using client::S3Connection;
 using client::S3Credentials;
 using client::S3Endpoint;
-
-// Idle keep-alive connections per endpoint; a connection is taken for one request at a time.
-class ConnectionPool {
- public:
-  ConnectionPool(std::vector<S3Endpoint> endpoints, S3Credentials credentials,
-                 std::chrono::seconds timeout)
-      : endpoints_(std::move(endpoints)),
-        credentials_(std::move(credentials)),
-        timeout_(timeout),
-        idle_(endpoints_.size()) {}
-
-  size_t endpoints() const { return endpoints_.size(); }
-
-  std::unique_ptr<S3Connection> Take(size_t endpoint) {
-    std::lock_guard lock(mu_);
-    auto& idle = idle_[endpoint];
-    if (!idle.empty()) {
-      std::unique_ptr<S3Connection> c = std::move(idle.back());
-      idle.pop_back();
-      return c;
-    }
-    return std::make_unique<S3Connection>(endpoints_[endpoint], credentials_, timeout_);
-  }
-
-  void Return(size_t endpoint, std::unique_ptr<S3Connection> c) {
-    std::lock_guard lock(mu_);
-    if (idle_[endpoint].size() < kMaxIdle) idle_[endpoint].push_back(std::move(c));
-  }
-
- private:
-  static constexpr size_t kMaxIdle = 16;
-  const std::vector<S3Endpoint> endpoints_;
-  const S3Credentials credentials_;
-  const std::chrono::seconds timeout_;
-  std::mutex mu_;
-  std::vector<std::vector<std::unique_ptr<S3Connection>>> idle_;  // guarded by mu_
-};
 
 class Retrieval final : public LayerwiseRetrieval {
  public:

@@ -22,6 +22,13 @@ namespace beast = boost::beast;
 namespace http = beast::http;
 using tcp = asio::ip::tcp;
 
+const std::string* S3Response::Header(std::string_view name) const {
+  for (const auto& [k, v] : headers) {
+    if (k == name) return &v;
+  }
+  return nullptr;
+}
+
 Result<S3Endpoint> S3Endpoint::Parse(std::string_view url) {
   if (url.starts_with("http://")) url.remove_prefix(7);
   while (url.ends_with("/")) url.remove_suffix(1);
@@ -146,12 +153,18 @@ Result<S3Response> S3Connection::Send(
   };
   if (ec) return fail("sending to");
   http::response_parser<http::buffer_body> parser;
+  parser.skip(method == "HEAD");
   parser.body_limit(std::numeric_limits<std::uint64_t>::max());
   m.stream.expires_after(m.timeout);
   http::read_header(m.stream, m.buffer, parser, ec);
   if (ec) return fail("reading the response of");
   S3Response out;
   out.status = parser.get().result_int();
+  for (const auto& field : parser.get()) {
+    std::string name(field.name_string());
+    for (char& ch : name) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+    out.headers.emplace_back(std::move(name), std::string(field.value()));
+  }
   const bool ok = out.status >= 200 && out.status < 300;
   std::string chunk(256 << 10, '\0');
   Status sink;

@@ -33,7 +33,10 @@ struct S3Credentials {
 
 struct S3Response {
   unsigned status = 0;
+  std::vector<std::pair<std::string, std::string>> headers;  // lowercase names
   std::string error_body;  // the body of a non-2xx response (S3 error XML)
+
+  const std::string* Header(std::string_view name) const;
 };
 
 class S3Connection {

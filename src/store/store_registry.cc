@@ -2,6 +2,8 @@
 
 #include <cctype>
 #include <charconv>
+#include <map>
+#include <mutex>
 
 #include "core/query_string.h"
 #include "store/local/local_store.h"
@@ -86,12 +88,32 @@ Result<uint64_t> ParseByteSize(std::string_view text) {
                               std::string(unit) + "'");
 }
 
+namespace {
+std::mutex g_schemes_mu;
+std::map<std::string, StoreOpener>& Schemes() {
+  static std::map<std::string, StoreOpener> schemes;
+  return schemes;
+}
+}  // namespace
+
+void RegisterStoreScheme(const std::string& scheme, StoreOpener open) {
+  std::lock_guard lock(g_schemes_mu);
+  Schemes()[scheme] = std::move(open);
+}
+
 Result<std::unique_ptr<Store>> OpenStore(std::string_view uri) {
   if (uri.empty()) return InvalidArgumentError("empty store URI");
   if (uri == "mem://" || uri == "mem:") return NewMemoryStore();
   if (uri.starts_with("file://")) return OpenFileUri(uri.substr(7));
   size_t colon = uri.find("://");
   if (colon != std::string_view::npos) {
+    StoreOpener open;
+    {
+      std::lock_guard lock(g_schemes_mu);
+      auto it = Schemes().find(std::string(uri.substr(0, colon)));
+      if (it != Schemes().end()) open = it->second;
+    }
+    if (open) return open(uri);
     return InvalidArgumentError("unknown store URI scheme '" + std::string(uri.substr(0, colon)) +
                                 "://' (known: mem://, file://)");
   }

@@ -1,0 +1,51 @@
+// A pool of keep-alive S3 connections per endpoint; a connection serves one request at a time.
+// Thread-safe.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "client/s3_connection.h"
+
+namespace objectcache::client {
+
+// Idle keep-alive connections per endpoint; a connection is taken for one request at a time.
+class ConnectionPool {
+ public:
+  ConnectionPool(std::vector<S3Endpoint> endpoints, S3Credentials credentials,
+                 std::chrono::seconds timeout)
+      : endpoints_(std::move(endpoints)),
+        credentials_(std::move(credentials)),
+        timeout_(timeout),
+        idle_(endpoints_.size()) {}
+
+  size_t endpoints() const { return endpoints_.size(); }
+
+  std::unique_ptr<S3Connection> Take(size_t endpoint) {
+    std::lock_guard lock(mu_);
+    auto& idle = idle_[endpoint];
+    if (!idle.empty()) {
+      std::unique_ptr<S3Connection> c = std::move(idle.back());
+      idle.pop_back();
+      return c;
+    }
+    return std::make_unique<S3Connection>(endpoints_[endpoint], credentials_, timeout_);
+  }
+
+  void Return(size_t endpoint, std::unique_ptr<S3Connection> c) {
+    std::lock_guard lock(mu_);
+    if (idle_[endpoint].size() < kMaxIdle) idle_[endpoint].push_back(std::move(c));
+  }
+
+ private:
+  static constexpr size_t kMaxIdle = 16;
+  const std::vector<S3Endpoint> endpoints_;
+  const S3Credentials credentials_;
+  const std::chrono::seconds timeout_;
+  std::mutex mu_;
+  std::vector<std::vector<std::unique_ptr<S3Connection>>> idle_;  // guarded by mu_
+};
+
+}  // namespace objectcache::client

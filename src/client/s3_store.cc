@@ -1,0 +1,358 @@
+#include "client/s3_store.h"
+
+#include <charconv>
+#include <cstring>
+#include <ctime>
+#include <map>
+
+#include "client/connection_pool.h"
+#include "objectcache/store_registry.h"
+#include "s3/crypto.h"
+#include "s3/s3_request.h"
+#include "s3/xml.h"
+#include "store/backend_util.h"
+
+namespace objectcache::client {
+namespace {
+
+constexpr size_t kS3MaxKeyBytes = 1024;
+constexpr char kAttrsHeader[] = "x-amz-meta-objectcache-attrs";
+using Query = std::vector<std::pair<std::string, std::string>>;
+using Headers = std::vector<std::pair<std::string, std::string>>;
+
+// A decimal number from a response (never trusted): 0 when absent or malformed.
+uint64_t ParseU64(const std::string* text) {
+  uint64_t v = 0;
+  if (text != nullptr) std::from_chars(text->data(), text->data() + text->size(), v);
+  return v;
+}
+
+Status StatusFor(const S3Response& r, const std::string& what) {
+  std::string code;
+  if (auto b = r.error_body.find("<Code>"); b != std::string::npos) {
+    auto e = r.error_body.find("</Code>", b);
+    if (e != std::string::npos) code = r.error_body.substr(b + 6, e - b - 6);
+  }
+  const std::string message =
+      what + ": HTTP " + std::to_string(r.status) + (code.empty() ? "" : " " + code);
+  switch (r.status) {
+    case 404:
+      return NotFoundError(message);
+    case 400:
+      return InvalidArgumentError(message);
+    case 403:
+      return PermissionDeniedError(message);
+    case 412:
+      return Status(StatusCode::kAborted, message + " (object changed during the read)");
+    case 416:
+      return OutOfRangeError(message);
+    case 507:
+      return ResourceExhaustedError(message);
+    default:
+      return r.status >= 500 ? UnavailableError(message) : InternalError(message);
+  }
+}
+
+class S3ObjectReader;
+
+class S3Store final : public Store {
+ public:
+  S3Store(S3Endpoint endpoint, std::string bucket, std::string uri)
+      : pool_({std::move(endpoint)}, S3Credentials::FromEnvironment(), std::chrono::seconds(60)),
+        bucket_(std::move(bucket)),
+        uri_(std::move(uri)) {}
+
+  StoreCapabilities Capabilities() const override {
+    return {.ranged_reads = true,
+            .persistent = true,
+            .evicts = false,
+            .capacity_bytes = {},
+            .max_key_bytes = kS3MaxKeyBytes,
+            .tracks_usage = false,
+            .pinned_readers = false};
+  }
+  StoreUsage Usage() const override { return {}; }
+  std::string Uri() const override { return uri_; }
+
+  // One request on a pooled connection; a broken connection is retried once (every request
+  // this store sends is idempotent).
+  Result<S3Response> Request(std::string_view method, std::string_view key, const Query& query,
+                             std::string_view body, const Headers& headers,
+                             const std::function<Status(std::span<const std::byte>)>& on_body) {
+    const std::string path = "/" + bucket_ + (key.empty() ? "" : "/" + std::string(key));
+    for (int attempt = 0;; ++attempt) {
+      std::unique_ptr<S3Connection> conn = pool_.Take(0);
+      Result<S3Response> r = conn->Send(method, path, query, body, on_body, headers);
+      if (r.has_value()) {
+        pool_.Return(0, std::move(conn));
+        return r;
+      }
+      if (r.error().code() != StatusCode::kUnavailable || attempt == 1) return r.error();
+    }
+  }
+
+  Result<S3Response> Head(std::string_view key) {
+    OC_RETURN_IF_ERROR(CheckKey(key));
+    OC_ASSIGN_OR_RETURN(S3Response r,
+                        Request("HEAD", key, {}, "", {}, [](auto) { return Status(); }));
+    if (r.status != 200) return StatusFor(r, "stat '" + std::string(key) + "'");
+    return r;
+  }
+
+  Status Put(std::string_view key, std::span<const std::byte> value,
+             const PutOptions& options) override {
+    OC_RETURN_IF_ERROR(CheckKey(key));
+    OC_RETURN_IF_ERROR(ValidateAttributes(options.attributes));
+    Headers h;
+    if (!options.attributes.empty())
+      h.emplace_back(kAttrsHeader, s3::Base64Encode(options.attributes));
+    OC_ASSIGN_OR_RETURN(
+        S3Response r,
+        Request("PUT", key, {},
+                std::string_view(reinterpret_cast<const char*>(value.data()), value.size()), h,
+                [](auto) { return Status(); }));
+    if (r.status != 200) return StatusFor(r, "storing '" + std::string(key) + "'");
+    return Status();
+  }
+
+  Result<ObjectInfo> Stat(std::string_view key) override {
+    OC_ASSIGN_OR_RETURN(S3Response r, Head(key));
+    const std::string* len = r.Header("content-length");
+    return ObjectInfo{std::string(key), ParseU64(len)};
+  }
+
+  Result<size_t> Retrieve(std::string_view key, std::span<std::byte> dest) override {
+    OC_RETURN_IF_ERROR(CheckKey(key));
+    size_t got = 0;
+    bool too_small = false;
+    OC_ASSIGN_OR_RETURN(S3Response r,
+                        Request("GET", key, {}, "", {}, [&](std::span<const std::byte> b) {
+                          if (got + b.size() > dest.size()) {
+                            too_small = true;
+                            return ResourceExhaustedError("buffer too small");
+                          }
+                          std::memcpy(dest.data() + got, b.data(), b.size());
+                          got += b.size();
+                          return Status();
+                        }));
+    if (r.status != 200) return StatusFor(r, "reading '" + std::string(key) + "'");
+    if (too_small) {
+      return ResourceExhaustedError("reading '" + std::string(key) + "': buffer of " +
+                                    std::to_string(dest.size()) + " bytes is too small");
+    }
+    return got;
+  }
+
+  // A ranged GET of [offset, offset + dest.size()), pinned to `etag`.
+  Status ReadRange(std::string_view key, const std::string& etag, uint64_t offset,
+                   std::span<std::byte> dest) {
+    if (dest.empty()) return Status();
+    size_t got = 0;
+    Headers h = {{"Range", "bytes=" + std::to_string(offset) + "-" +
+                               std::to_string(offset + dest.size() - 1)},
+                 {"If-Match", etag}};
+    OC_ASSIGN_OR_RETURN(S3Response r,
+                        Request("GET", key, {}, "", h, [&](std::span<const std::byte> b) {
+                          if (got + b.size() > dest.size())
+                            return DataLossError("range response longer than asked");
+                          std::memcpy(dest.data() + got, b.data(), b.size());
+                          got += b.size();
+                          return Status();
+                        }));
+    if (r.status != 206 && r.status != 200)
+      return StatusFor(r, "reading '" + std::string(key) + "'");
+    if (got != dest.size()) return DataLossError("reading '" + std::string(key) + "': short range");
+    return Status();
+  }
+
+  Status RetrieveRanges(std::span<RangeRead> reads) override {
+    std::map<std::string_view, Result<S3Response>> heads;
+    for (RangeRead& r : reads) {
+      auto it = heads.find(r.key);
+      if (it == heads.end()) it = heads.emplace(r.key, Head(r.key)).first;
+      if (!it->second) {
+        r.status = it->second.error();
+        continue;
+      }
+      const std::string* len = it->second->Header("content-length");
+      const std::string* etag = it->second->Header("etag");
+      r.status = CheckRange(r, ParseU64(len));
+      if (r.status.ok()) r.status = ReadRange(r.key, etag ? *etag : "*", r.offset, r.dest);
+    }
+    return Status();
+  }
+
+  Result<std::vector<bool>> Exist(std::span<const std::string> keys) override {
+    std::vector<bool> out(keys.size());
+    for (size_t i = 0; i < keys.size(); ++i) {
+      Result<S3Response> r = Head(keys[i]);
+      if (r) {
+        out[i] = true;
+      } else if (r.error().code() != StatusCode::kNotFound &&
+                 r.error().code() != StatusCode::kInvalidArgument) {
+        return r.error();
+      }
+    }
+    return out;
+  }
+
+  Status Delete(std::string_view key) override {
+    OC_RETURN_IF_ERROR(Head(key).status());  // S3 deletes are silent; the store says NotFound
+    OC_ASSIGN_OR_RETURN(S3Response r,
+                        Request("DELETE", key, {}, "", {}, [](auto) { return Status(); }));
+    if (r.status != 204 && r.status != 200)
+      return StatusFor(r, "deleting '" + std::string(key) + "'");
+    return Status();
+  }
+
+  Result<ListPage> List(const ListOptions& options) override {
+    Query q = {{"list-type", "2"},
+               {"encoding-type", "url"},
+               {"max-keys", std::to_string(std::min<size_t>(options.max_keys, 1000))}};
+    if (!options.prefix.empty()) q.emplace_back("prefix", options.prefix);
+    if (!options.start_after.empty()) q.emplace_back("start-after", options.start_after);
+    std::string xml;
+    OC_ASSIGN_OR_RETURN(S3Response r,
+                        Request("GET", "", q, "", {}, [&](std::span<const std::byte> b) {
+                          xml.append(reinterpret_cast<const char*>(b.data()), b.size());
+                          return Status();
+                        }));
+    if (r.status != 200) return StatusFor(r, "listing " + uri_);
+    s3::XmlElement root;
+    std::string why;
+    if (!s3::ParseXml(xml, &root, &why)) return DataLossError("listing " + uri_ + ": " + why);
+    ListPage page;
+    for (const s3::XmlElement& e : root.children) {
+      if (e.name != "Contents") continue;
+      const s3::XmlElement* k = e.Child("Key");
+      const s3::XmlElement* size = e.Child("Size");
+      std::string key;
+      if (k == nullptr || !s3::PercentDecode(k->text, &key))
+        return DataLossError("listing: bad <Key>");
+      page.objects.push_back({std::move(key), size ? ParseU64(&size->text) : 0});
+    }
+    const s3::XmlElement* truncated = root.Child("IsTruncated");
+    page.truncated = truncated && truncated->text == "true" && options.max_keys > 0;
+    return page;
+  }
+
+  Result<std::unique_ptr<ObjectWriter>> NewWriter(std::string_view key,
+                                                  const PutOptions& options) override;
+  Result<std::unique_ptr<ObjectReader>> OpenReader(std::string_view key) override;
+
+ private:
+  static Status CheckKey(std::string_view key) {
+    OC_RETURN_IF_ERROR(ValidateKey(key));
+    if (key.size() > kS3MaxKeyBytes) {
+      return InvalidArgumentError("object name of " + std::to_string(key.size()) +
+                                  " bytes exceeds S3's limit of 1024");
+    }
+    return Status();
+  }
+
+  ConnectionPool pool_;
+  const std::string bucket_;
+  const std::string uri_;
+};
+
+// Collects the value; Commit stores it with one PUT.
+class S3ObjectWriter final : public ObjectWriter {
+ public:
+  S3ObjectWriter(S3Store* store, std::string key, PutOptions options)
+      : store_(store), key_(std::move(key)), options_(std::move(options)) {}
+  Status Append(std::span<const std::byte> bytes) override {
+    data_.append(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+    return Status();
+  }
+  Status SetAttributes(std::string attributes) override {
+    OC_RETURN_IF_ERROR(ValidateAttributes(attributes));
+    options_.attributes = std::move(attributes);
+    return Status();
+  }
+  Status Commit() override { return store_->Put(key_, AsBytes(data_), options_); }
+  uint64_t bytes_written() const override { return data_.size(); }
+
+ private:
+  S3Store* store_;
+  std::string key_;
+  PutOptions options_;
+  std::string data_;
+};
+
+class S3ObjectReader final : public ObjectReader {
+ public:
+  S3ObjectReader(S3Store* store, std::string key, uint64_t size, std::string etag,
+                 std::string attributes, int64_t mtime)
+      : store_(store),
+        key_(std::move(key)),
+        size_(size),
+        etag_(std::move(etag)),
+        attributes_(std::move(attributes)),
+        mtime_(mtime) {}
+  uint64_t size() const override { return size_; }
+  const std::string& attributes() const override { return attributes_; }
+  int64_t mtime() const override { return mtime_; }
+  Status ReadAt(uint64_t offset, std::span<std::byte> dest) const override {
+    OC_RETURN_IF_ERROR(CheckRange(RangeRead{.key = key_, .offset = offset, .dest = dest}, size_));
+    return store_->ReadRange(key_, etag_, offset, dest);
+  }
+
+ private:
+  S3Store* store_;
+  std::string key_;
+  uint64_t size_;
+  std::string etag_, attributes_;
+  int64_t mtime_;
+};
+
+Result<std::unique_ptr<ObjectWriter>> S3Store::NewWriter(std::string_view key,
+                                                         const PutOptions& options) {
+  OC_RETURN_IF_ERROR(CheckKey(key));
+  OC_RETURN_IF_ERROR(ValidateAttributes(options.attributes));
+  return std::unique_ptr<ObjectWriter>(new S3ObjectWriter(this, std::string(key), options));
+}
+
+Result<std::unique_ptr<ObjectReader>> S3Store::OpenReader(std::string_view key) {
+  OC_ASSIGN_OR_RETURN(S3Response r, Head(key));
+  const std::string* len = r.Header("content-length");
+  const std::string* etag = r.Header("etag");
+  std::string attributes;
+  if (const std::string* a = r.Header(kAttrsHeader)) {
+    if (!s3::Base64Decode(*a, &attributes))
+      return DataLossError("damaged attributes of '" + std::string(key) + "'");
+  }
+  int64_t mtime = 0;
+  if (const std::string* lm = r.Header("last-modified")) {
+    std::tm tm{};
+    if (::strptime(lm->c_str(), "%a, %d %b %Y %H:%M:%S GMT", &tm)) mtime = ::timegm(&tm);
+  }
+  return std::unique_ptr<ObjectReader>(new S3ObjectReader(this, std::string(key), ParseU64(len),
+                                                          etag ? *etag : "*", attributes, mtime));
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Store>> OpenS3Store(std::string_view uri) {
+  std::string_view rest = uri;
+  if (!rest.starts_with("s3://"))
+    return InvalidArgumentError("not an s3:// URI: " + std::string(uri));
+  rest.remove_prefix(5);
+  const size_t slash = rest.find('/');
+  if (slash == std::string_view::npos || slash + 1 >= rest.size()) {
+    return InvalidArgumentError("s3:// URI must be s3://HOST:PORT/BUCKET, got '" +
+                                std::string(uri) + "'");
+  }
+  OC_ASSIGN_OR_RETURN(S3Endpoint endpoint, S3Endpoint::Parse(rest.substr(0, slash)));
+  std::string bucket(rest.substr(slash + 1));
+  while (!bucket.empty() && bucket.back() == '/') bucket.pop_back();
+  auto store = std::make_unique<S3Store>(std::move(endpoint), bucket, std::string(uri));
+  // Fail now, not at the first read, if the bucket cannot be reached.
+  OC_ASSIGN_OR_RETURN(S3Response r,
+                      store->Request("HEAD", "", {}, "", {}, [](auto) { return Status(); }));
+  if (r.status != 200) return StatusFor(r, "opening " + std::string(uri));
+  return std::unique_ptr<Store>(std::move(store));
+}
+
+void RegisterS3Store() { RegisterStoreScheme("s3", OpenS3Store); }
+
+}  // namespace objectcache::client

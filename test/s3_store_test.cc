@@ -1,0 +1,90 @@
+// The s3:// store backend passes the store conformance suite against a real `objectcache
+// serve` (a fresh bucket per test, so a reopen sees the same objects).
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "client/s3_connection.h"
+#include "client/s3_store.h"
+#include "objectcache/store_registry.h"
+#include "store/store_conformance.h"
+
+namespace objectcache {
+namespace {
+
+namespace fs = std::filesystem;
+
+// One server for the whole binary, ended by its PID at exit.
+class ServerEnvironment : public ::testing::Environment {
+ public:
+  void SetUp() override {
+    dir_ = MakeScratchDir();
+    fs::create_directories(dir_);
+    const std::string port_file = dir_ + "/port";
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      ::execl(OBJECTCACHE_PATH, OBJECTCACHE_PATH, "serve", "--anonymous", "--listen", "127.0.0.1:0",
+              "--store", (dir_ + "/store").c_str(), "--port-file", port_file.c_str(), "--log-level",
+              "error", nullptr);
+      ::_exit(127);
+    }
+    for (int i = 0; i < 200 && !fs::exists(port_file); ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(25));
+    }
+    int port = 0;
+    std::ifstream(port_file) >> port;
+    ASSERT_GT(port, 0);
+    endpoint = "127.0.0.1:" + std::to_string(port);
+  }
+  void TearDown() override {
+    ::kill(pid_, SIGTERM);
+    ::waitpid(pid_, nullptr, 0);
+    RemoveTree(dir_);
+  }
+  static inline std::string endpoint;
+
+ private:
+  std::string dir_;
+  pid_t pid_ = -1;
+};
+
+Result<std::unique_ptr<Store>> OpenBucketFor(const std::string& scratch_dir) {
+  // One bucket per scratch directory: the same directory reopens the same bucket.
+  std::string bucket = "conf-" + std::to_string(std::hash<std::string>()(scratch_dir) % 1000000000);
+  client::S3Connection conn(*client::S3Endpoint::Parse(ServerEnvironment::endpoint), {});
+  auto r = conn.Send("PUT", "/" + bucket, {}, "", [](auto) { return Status(); });
+  if (!r.has_value()) return r.error();
+  return client::OpenS3Store("s3://" + ServerEnvironment::endpoint + "/" + bucket);
+}
+
+INSTANTIATE_TEST_SUITE_P(S3, StoreConformanceTest,
+                         ::testing::Values(StoreFactory{"s3", OpenBucketFor}),
+                         [](const auto& param_info) { return param_info.param.name; });
+
+TEST(S3StoreTest, RegisteredSchemeOpensAndBadUrisFail) {
+  client::RegisterS3Store();
+  EXPECT_EQ(OpenStore("s3://" + ServerEnvironment::endpoint).status().code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(OpenStore("s3://" + ServerEnvironment::endpoint + "/no-such-bucket").status().code(),
+            StatusCode::kNotFound);
+  client::S3Connection conn(*client::S3Endpoint::Parse(ServerEnvironment::endpoint), {});
+  ASSERT_TRUE(conn.Send("PUT", "/registered", {}, "", [](auto) { return Status(); }).has_value());
+  Result<std::unique_ptr<Store>> s =
+      OpenStore("s3://" + ServerEnvironment::endpoint + "/registered");
+  ASSERT_TRUE(s.has_value()) << s.error().ToString();
+  EXPECT_FALSE((*s)->Capabilities().tracks_usage);
+}
+
+}  // namespace
+}  // namespace objectcache
+
+int main(int argc, char** argv) {
+  ::testing::InitGoogleTest(&argc, argv);
+  ::testing::AddGlobalTestEnvironment(new objectcache::ServerEnvironment);
+  return RUN_ALL_TESTS();
+}
