@@ -17,6 +17,7 @@
 #include "objectcache/chunk_object.h"
 #include "objectcache/store.h"
 #include "store/scratch_dir.h"
+#include "test/server_process.h"
 
 namespace objectcache {
 namespace {
@@ -27,19 +28,8 @@ class ClientTest : public ::testing::Test {
  protected:
   void SetUp() override {
     dir_ = MakeScratchDir();
-    fs::create_directories(dir_);
-    const std::string port_file = dir_ + "/port";
-    pid_ = ::fork();
-    if (pid_ == 0) {
-      ::execl(OBJECTCACHE_PATH, OBJECTCACHE_PATH, "serve", "--anonymous", "--listen", "127.0.0.1:0",
-              "--store", (dir_ + "/store").c_str(), "--port-file", port_file.c_str(), "--log-level",
-              "error", nullptr);
-      ::_exit(127);
-    }
-    for (int i = 0; i < 200 && !fs::exists(port_file); ++i) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(25));
-    }
-    std::ifstream(port_file) >> port_;
+    server_ = std::make_unique<testing::ServerProcess>(dir_);
+    port_ = server_->port();
     ASSERT_GT(port_, 0);
     endpoint_ = "http://127.0.0.1:" + std::to_string(port_);
     client::S3Connection conn(*client::S3Endpoint::Parse(endpoint_), client::S3Credentials{});
@@ -64,10 +54,7 @@ class ClientTest : public ::testing::Test {
   }
 
   void TearDown() override {
-    if (pid_ > 0) {
-      ::kill(pid_, SIGKILL);
-      ::waitpid(pid_, nullptr, 0);
-    }
+    server_.reset();
     RemoveTree(dir_);
   }
 
@@ -88,7 +75,7 @@ class ClientTest : public ::testing::Test {
 
   ModelPreset model_ = *FindModelPreset("llama-3.1-8b");
   std::string dir_, endpoint_;
-  pid_t pid_ = -1;
+  std::unique_ptr<testing::ServerProcess> server_;
   int port_ = 0;
   std::vector<ChunkKey> keys_;
   std::vector<std::string> kv_;
@@ -134,7 +121,7 @@ TEST_F(ClientTest, LayersArriveInOrderVerifiedIntoCallerMemory) {
 
 TEST_F(ClientTest, ChunkDamagedOnDiskFailsItsLayerAndNothingAfter) {
   fs::path file;
-  for (const auto& e : fs::recursive_directory_iterator(dir_ + "/store/objects")) {
+  for (const auto& e : fs::recursive_directory_iterator(server_->store_dir() + "/objects")) {
     if (e.path().filename() == "kvc%2F" + keys_[1].ToHex()) file = e.path();
   }
   ASSERT_FALSE(file.empty());
@@ -165,9 +152,7 @@ TEST_F(ClientTest, ServerKilledMidStreamFailsCleanlyWithoutHanging) {
   for (std::string& r : regions) req.regions.push_back(AsWritableBytes(r));
   auto retrieval = *c->RetrieveLayerwise(std::move(req));
   ASSERT_TRUE(retrieval->WaitForLayer(0).ok());
-  ::kill(pid_, SIGKILL);
-  ::waitpid(pid_, nullptr, 0);
-  pid_ = -1;
+  server_->Stop(SIGKILL);
   // Either everything had already arrived, or the end is a clean error; never a hang.
   Status all = retrieval->Wait();
   for (uint32_t layer = 0; layer < 32; ++layer) {

@@ -13,6 +13,7 @@
 #include "client/s3_store.h"
 #include "objectcache/store_registry.h"
 #include "store/store_conformance.h"
+#include "test/server_process.h"
 
 namespace objectcache {
 namespace {
@@ -24,33 +25,19 @@ class ServerEnvironment : public ::testing::Environment {
  public:
   void SetUp() override {
     dir_ = MakeScratchDir();
-    fs::create_directories(dir_);
-    const std::string port_file = dir_ + "/port";
-    pid_ = ::fork();
-    if (pid_ == 0) {
-      ::execl(OBJECTCACHE_PATH, OBJECTCACHE_PATH, "serve", "--anonymous", "--listen", "127.0.0.1:0",
-              "--store", (dir_ + "/store").c_str(), "--port-file", port_file.c_str(), "--log-level",
-              "error", nullptr);
-      ::_exit(127);
-    }
-    for (int i = 0; i < 200 && !fs::exists(port_file); ++i) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(25));
-    }
-    int port = 0;
-    std::ifstream(port_file) >> port;
-    ASSERT_GT(port, 0);
-    endpoint = "127.0.0.1:" + std::to_string(port);
+    server_ = std::make_unique<testing::ServerProcess>(dir_);
+    ASSERT_GT(server_->port(), 0);
+    endpoint = server_->endpoint();
   }
   void TearDown() override {
-    ::kill(pid_, SIGTERM);
-    ::waitpid(pid_, nullptr, 0);
+    server_.reset();
     RemoveTree(dir_);
   }
   static inline std::string endpoint;
 
  private:
   std::string dir_;
-  pid_t pid_ = -1;
+  std::unique_ptr<testing::ServerProcess> server_;
 };
 
 Result<std::unique_ptr<Store>> OpenBucketFor(const std::string& scratch_dir) {

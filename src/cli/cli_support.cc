@@ -8,6 +8,7 @@
 #include <fstream>
 #include <iostream>
 #include <sstream>
+#include <vector>
 
 #include "objectcache/store_registry.h"
 
@@ -88,6 +89,22 @@ Status WriteFileAtomically(const std::string& path, std::string_view bytes) {
   OC_ASSIGN_OR_RETURN(std::unique_ptr<OutputFile> out, OutputFile::Open(path));
   OC_RETURN_IF_ERROR(out->Write(AsBytes(bytes)));
   return out->Commit();
+}
+
+// One hex chunk key per line; blank lines and lines starting with '#' are skipped.
+Result<std::vector<ChunkKey>> ParseKeyList(const std::string& text, const std::string& path) {
+  std::vector<ChunkKey> keys;
+  std::istringstream in(text);
+  std::string line;
+  for (int line_no = 1; std::getline(in, line); ++line_no) {
+    while (!line.empty() && (line.back() == '\r' || line.back() == ' ')) line.pop_back();
+    if (line.empty() || line[0] == '#') continue;
+    Result<ChunkKey> k = ChunkKey::FromHex(line);
+    if (!k.has_value()) return k.error().Annotate(path + " line " + std::to_string(line_no));
+    keys.push_back(*k);
+  }
+  if (keys.empty()) return InvalidArgumentError(path + " holds no keys");
+  return keys;
 }
 
 void AddStoreFlag(CLI::App* cmd, std::string* uri) {

@@ -12,6 +12,7 @@
 #include <optional>
 #include <string>
 
+#include "objectcache/chunk_key.h"
 #include "objectcache/kv_layout.h"
 #include "objectcache/status.h"
 #include "objectcache/store.h"
@@ -50,6 +51,10 @@ class OutputFile {
   int fd_ = -1;
   bool committed_ = false;
 };
+
+// One hex chunk key per line of `text` (read from `path`, for messages); blank lines and lines
+// starting with '#' are skipped. InvalidArgument names the bad line; no keys is an error too.
+Result<std::vector<ChunkKey>> ParseKeyList(const std::string& text, const std::string& path);
 
 // --store URI on a subcommand.
 void AddStoreFlag(CLI::App* cmd, std::string* uri);

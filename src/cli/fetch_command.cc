@@ -27,17 +27,9 @@ Status RunFetch(const FetchFlags& f) {
   OC_ASSIGN_OR_RETURN(ModelPreset model, ResolveLayoutFlags(f.layout));
   OC_ASSIGN_OR_RETURN(LayerRange range, LayerRange::Parse(f.layers, model.layout.num_layers));
   OC_ASSIGN_OR_RETURN(std::string text, ReadFile(f.keys_file));
+  OC_ASSIGN_OR_RETURN(std::vector<ChunkKey> chunk_keys, ParseKeyList(text, f.keys_file));
   nlohmann::json keys = nlohmann::json::array();
-  std::istringstream in(text);
-  std::string line;
-  for (int line_no = 1; std::getline(in, line); ++line_no) {
-    while (!line.empty() && (line.back() == '\r' || line.back() == ' ')) line.pop_back();
-    if (line.empty() || line[0] == '#') continue;
-    Result<ChunkKey> k = ChunkKey::FromHex(line);
-    if (!k) return k.error().Annotate(f.keys_file + " line " + std::to_string(line_no));
-    keys.push_back(k->ToHex());
-  }
-  if (keys.empty()) return InvalidArgumentError(f.keys_file + " holds no keys");
+  for (const ChunkKey& k : chunk_keys) keys.push_back(k.ToHex());
   nlohmann::json body;
   body["version"] = 1;
   body["keys"] = keys;

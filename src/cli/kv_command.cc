@@ -36,22 +36,6 @@ Result<std::vector<uint32_t>> ParseTokens(std::string_view text) {
   return tokens;
 }
 
-// One hex chunk key per line; blank lines and lines starting with '#' are skipped.
-Result<std::vector<ChunkKey>> ParseKeyList(const std::string& text, const std::string& path) {
-  std::vector<ChunkKey> keys;
-  std::istringstream in(text);
-  std::string line;
-  for (int line_no = 1; std::getline(in, line); ++line_no) {
-    while (!line.empty() && (line.back() == '\r' || line.back() == ' ')) line.pop_back();
-    if (line.empty() || line[0] == '#') continue;
-    Result<ChunkKey> k = ChunkKey::FromHex(line);
-    if (!k.has_value()) return k.error().Annotate(path + " line " + std::to_string(line_no));
-    keys.push_back(*k);
-  }
-  if (keys.empty()) return InvalidArgumentError(path + " holds no keys");
-  return keys;
-}
-
 void AddPut(CLI::App* kv) {
   auto* cmd = kv->add_subcommand("put", "Store FILE (- for stdin) as object KEY");
   auto store = std::make_shared<std::string>();

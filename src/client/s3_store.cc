@@ -255,30 +255,6 @@ class S3Store final : public Store {
   const std::string uri_;
 };
 
-// Collects the value; Commit stores it with one PUT.
-class S3ObjectWriter final : public ObjectWriter {
- public:
-  S3ObjectWriter(S3Store* store, std::string key, PutOptions options)
-      : store_(store), key_(std::move(key)), options_(std::move(options)) {}
-  Status Append(std::span<const std::byte> bytes) override {
-    data_.append(reinterpret_cast<const char*>(bytes.data()), bytes.size());
-    return Status();
-  }
-  Status SetAttributes(std::string attributes) override {
-    OC_RETURN_IF_ERROR(ValidateAttributes(attributes));
-    options_.attributes = std::move(attributes);
-    return Status();
-  }
-  Status Commit() override { return store_->Put(key_, AsBytes(data_), options_); }
-  uint64_t bytes_written() const override { return data_.size(); }
-
- private:
-  S3Store* store_;
-  std::string key_;
-  PutOptions options_;
-  std::string data_;
-};
-
 class S3ObjectReader final : public ObjectReader {
  public:
   S3ObjectReader(S3Store* store, std::string key, uint64_t size, std::string etag,
@@ -309,7 +285,7 @@ Result<std::unique_ptr<ObjectWriter>> S3Store::NewWriter(std::string_view key,
                                                          const PutOptions& options) {
   OC_RETURN_IF_ERROR(CheckKey(key));
   OC_RETURN_IF_ERROR(ValidateAttributes(options.attributes));
-  return std::unique_ptr<ObjectWriter>(new S3ObjectWriter(this, std::string(key), options));
+  return NewBufferedWriter(this, std::string(key), options);
 }
 
 Result<std::unique_ptr<ObjectReader>> S3Store::OpenReader(std::string_view key) {

@@ -1,19 +1,9 @@
 #include "s3/s3_request.h"
 
+#include "core/hex.h"
 #include "core/query_string.h"
 
 namespace objectcache::s3 {
-namespace {
-
-int HexDigit(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
-}
-
-}  // namespace
-
 const std::string* S3Request::Header(std::string_view name) const {
   for (const auto& [k, v] : headers) {
     if (k == name) return &v;
@@ -36,10 +26,9 @@ bool PercentDecode(std::string_view in, std::string* out) {
       *out += in[i];
       continue;
     }
-    if (i + 2 >= in.size()) return false;
-    int hi = HexDigit(in[i + 1]), lo = HexDigit(in[i + 2]);
-    if (hi < 0 || lo < 0) return false;
-    *out += static_cast<char>(hi << 4 | lo);
+    uint8_t byte = 0;
+    if (i + 2 >= in.size() || !DecodeHex(in.substr(i + 1, 2), &byte)) return false;
+    *out += static_cast<char>(byte);
     i += 2;
   }
   return true;

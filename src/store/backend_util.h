@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <map>
+#include <memory>
 #include <span>
 #include <string>
 #include <string_view>
@@ -48,6 +49,10 @@ void CollectListCandidates(const OrderedMap& shard, const ListOptions& options, 
     out->push_back({it->first, size_of(it->second)});
   }
 }
+
+// A writer that collects the value in memory and stores it with one store->Put at Commit: for
+// backends whose writes are one request (memory, plain S3). `store` must outlive it.
+std::unique_ptr<ObjectWriter> NewBufferedWriter(Store* store, std::string key, PutOptions options);
 
 // The page made of the candidates of all shards.
 ListPage FinishListPage(std::vector<ObjectInfo> candidates, size_t max_keys);

@@ -66,6 +66,37 @@ Status CheckRange(const RangeRead& r, uint64_t object_size) {
   return Status();
 }
 
+namespace {
+
+class BufferedObjectWriter final : public ObjectWriter {
+ public:
+  BufferedObjectWriter(Store* store, std::string key, PutOptions options)
+      : store_(store), key_(std::move(key)), options_(std::move(options)) {}
+  Status Append(std::span<const std::byte> bytes) override {
+    data_.append(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+    return Status();
+  }
+  Status SetAttributes(std::string attributes) override {
+    OC_RETURN_IF_ERROR(ValidateAttributes(attributes));
+    options_.attributes = std::move(attributes);
+    return Status();
+  }
+  Status Commit() override { return store_->Put(key_, AsBytes(data_), options_); }
+  uint64_t bytes_written() const override { return data_.size(); }
+
+ private:
+  Store* store_;
+  std::string key_;
+  PutOptions options_;
+  std::string data_;
+};
+
+}  // namespace
+
+std::unique_ptr<ObjectWriter> NewBufferedWriter(Store* store, std::string key, PutOptions options) {
+  return std::make_unique<BufferedObjectWriter>(store, std::move(key), std::move(options));
+}
+
 ListPage FinishListPage(std::vector<ObjectInfo> candidates, size_t max_keys) {
   std::sort(candidates.begin(), candidates.end(),
             [](const ObjectInfo& a, const ObjectInfo& b) { return a.key < b.key; });

@@ -39,30 +39,6 @@ class MemoryObjectReader final : public ObjectReader {
   Value v_;
 };
 
-// Collects the value; Commit stores it with one Put.
-class MemoryObjectWriter final : public ObjectWriter {
- public:
-  MemoryObjectWriter(Store* store, std::string key, PutOptions options)
-      : store_(store), key_(std::move(key)), options_(std::move(options)) {}
-  Status Append(std::span<const std::byte> bytes) override {
-    data_.append(reinterpret_cast<const char*>(bytes.data()), bytes.size());
-    return Status();
-  }
-  Status SetAttributes(std::string attributes) override {
-    OC_RETURN_IF_ERROR(ValidateAttributes(attributes));
-    options_.attributes = std::move(attributes);
-    return Status();
-  }
-  Status Commit() override { return store_->Put(key_, AsBytes(data_), options_); }
-  uint64_t bytes_written() const override { return data_.size(); }
-
- private:
-  Store* store_;
-  std::string key_;
-  PutOptions options_;
-  std::string data_;
-};
-
 class MemoryStore final : public Store {
  public:
   StoreCapabilities Capabilities() const override {
@@ -166,7 +142,7 @@ class MemoryStore final : public Store {
                                                   const PutOptions& options) override {
     OC_RETURN_IF_ERROR(ValidateKey(key));
     OC_RETURN_IF_ERROR(ValidateAttributes(options.attributes));
-    return std::unique_ptr<ObjectWriter>(new MemoryObjectWriter(this, std::string(key), options));
+    return NewBufferedWriter(this, std::string(key), options);
   }
 
   Result<std::unique_ptr<ObjectReader>> OpenReader(std::string_view key) override {

@@ -1,0 +1,54 @@
+// `objectcache serve --anonymous` as a child process of a test, on a fresh store on
+// 127.0.0.1 port 0; ended by its PID.
+#pragma once
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <thread>
+
+namespace objectcache::testing {
+
+class ServerProcess {
+ public:
+  // Starts the server with its store in `dir` (which it creates); port() is 0 on failure.
+  explicit ServerProcess(const std::string& dir) : store_(dir + "/store") {
+    std::filesystem::create_directories(dir);
+    const std::string port_file = dir + "/port";
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      ::execl(OBJECTCACHE_PATH, OBJECTCACHE_PATH, "serve", "--anonymous", "--listen", "127.0.0.1:0",
+              "--store", store_.c_str(), "--port-file", port_file.c_str(), "--log-level", "error",
+              nullptr);
+      ::_exit(127);
+    }
+    for (int i = 0; i < 200 && !std::filesystem::exists(port_file); ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(25));
+    }
+    std::ifstream(port_file) >> port_;
+  }
+  ~ServerProcess() { Stop(SIGTERM); }
+
+  int port() const { return port_; }
+  std::string endpoint() const { return "127.0.0.1:" + std::to_string(port_); }
+  const std::string& store_dir() const { return store_; }
+
+  void Stop(int signal) {
+    if (pid_ <= 0) return;
+    ::kill(pid_, signal);
+    ::waitpid(pid_, nullptr, 0);
+    pid_ = -1;
+  }
+
+ private:
+  std::string store_;
+  pid_t pid_ = -1;
+  int port_ = 0;
+};
+
+}  // namespace objectcache::testing
