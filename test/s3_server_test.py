@@ -616,6 +616,47 @@ class S3ServerTest(unittest.TestCase):
         self.assertIn(b"checksum mismatch in layer 5", p.stderr)
         self.assertFalse(os.path.exists(os.path.join(self.work, "fetched2")))
 
+    def test_batch_store_is_all_or_nothing(self):
+        import struct
+        self.assertEqual(send(signed_request(self.server.endpoint, "PUT", "/kv-batch", b"",
+                                             headers={"x-objectcache-kv-layout": "llama-3.1-8b"}))[0], 200)
+        keys = subprocess.run([OC, "kv", "keys", "--layout", "llama-3.1-8b"] +
+                              [str(3 * i + 1) for i in range(16 * 3)], check=True,
+                              capture_output=True).stdout.decode().split()
+        objs = [self.chunk_object("llama-3.1-8b", k, 200 + i) for i, k in enumerate(keys)]
+
+        def batch(pairs):
+            out = b""
+            for k, o in pairs:
+                out += struct.pack("<II", 0x5042434F, len(k)) + k.encode() + struct.pack("<Q", len(o)) + o
+            return out + struct.pack("<I", 0x4542434F)
+
+        def stored():
+            return [o["Key"] for o in self.s3.list_objects_v2(Bucket="kv-batch").get("Contents", [])]
+
+        damaged = bytearray(objs[1])
+        damaged[4096 + 2 * 65536] ^= 1
+        status, _, body = send(signed_request(self.server.endpoint, "POST", "/kv-batch?batch-store",
+                                              batch([(keys[0], objs[0]), (keys[1], bytes(damaged))])))
+        self.assertEqual(status, 400, body)
+        self.assertIn(b"InvalidChunkObject", body)
+        self.assertEqual(stored(), [])  # not even the valid first record
+        req = signed_request(self.server.endpoint, "POST", "/kv-batch?batch-store", batch(list(zip(keys, objs))))
+        tampered = bytearray(req.body)
+        tampered[-100] ^= 1
+        status, _, body = send(req, body=bytes(tampered))
+        self.assertEqual(status, 400, body)
+        self.assertEqual(stored(), [])
+        status, _, body = send(req)
+        self.assertEqual(status, 200, body)
+        reply = json.loads(body)
+        self.assertEqual([r["key"] for r in reply["stored"]], keys)
+        self.assertEqual(sorted(stored()), sorted(keys))
+        for k, o in zip(keys, objs):
+            got = self.s3.get_object(Bucket="kv-batch", Key=k)
+            self.assertEqual(got["Body"].read(), o)
+            self.assertEqual(got["ETag"].strip('"'), hashlib.md5(o).hexdigest())
+
     # ---- operations ------------------------------------------------------------------------
 
     def test_metrics_and_malformed_requests(self):

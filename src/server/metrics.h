@@ -32,6 +32,7 @@ enum class S3Op : int {
   kListParts,
   kBatchLookup,
   kLayerwise,
+  kBatchStore,
   kOther,
   kCount
 };

@@ -215,6 +215,7 @@ asio::awaitable<S3Result<void>> S3Handler::Dispatch(Ctx& c) {
       if (r.HasQuery("delete")) co_return co_await DeleteObjects(c);
       if (r.HasQuery("lookup")) co_return co_await BatchLookup(c);
       if (r.HasQuery("layerwise")) co_return co_await LayerwiseRetrieve(c);
+      if (r.HasQuery("batch-store")) co_return co_await BatchStore(c);
     }
     co_return Fail("MethodNotAllowed", "The specified method is not allowed against this resource");
   }

@@ -88,6 +88,8 @@ class S3Handler final : public RequestHandler {
   asio::awaitable<S3Result<void>> BatchLookup(Ctx& c);
   // The layerwise aggregated retrieval of docs/wire-format.md (layerwise.cc).
   asio::awaitable<S3Result<void>> LayerwiseRetrieve(Ctx& c);
+  // Many objects in one request (batch_store.cc).
+  asio::awaitable<S3Result<void>> BatchStore(Ctx& c);
   asio::awaitable<S3Result<void>> ListUploads(Ctx& c);
   // Objects.
   asio::awaitable<S3Result<void>> PutObject(Ctx& c);

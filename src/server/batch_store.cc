@@ -1,0 +1,147 @@
+// Batch store (docs/wire-format.md): one request stores many objects, the engine saving a
+// prefix after prefill. Records stream through writers; nothing is committed until the whole
+// body has arrived and its signature and checksums are verified, so a bad request stores nothing.
+#include <nlohmann/json.hpp>
+
+#include "core/byte_order.h"
+#include "objectcache/chunk_object.h"
+#include "s3/crypto.h"
+#include "server/s3_handler.h"
+
+namespace objectcache::server {
+namespace {
+
+constexpr uint32_t kRecordMagic = 0x5042434f;  // "OCBP"
+constexpr uint32_t kEndMagic = 0x4542434f;     // "OCBE"
+constexpr size_t kMaxRecords = 8192;
+
+}  // namespace
+
+asio::awaitable<S3Result<void>> S3Handler::BatchStore(Ctx& c) {
+  c.op = S3Op::kBatchStore;
+  auto b = co_await FindBucket(c.req.bucket);
+  if (!b) co_return std::unexpected(b.error());
+  const std::string payload_hash =
+      c.id ? c.id->payload_hash
+           : (c.req.Header("x-amz-content-sha256") ? *c.req.Header("x-amz-content-sha256")
+                                                   : std::string(kUnsignedPayload));
+  if (payload_hash != kUnsignedPayload && payload_hash.size() != 64) {
+    co_return Fail("InvalidArgument", "batch store takes a hex or unsigned payload hash");
+  }
+  Digest sha(Digest::Kind::kSha256);
+  struct Pending {
+    std::string key;
+    std::unique_ptr<ObjectWriter> writer;
+    Digest md5{Digest::Kind::kMd5};
+    std::optional<ChunkStreamVerifier> verifier;
+    uint64_t left = 0;
+  };
+  std::vector<std::unique_ptr<Pending>> records;
+  // Parser state: a fixed-size record header being assembled, or object bytes flowing.
+  std::string head;
+  size_t head_need = 4;
+  bool ended = false;
+  std::string raw(options_.io_buffer_bytes, '\0');
+  for (;;) {
+    Result<size_t> n = co_await c.ex.ReadBody(AsWritableBytes(raw));
+    if (!n) co_return Fail("IncompleteBody", n.error().message());
+    if (*n == 0) break;
+    std::span<const std::byte> in = AsBytes(std::string_view(raw.data(), *n));
+    sha.Update(in);
+    while (!in.empty()) {
+      if (ended) co_return Fail("InvalidArgument", "batch store: bytes after the end record");
+      Pending* cur = records.empty() ? nullptr : records.back().get();
+      if (cur != nullptr && cur->left > 0) {
+        const size_t k = static_cast<size_t>(std::min<uint64_t>(cur->left, in.size()));
+        std::span<const std::byte> part = in.first(k);
+        cur->md5.Update(part);
+        if (cur->verifier) {
+          if (Status s = cur->verifier->Feed(part); !s.ok())
+            co_return Fail("InvalidChunkObject", s.ToString());
+        }
+        Status s = co_await Blocking([&] { return cur->writer->Append(part); });
+        if (!s.ok()) co_return std::unexpected(FromStatus(s));
+        cur->left -= k;
+        in = in.subspan(k);
+        continue;
+      }
+      const size_t k = std::min(head_need - head.size(), in.size());
+      head.append(reinterpret_cast<const char*>(in.data()), k);
+      in = in.subspan(k);
+      if (head.size() < head_need) continue;
+      ByteReader r(AsBytes(head));
+      uint32_t magic = 0, key_len = 0;
+      (void)r.U32(&magic);
+      if (magic == kEndMagic) {
+        ended = true;
+        head.clear();
+        continue;
+      }
+      if (magic != kRecordMagic) co_return Fail("InvalidArgument", "batch store: bad record magic");
+      if (head_need == 4) {
+        head_need = 8;  // magic, key length
+        continue;
+      }
+      (void)r.U32(&key_len);
+      if (key_len == 0 || key_len > 1024)
+        co_return Fail("KeyTooLongError", "batch store: bad key length");
+      if (head_need == 8) {
+        head_need = 8 + key_len + 8;  // then the key and the object size
+        continue;
+      }
+      std::string key(head.substr(8, key_len));
+      uint64_t size = 0;
+      ByteReader sr(AsBytes(head).subspan(8 + key_len));
+      (void)sr.U64(&size);
+      head.clear();
+      head_need = 4;
+      if (records.size() == kMaxRecords)
+        co_return Fail("InvalidArgument", "batch store: too many objects");
+      auto p = std::make_unique<Pending>();
+      p->key = key;
+      p->left = size;
+      if (b->layout) {
+        Result<ChunkKey> ck = ChunkKey::FromHex(key);
+        if (!ck) co_return Fail("InvalidChunkObject", "'" + key + "' is not a chunk key");
+        p->verifier.emplace(
+            ChunkExpectation{.layout = &b->layout->layout, .key = &*ck, .object_bytes = size});
+      }
+      auto w = co_await Blocking([&] { return store_->NewWriter(ObjectKey(c.req.bucket, key)); });
+      if (!w) co_return std::unexpected(FromStatus(w.error()));
+      p->writer = std::move(*w);
+      records.push_back(std::move(p));
+    }
+  }
+  if (!ended || !head.empty() || (!records.empty() && records.back()->left > 0)) {
+    co_return Fail("IncompleteBody", "batch store: body ends inside a record");
+  }
+  if (payload_hash != kUnsignedPayload && ToHex(sha.Finish()) != payload_hash) {
+    co_return Fail("XAmzContentSHA256Mismatch",
+                   "The provided 'x-amz-content-sha256' header does not match what was computed.");
+  }
+  // Everything checked: commit, in request order.
+  nlohmann::json stored = nlohmann::json::array();
+  for (auto& p : records) {
+    if (p->verifier) {
+      if (Status s = p->verifier->Finish(); !s.ok())
+        co_return Fail("InvalidChunkObject", s.ToString());
+    }
+  }
+  for (auto& p : records) {
+    ObjectAttributes attrs;
+    attrs.etag = ToHex(p->md5.Finish());
+    Status s = co_await Blocking([&] {
+      OC_RETURN_IF_ERROR(p->writer->SetAttributes(attrs.Encode()));
+      return p->writer->Commit();
+    });
+    if (!s.ok()) co_return std::unexpected(FromStatus(s));
+    stored.push_back({{"key", p->key}, {"etag", attrs.etag}});
+  }
+  nlohmann::json out;
+  out["stored"] = stored;
+  Headers h{{"Content-Type", "application/json"}, {"x-amz-request-id", c.request_id}};
+  (void)co_await c.ex.Respond(200, std::move(h), out.dump());
+  co_return S3Result<void>();
+}
+
+}  // namespace objectcache::server
