@@ -144,6 +144,42 @@ TEST_F(ClientTest, ChunkDamagedOnDiskFailsItsLayerAndNothingAfter) {
   EXPECT_NE(all.message().find("layer 3"), std::string::npos) << all.ToString();
 }
 
+TEST_F(ClientTest, WriteBehindStoresWithoutBlockingAndDropsWhenFull) {
+  std::vector<uint32_t> tokens(16 * 6, 99);
+  std::vector<ChunkKey> keys = KeyNamespace(model_.name, model_.layout).KeysForTokens(tokens);
+  std::vector<std::string> objects;
+  for (size_t i = 0; i < keys.size(); ++i) {
+    std::string kv(model_.layout.ChunkKvBytes(), static_cast<char>('a' + i));
+    objects.push_back(*EncodeChunkObject(model_.layout, keys[i], AsBytes(kv)));
+  }
+  {
+    auto c = MakeClient();
+    for (size_t i = 0; i < keys.size(); ++i) c->StoreAsync(keys[i], objects[i]);
+    c->Flush();
+    ClientStats st = c->Stats();
+    EXPECT_EQ(st.stored, keys.size());
+    EXPECT_EQ(st.dropped + st.failed, 0u);
+    EXPECT_EQ(*c->Lookup(keys), keys.size());
+    c->StoreAsync(keys[0], "not a chunk object");  // refused by the KV bucket
+    c->Flush();
+    EXPECT_EQ(c->Stats().failed, 1u);
+  }
+  // A queue of one chunk's size: queuing many at once drops some instead of blocking.
+  auto small = Client::Create({.endpoints = {endpoint_},
+                               .bucket = "kvc",
+                               .access_key = "",
+                               .secret_key = "",
+                               .timeout = std::chrono::seconds(10),
+                               .write_behind_bytes = objects[0].size()});
+  ASSERT_TRUE(small.has_value());
+  for (int round = 0; round < 20; ++round)
+    (*small)->StoreAsync(keys[round % keys.size()], objects[round % keys.size()]);
+  (*small)->Flush();
+  ClientStats st = (*small)->Stats();
+  EXPECT_GT(st.dropped, 0u);
+  EXPECT_EQ(st.stored + st.dropped + st.failed, 20u);
+}
+
 TEST_F(ClientTest, ServerKilledMidStreamFailsCleanlyWithoutHanging) {
   auto c = MakeClient();
   const uint64_t slice = model_.layout.LayerSliceBytes();

@@ -7,8 +7,9 @@
 // or can never be (the error), and an optional callback reports each layer as it completes.
 // A layer is never reported ready with bytes that failed their check.
 //
-// Status: the first part of the client library (issue 4): chunkwise and plain-S3 modes, the
-// write-behind store, the DRAM tier and retries are still to come.
+// Status: the first part of the client library (issue 4): lookup, aggregated layerwise
+// retrieval and the write-behind store; chunkwise and plain-S3 modes, the DRAM tier and retries
+// are still to come.
 #pragma once
 
 #include <chrono>
@@ -26,6 +27,12 @@
 
 namespace objectcache {
 
+struct ClientStats {
+  uint64_t stored = 0;   // chunks stored by the write-behind queue
+  uint64_t dropped = 0;  // chunks dropped because the queue was full
+  uint64_t failed = 0;   // chunks whose batch the server refused or could not take
+};
+
 struct ClientOptions {
   // Server URLs ("http://HOST:PORT"); a retrieval goes to one of them, chosen by its first key.
   std::vector<std::string> endpoints = {"http://127.0.0.1:9000"};
@@ -34,6 +41,8 @@ struct ClientOptions {
   // AWS_SECRET_ACCESS_KEY, else unsigned requests (for servers in anonymous mode).
   std::string access_key, secret_key;
   std::chrono::seconds timeout{60};
+  // Write-behind queue: at most this many bytes wait to be stored; beyond, chunks are dropped.
+  size_t write_behind_bytes = 256 << 20;
 };
 
 // Called once per layer, in layer order, from the retrieval's own thread: OK when the layer is
@@ -75,6 +84,14 @@ class Client {
   // Starts a layerwise retrieval; returns at once. InvalidArgument for a malformed request.
   virtual Result<std::unique_ptr<LayerwiseRetrieval>> RetrieveLayerwise(
       LayerwiseRequest request) = 0;
+
+  // Queues a chunk object (EncodeChunkObject) to be stored under its key, write-behind: never
+  // blocks. A full queue drops the chunk (counted in Stats; a cache can always recompute).
+  // Queued chunks go to the server in batch-store requests from a background thread.
+  virtual void StoreAsync(const ChunkKey& key, std::string chunk_object) = 0;
+  // Blocks until every chunk queued so far is stored or has failed.
+  virtual void Flush() = 0;
+  virtual ClientStats Stats() const = 0;
 };
 
 }  // namespace objectcache

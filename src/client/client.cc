@@ -1,6 +1,7 @@
 #include "objectcache/client.h"
 
 #include <condition_variable>
+#include <deque>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -9,6 +10,7 @@
 #include "client/connection_pool.h"
 #include "client/layer_stream.h"
 #include "client/s3_connection.h"
+#include "core/byte_order.h"
 
 namespace objectcache {
 namespace {
@@ -135,8 +137,45 @@ class Retrieval final : public LayerwiseRetrieval {
 
 class ClientImpl final : public Client {
  public:
-  ClientImpl(std::unique_ptr<ConnectionPool> pool, std::string bucket)
-      : pool_(std::move(pool)), bucket_(std::move(bucket)) {}
+  ClientImpl(std::unique_ptr<ConnectionPool> pool, std::string bucket, size_t write_behind_bytes)
+      : pool_(std::move(pool)),
+        bucket_(std::move(bucket)),
+        queue_limit_(write_behind_bytes),
+        writer_([this] { WriteBehindLoop(); }) {}
+
+  ~ClientImpl() override {
+    {
+      std::lock_guard lock(queue_mu_);
+      stopping_ = true;
+    }
+    queue_cv_.notify_all();
+    writer_.join();  // drains what is queued first
+  }
+
+  void StoreAsync(const ChunkKey& key, std::string chunk_object) override {
+    {
+      std::lock_guard lock(queue_mu_);
+      if (queued_bytes_ + chunk_object.size() > queue_limit_ || stopping_) {
+        stats_.dropped++;
+        return;
+      }
+      queued_bytes_ += chunk_object.size();
+      queue_.emplace_back(key.ToHex(), std::move(chunk_object));
+      enqueued_++;
+    }
+    queue_cv_.notify_all();
+  }
+
+  void Flush() override {
+    std::unique_lock lock(queue_mu_);
+    const uint64_t target = enqueued_;
+    done_cv_.wait(lock, [&] { return finished_ >= target; });
+  }
+
+  ClientStats Stats() const override {
+    std::lock_guard lock(queue_mu_);
+    return stats_;
+  }
 
   Result<size_t> Lookup(std::span<const ChunkKey> keys) override {
     if (keys.empty()) return size_t{0};
@@ -194,8 +233,67 @@ class ClientImpl final : public Client {
     return std::hash<ChunkKey>()(key) % pool_->endpoints();
   }
 
+  // Sends queued chunks in batch-store requests of up to kBatchBytes / kBatchRecords.
+  void WriteBehindLoop() {
+    constexpr size_t kBatchBytes = 32 << 20, kBatchRecords = 256;
+    for (;;) {
+      std::vector<std::pair<std::string, std::string>> batch;
+      {
+        std::unique_lock lock(queue_mu_);
+        queue_cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+        if (queue_.empty()) return;  // stopping, and nothing left
+        size_t bytes = 0;
+        while (!queue_.empty() && batch.size() < kBatchRecords &&
+               (batch.empty() || bytes + queue_.front().second.size() <= kBatchBytes)) {
+          bytes += queue_.front().second.size();
+          batch.push_back(std::move(queue_.front()));
+          queue_.pop_front();
+        }
+        queued_bytes_ -= bytes;
+      }
+      const Status s = SendBatch(batch);
+      {
+        std::lock_guard lock(queue_mu_);
+        (s.ok() ? stats_.stored : stats_.failed) += batch.size();
+        finished_ += batch.size();
+      }
+      done_cv_.notify_all();
+    }
+  }
+
+  Status SendBatch(const std::vector<std::pair<std::string, std::string>>& batch) {
+    ByteWriter body;
+    for (const auto& [key, object] : batch) {
+      body.U32(0x5042434f);  // docs/wire-format.md, batch store
+      body.U32(static_cast<uint32_t>(key.size()));
+      body.Bytes(key.data(), key.size());
+      body.U64(object.size());
+      body.Bytes(object.data(), object.size());
+    }
+    body.U32(0x4542434f);
+    const size_t endpoint = EndpointFor(*ChunkKey::FromHex(batch.front().first));
+    std::unique_ptr<client::S3Connection> conn = pool_->Take(endpoint);
+    OC_ASSIGN_OR_RETURN(client::S3Response res,
+                        conn->Send("POST", "/" + bucket_, {{"batch-store", ""}}, body.str(),
+                                   [](auto) { return Status(); }));
+    pool_->Return(endpoint, std::move(conn));
+    if (res.status != 200) {
+      return UnavailableError("batch store: server answered " + std::to_string(res.status));
+    }
+    return Status();
+  }
+
   std::unique_ptr<ConnectionPool> pool_;
   const std::string bucket_;
+  const size_t queue_limit_;
+  mutable std::mutex queue_mu_;
+  std::condition_variable queue_cv_, done_cv_;
+  std::deque<std::pair<std::string, std::string>> queue_;  // guarded by queue_mu_
+  size_t queued_bytes_ = 0;                                // guarded by queue_mu_
+  uint64_t enqueued_ = 0, finished_ = 0;                   // guarded by queue_mu_
+  bool stopping_ = false;                                  // guarded by queue_mu_
+  ClientStats stats_;                                      // guarded by queue_mu_
+  std::thread writer_;                                     // last: starts after everything it uses
 };
 
 }  // namespace
@@ -216,7 +314,7 @@ Result<std::unique_ptr<Client>> Client::Create(const ClientOptions& options) {
   return std::unique_ptr<Client>(
       new ClientImpl(std::make_unique<ConnectionPool>(std::move(endpoints), std::move(credentials),
                                                       options.timeout),
-                     options.bucket));
+                     options.bucket, options.write_behind_bytes));
 }
 
 }  // namespace objectcache
