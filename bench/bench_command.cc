@@ -370,6 +370,7 @@ void AddBenchCommands(CLI::App* app) {
   i->callback([index] { Run([&] { return RunIndex(*index); }); });
 
   AddS3BenchCommand(bench);
+  AddTtftBenchCommand(bench);
 }
 
 }  // namespace objectcache::bench

@@ -7,6 +7,7 @@
 //                 against a plain pread loop over the same bytes
 //   bench index   local store index: memory per object and rebuild time at 10^6 objects
 //   bench s3      objectcache serve against nginx: GET/PUT throughput and latency
+//   bench ttft    emulated prefill TTFT: Local-DRAM-LW against S3Agg-LW
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -16,5 +17,7 @@ namespace objectcache::bench {
 void AddBenchCommands(CLI::App* app);
 // Registers `bench s3` under the `bench` command.
 void AddS3BenchCommand(CLI::App* bench);
+// Registers `bench ttft` under the `bench` command.
+void AddTtftBenchCommand(CLI::App* bench);
 
 }  // namespace objectcache::bench
