@@ -20,15 +20,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// Runs a benchmark body; prints its error like every other command.
-void Run(const std::function<Status()>& body) {
-  Status s = body();
-  if (!s.ok()) {
-    std::cerr << "objectcache: error: " << s.ToString() << "\n";
-    std::exit(1);
-  }
-}
-
 std::vector<uint32_t> RandomTokens(size_t n, uint64_t seed) {
   std::mt19937_64 rng(seed);
   std::vector<uint32_t> t(n);
@@ -344,7 +335,7 @@ void AddBenchCommands(CLI::App* app) {
   k->add_option("--repeats", keys->repeats, "Timed repetitions")->capture_default_str();
   k->add_option("--layout", keys->layout, "Model preset")->capture_default_str();
   k->add_option("--json", keys->json, "Write metrics to this JSON file");
-  k->callback([keys] { Run([&] { return RunKeys(*keys); }); });
+  k->callback([keys] { RunBench([&] { return RunKeys(*keys); }); });
 
   auto store = std::make_shared<StoreFlags>();
   CLI::App* s = bench->add_subcommand(
@@ -356,7 +347,7 @@ void AddBenchCommands(CLI::App* app) {
   s->add_option("--layout", store->layout, "Model preset")->capture_default_str();
   s->add_flag("--durable", store->durable, "fdatasync every object (both sides)");
   s->add_option("--json", store->json, "Write metrics to this JSON file");
-  s->callback([store] { Run([&] { return RunStore(*store); }); });
+  s->callback([store] { RunBench([&] { return RunStore(*store); }); });
 
   auto index = std::make_shared<IndexFlags>();
   CLI::App* i =
@@ -367,7 +358,7 @@ void AddBenchCommands(CLI::App* app) {
   i->add_option("--reopens", index->reopens, "Timed rebuilds")->capture_default_str();
   i->add_flag("--keep", index->keep, "Keep the populated store for the next run");
   i->add_option("--json", index->json, "Write metrics to this JSON file");
-  i->callback([index] { Run([&] { return RunIndex(*index); }); });
+  i->callback([index] { RunBench([&] { return RunIndex(*index); }); });
 
   AddS3BenchCommand(bench);
   AddTtftBenchCommand(bench);

@@ -1,9 +1,71 @@
 #include "bench/bench_report.h"
 
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
+#include <iostream>
+#include <thread>
 
 namespace objectcache::bench {
+
+void RunBench(const std::function<Status()>& body) {
+  Status s = body();
+  if (!s.ok()) {
+    std::cerr << "objectcache: error: " << s.ToString() << "\n";
+    std::exit(1);
+  }
+}
+
+ChildProcess::ChildProcess(const std::vector<std::string>& argv, const std::string& log) {
+  pid_ = ::fork();
+  if (pid_ == 0) {
+    int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd >= 0) {
+      ::dup2(fd, 1);
+      ::dup2(fd, 2);
+    }
+    std::vector<char*> args;
+    for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    ::execv(args[0], args.data());
+    ::_exit(127);
+  }
+}
+
+void ChildProcess::Stop() {
+  if (pid_ > 0) {
+    ::kill(pid_, SIGTERM);
+    ::waitpid(pid_, nullptr, 0);
+    pid_ = -1;
+  }
+}
+
+uint16_t FreePort() {
+  namespace asio = boost::asio;
+  asio::io_context ioc;
+  asio::ip::tcp::acceptor a(ioc, {asio::ip::make_address("127.0.0.1"), 0});
+  return a.local_endpoint().port();
+}
+
+bool WaitForPort(uint16_t port) {
+  namespace asio = boost::asio;
+  for (int i = 0; i < 200; ++i) {
+    asio::io_context ioc;
+    asio::ip::tcp::socket s(ioc);
+    boost::system::error_code ec;
+    s.connect({asio::ip::make_address("127.0.0.1"), port}, ec);
+    if (!ec) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(25));
+  }
+  return false;
+}
 
 void Report::Metric(const std::string& metric, double value, const std::string& unit,
                     const std::string& note) {

@@ -1,8 +1,11 @@
 // Timing, medians and the table/JSON report every benchmark prints.
 #pragma once
 
+#include <sys/types.h>
 #include <algorithm>
+
 #include <chrono>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -10,6 +13,26 @@
 #include "objectcache/status.h"
 
 namespace objectcache::bench {
+
+// Runs a benchmark body; a failure is printed like every command's error and exits 1.
+void RunBench(const std::function<Status()>& body);
+
+// A child process (a server the benchmark starts), ended by its PID: SIGTERM, then reaped.
+class ChildProcess {
+ public:
+  // Starts argv[0] with argv, its output to `log`.
+  ChildProcess(const std::vector<std::string>& argv, const std::string& log);
+  ~ChildProcess() { Stop(); }
+  pid_t pid() const { return pid_; }
+  void Stop();
+
+ private:
+  pid_t pid_ = -1;
+};
+
+// A free TCP port on 127.0.0.1, and waiting (bounded) until something listens on one.
+uint16_t FreePort();
+bool WaitForPort(uint16_t port);
 
 inline double NowSeconds() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();

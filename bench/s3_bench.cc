@@ -43,55 +43,6 @@ struct S3BenchFlags {
   std::string json;
 };
 
-// A child process we started; ended by its PID.
-struct Child {
-  pid_t pid = -1;
-  ~Child() { Stop(); }
-  void Stop() {
-    if (pid > 0) {
-      ::kill(pid, SIGTERM);
-      int st;
-      ::waitpid(pid, &st, 0);
-      pid = -1;
-    }
-  }
-};
-
-pid_t Spawn(const std::vector<std::string>& argv, const std::string& log) {
-  pid_t pid = ::fork();
-  if (pid == 0) {
-    int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (fd >= 0) {
-      ::dup2(fd, 1);
-      ::dup2(fd, 2);
-    }
-    std::vector<char*> args;
-    for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-    args.push_back(nullptr);
-    ::execv(args[0], args.data());
-    ::_exit(127);
-  }
-  return pid;
-}
-
-uint16_t FreePort() {
-  asio::io_context ioc;
-  tcp::acceptor a(ioc, tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0));
-  return a.local_endpoint().port();
-}
-
-bool WaitForPort(uint16_t port) {
-  for (int i = 0; i < 200; ++i) {
-    asio::io_context ioc;
-    tcp::socket s(ioc);
-    beast::error_code ec;
-    s.connect(tcp::endpoint(asio::ip::make_address("127.0.0.1"), port), ec);
-    if (!ec) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(25));
-  }
-  return false;
-}
-
 uint64_t PeakRssKiB(pid_t pid) {
   std::ifstream in("/proc/" + std::to_string(pid) + "/status");
   std::string line;
@@ -184,11 +135,10 @@ Status RunS3Bench(const S3BenchFlags& f) {
   const std::string self = fs::read_symlink("/proc/self/exe").string();
 
   const uint16_t ours_port = FreePort();
-  Child ours;
-  ours.pid =
-      Spawn({self, "serve", "--anonymous", "--listen", "127.0.0.1:" + std::to_string(ours_port),
-             "--store", (root / "store").string(), "--log-level", "warn"},
-            (root / "serve.log").string());
+  ChildProcess ours(
+      {self, "serve", "--anonymous", "--listen", "127.0.0.1:" + std::to_string(ours_port),
+       "--store", (root / "store").string(), "--log-level", "warn"},
+      (root / "serve.log").string());
   const uint16_t nginx_port = FreePort();
   {
     std::ofstream conf(root / "nginx" / "nginx.conf");
@@ -205,8 +155,7 @@ Status RunS3Bench(const S3BenchFlags& f) {
          << "    location / { dav_methods PUT; client_max_body_size 0; create_full_put_path on; }\n"
          << "  }\n}\n";
   }
-  Child nginx;
-  nginx.pid = Spawn(
+  ChildProcess nginx(
       {f.nginx, "-p", (root / "nginx").string(), "-c", (root / "nginx" / "nginx.conf").string()},
       (root / "nginx.log").string());
   if (!WaitForPort(ours_port))
@@ -311,7 +260,7 @@ Status RunS3Bench(const S3BenchFlags& f) {
       }
     }
   }
-  const uint64_t peak_kib = PeakRssKiB(ours.pid);
+  const uint64_t peak_kib = PeakRssKiB(ours.pid());
   report.Metric("server_peak_rss_mib", peak_kib / 1024.0, "MiB", "VmHWM over the whole run");
   report.Metric("errors", static_cast<double>(total_errors), "", "failed or wrong responses");
   report.Print();
@@ -349,13 +298,7 @@ void AddS3BenchCommand(CLI::App* bench) {
   s->add_option("--objects", f->objects, "Distinct objects")->capture_default_str();
   s->add_option("--nginx", f->nginx, "nginx binary")->capture_default_str();
   s->add_option("--json", f->json, "Write the rows to this JSON file");
-  s->callback([f] {
-    Status st = RunS3Bench(*f);
-    if (!st.ok()) {
-      std::cerr << "objectcache: error: " << st.ToString() << "\n";
-      std::exit(1);
-    }
-  });
+  s->callback([f] { RunBench([&] { return RunS3Bench(*f); }); });
 }
 
 }  // namespace objectcache::bench

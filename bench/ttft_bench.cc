@@ -99,31 +99,17 @@ Status RunTtft(const TtftFlags& f) {
   fs::remove_all(root, ec);
   fs::create_directories(root, ec);
   const std::string self = fs::read_symlink("/proc/self/exe").string();
-  const std::string port_file = (root / "port").string();
-  pid_t server = ::fork();
-  if (server == 0) {
-    ::execl(self.c_str(), self.c_str(), "serve", "--anonymous", "--listen", "127.0.0.1:0",
-            "--store", (root / "store").c_str(), "--port-file", port_file.c_str(), "--log-level",
-            "error", nullptr);
-    ::_exit(127);
-  }
-  struct Reaper {
-    pid_t pid;
-    ~Reaper() {
-      ::kill(pid, SIGTERM);
-      ::waitpid(pid, nullptr, 0);
-    }
-  } reaper{server};
-  for (int i = 0; i < 200 && !fs::exists(port_file); ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(25));
-  }
-  int port = 0;
-  std::ifstream(port_file) >> port;
-  if (port == 0) return UnavailableError("objectcache serve did not start");
+  const uint16_t port = FreePort();
+  ChildProcess server(
+      {self, "serve", "--anonymous", "--listen", "127.0.0.1:" + std::to_string(port), "--store",
+       (root / "store").string(), "--log-level", "error"},
+      (root / "serve.log").string());
+  if (!WaitForPort(port))
+    return UnavailableError("objectcache serve did not start (see serve.log)");
   const std::string endpoint = "http://127.0.0.1:" + std::to_string(port);
   {
     // The bucket, bound to the layout.
-    client::S3Connection conn({.host = "127.0.0.1", .port = static_cast<uint16_t>(port)}, {});
+    client::S3Connection conn({.host = "127.0.0.1", .port = port}, {});
     OC_ASSIGN_OR_RETURN(client::S3Response res,
                         conn.Send("PUT", "/ttft", {}, "", [](auto) { return Status(); },
                                   {{"x-objectcache-kv-layout", f.model}}));
@@ -250,13 +236,7 @@ void AddTtftBenchCommand(CLI::App* bench) {
   t->add_option("--repeats", f->repeats, "Runs per mode (interleaved)")->capture_default_str();
   t->add_option("--dir", f->dir, "Scratch directory")->capture_default_str();
   t->add_option("--json", f->json, "Write rows to this JSON file");
-  t->callback([f] {
-    Status s = RunTtft(*f);
-    if (!s.ok()) {
-      std::cerr << "objectcache: error: " << s.ToString() << "\n";
-      std::exit(1);
-    }
-  });
+  t->callback([f] { RunBench([&] { return RunTtft(*f); }); });
 }
 
 }  // namespace objectcache::bench

@@ -22,7 +22,8 @@ std::string_view S3OpName(S3Op op) {
                                                 "AbortMultipartUpload",
                                                 "ListParts",
                                                 "BatchLookup",
-                                                "LayerwiseRetrieve", "BatchStore",
+                                                "LayerwiseRetrieve",
+                                                "BatchStore",
                                                 "Other"};
   static_assert(std::size(kNames) == static_cast<size_t>(S3Op::kCount));
   return kNames[static_cast<int>(op)];
