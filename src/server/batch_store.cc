@@ -41,12 +41,12 @@ asio::awaitable<S3Result<void>> S3Handler::BatchStore(Ctx& c) {
   std::string head;
   size_t head_need = 4;
   bool ended = false;
-  std::string raw(options_.io_buffer_bytes, '\0');
+  IoBuffer raw(options_.io_buffer_bytes);
   for (;;) {
-    Result<size_t> n = co_await c.ex.ReadBody(AsWritableBytes(raw));
+    Result<size_t> n = co_await c.ex.ReadBody(raw.span());
     if (!n) co_return Fail("IncompleteBody", n.error().message());
     if (*n == 0) break;
-    std::span<const std::byte> in = AsBytes(std::string_view(raw.data(), *n));
+    std::span<const std::byte> in = std::span<const std::byte>(raw.span().first(*n));
     sha.Update(in);
     while (!in.empty()) {
       if (ended) co_return Fail("InvalidArgument", "batch store: bytes after the end record");

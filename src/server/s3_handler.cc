@@ -674,11 +674,11 @@ asio::awaitable<S3Result<std::string>> S3Handler::ReceiveBody(
   Digest md5(Digest::Kind::kMd5);
   Digest sha(Digest::Kind::kSha256);
   const bool check_sha = !streaming && payload_hash != kUnsignedPayload;
-  std::string raw(options_.io_buffer_bytes, '\0');
+  IoBuffer raw(options_.io_buffer_bytes);
   std::string decoded;
   uint64_t total = 0;
   for (;;) {
-    Result<size_t> n = co_await c.ex.ReadBody(AsWritableBytes(raw));
+    Result<size_t> n = co_await c.ex.ReadBody(raw.span());
     if (!n) {
       if (n.error().code() == StatusCode::kResourceExhausted) {
         co_return Fail("EntityTooLarge", "Your proposed upload exceeds the maximum allowed size");
@@ -686,7 +686,7 @@ asio::awaitable<S3Result<std::string>> S3Handler::ReceiveBody(
       co_return Fail("IncompleteBody", n.error().message());
     }
     if (*n == 0) break;
-    std::span<const std::byte> payload = AsBytes(std::string_view(raw.data(), *n));
+    std::span<const std::byte> payload = std::span<const std::byte>(raw.span().first(*n));
     if (chunked) {
       decoded.clear();
       if (auto d = chunked->Feed(payload, &decoded); !d) co_return std::unexpected(d.error());

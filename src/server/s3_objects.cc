@@ -197,11 +197,11 @@ asio::awaitable<S3Result<void>> S3Handler::GetObject(Ctx& c, bool head) {
     co_return S3Result<void>();
   }
   // Large: stream it through one buffer, a piece at a time.
-  std::string buf(piece, '\0');
+  IoBuffer buf(piece);
   bool header_sent = false;
   for (uint64_t at = first; at < last;) {
     const size_t n = static_cast<size_t>(std::min<uint64_t>(piece, last - at));
-    auto dest = AsWritableBytes(buf).first(n);
+    auto dest = buf.span().first(n);
     Status s = obj.ReadAtIfCached(at, dest);
     if (!s.ok()) s = co_await Blocking([&] { return obj.ReadAt(at, dest); });
     if (!s.ok()) {
@@ -216,7 +216,7 @@ asio::awaitable<S3Result<void>> S3Handler::GetObject(Ctx& c, bool head) {
         co_return S3Result<void>();  // the client went away
       }
     }
-    if (!(co_await c.ex.WriteBody(AsBytes(std::string_view(buf.data(), n)))).ok()) {
+    if (!(co_await c.ex.WriteBody(std::span<const std::byte>(buf.span().first(n)))).ok()) {
       co_return S3Result<void>();
     }
     at += n;
@@ -295,10 +295,10 @@ asio::awaitable<S3Result<void>> S3Handler::CopyObject(Ctx& c) {
     OC_ASSIGN_OR_RETURN(std::unique_ptr<ObjectWriter> w,
                         store_->NewWriter(ObjectKey(r.bucket, r.key)));
     Digest md5(Digest::Kind::kMd5);
-    std::string buf(piece, '\0');
+    IoBuffer buf(piece);
     for (uint64_t at = 0; at < src.size();) {
       const size_t n = static_cast<size_t>(std::min<uint64_t>(piece, src.size() - at));
-      auto part = AsWritableBytes(buf).first(n);
+      auto part = buf.span().first(n);
       OC_RETURN_IF_ERROR(src.ReadAt(at, part));
       if (verifier) OC_RETURN_IF_ERROR(verifier->Feed(part));
       md5.Update(std::span<const std::byte>(part));
@@ -533,11 +533,11 @@ asio::awaitable<S3Result<void>> S3Handler::CompleteMultipart(Ctx& c) {
     }
     auto w = store_->NewWriter(ObjectKey(c.req.bucket, c.req.key));
     if (!w) return std::unexpected(FromStatus(w.error()));
-    std::string buf(piece, '\0');
+    IoBuffer buf(piece);
     for (const auto& rd : readers) {
       for (uint64_t at = 0; at < rd->size();) {
         const size_t n = static_cast<size_t>(std::min<uint64_t>(piece, rd->size() - at));
-        auto part = AsWritableBytes(buf).first(n);
+        auto part = buf.span().first(n);
         Status s = rd->ReadAt(at, part);
         if (s.ok() && verifier) {
           if (Status v = verifier->Feed(part); !v.ok())
