@@ -119,6 +119,23 @@ TEST_F(ClientTest, LayersArriveInOrderVerifiedIntoCallerMemory) {
   EXPECT_EQ((*retrieval)->WaitForLayer(7).code(), StatusCode::kInvalidArgument);
 }
 
+TEST_F(ClientTest, PlainPerLayerGetsDeliverTheSameBytes) {
+  auto c = MakeClient();
+  const uint64_t slice = model_.layout.LayerSliceBytes();
+  std::vector<std::string> regions(3, std::string(keys_.size() * slice, '\0'));
+  LayerwiseRequest req{.model = model_, .keys = keys_, .layers = {10, 13}};
+  req.mode = RetrievalMode::kPlainLayerwise;
+  for (std::string& r : regions) req.regions.push_back(AsWritableBytes(r));
+  auto retrieval = *c->RetrieveLayerwise(std::move(req));
+  EXPECT_EQ(*retrieval->Hits(), 4u);
+  ASSERT_TRUE(retrieval->Wait().ok());
+  for (uint32_t layer = 10; layer < 13; ++layer) {
+    for (size_t chunk = 0; chunk < 4; ++chunk) {
+      ASSERT_EQ(regions[layer - 10].substr(chunk * slice, slice), Slice(chunk, layer));
+    }
+  }
+}
+
 TEST_F(ClientTest, ChunkDamagedOnDiskFailsItsLayerAndNothingAfter) {
   fs::path file;
   for (const auto& e : fs::recursive_directory_iterator(server_->store_dir() + "/objects")) {
@@ -142,6 +159,13 @@ TEST_F(ClientTest, ChunkDamagedOnDiskFailsItsLayerAndNothingAfter) {
   Status all = retrieval->Wait();
   EXPECT_EQ(all.code(), StatusCode::kDataLoss);
   EXPECT_NE(all.message().find("layer 3"), std::string::npos) << all.ToString();
+  // Plain per-layer GETs check each slice too.
+  LayerwiseRequest plain{.model = model_, .keys = keys_, .layers = {2, 6}};
+  plain.mode = RetrievalMode::kPlainLayerwise;
+  for (std::string& r : regions) plain.regions.push_back(AsWritableBytes(r));
+  auto p = *c->RetrieveLayerwise(std::move(plain));
+  EXPECT_TRUE(p->WaitForLayer(2).ok());
+  EXPECT_EQ(p->WaitForLayer(3).code(), StatusCode::kDataLoss);
 }
 
 TEST_F(ClientTest, WriteBehindStoresWithoutBlockingAndDropsWhenFull) {

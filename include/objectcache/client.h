@@ -49,6 +49,14 @@ struct ClientOptions {
 // in its region and verified; the error otherwise (then no later layer follows).
 using LayerReadyFn = std::function<void(uint32_t layer, const Status& status)>;
 
+enum class RetrievalMode {
+  // One request; the server aggregates every chunk's slice of a layer (docs/wire-format.md).
+  kAggregatedLayerwise,
+  // Plain S3, any server: each chunk's header once, then one ranged GET per chunk per layer
+  // (what LMCache and NIXL do against object stores today). The baseline of aggregation.
+  kPlainLayerwise,
+};
+
 struct LayerwiseRequest {
   ModelPreset model;           // the layout the chunks were stored with
   std::vector<ChunkKey> keys;  // the prefix, in order
@@ -58,6 +66,7 @@ struct LayerwiseRequest {
   // retrieval.
   std::vector<std::span<std::byte>> regions;
   LayerReadyFn on_layer;  // optional
+  RetrievalMode mode = RetrievalMode::kAggregatedLayerwise;
 };
 
 // One retrieval in flight. Thread-safe; its destructor waits for the retrieval to end.

@@ -1,6 +1,7 @@
 #include "objectcache/client.h"
 
 #include <condition_variable>
+#include <cstring>
 #include <deque>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -11,6 +12,8 @@
 #include "client/layer_stream.h"
 #include "client/s3_connection.h"
 #include "core/byte_order.h"
+#include "objectcache/chunk_object.h"
+#include "objectcache/store.h"
 
 namespace objectcache {
 namespace {
@@ -63,7 +66,25 @@ class Retrieval final : public LayerwiseRetrieval {
   }
 
  private:
+  void SetHits(uint32_t hits) {
+    {
+      std::lock_guard lock(mu_);
+      hits_ = hits;
+    }
+    cv_.notify_all();
+  }
+
+  void LayerDone(uint32_t layer, const Status& s) {
+    {
+      std::lock_guard lock(mu_);
+      status_[layer - request_.layers.first] = s;
+    }
+    cv_.notify_all();
+    if (request_.on_layer) request_.on_layer(layer, s);
+  }
+
   Status Run(ConnectionPool* pool, size_t endpoint, const std::string& bucket) {
+    if (request_.mode == RetrievalMode::kPlainLayerwise) return RunPlain(pool, endpoint, bucket);
     nlohmann::json body;
     body["version"] = 1;
     nlohmann::json keys = nlohmann::json::array();
@@ -78,21 +99,10 @@ class Retrieval final : public LayerwiseRetrieval {
               h.slice_bytes != request_.model.layout.LayerSliceBytes()) {
             return DataLossError("layerwise response does not match the request");
           }
-          {
-            std::lock_guard lock(mu_);
-            hits_ = h.hits;
-          }
-          cv_.notify_all();
+          SetHits(h.hits);
           return request_.regions;
         },
-        [&](uint32_t layer, const Status& s) {
-          {
-            std::lock_guard lock(mu_);
-            status_[layer - request_.layers.first] = s;
-          }
-          cv_.notify_all();
-          if (request_.on_layer) request_.on_layer(layer, s);
-        });
+        [&](uint32_t layer, const Status& s) { LayerDone(layer, s); });
     std::unique_ptr<S3Connection> conn = pool->Take(endpoint);
     Result<client::S3Response> res =
         conn->Send("POST", "/" + bucket, {{"layerwise", ""}}, body.dump(),
@@ -103,6 +113,65 @@ class Retrieval final : public LayerwiseRetrieval {
                               std::to_string(res->status) + ": " + res->error_body);
     }
     OC_RETURN_IF_ERROR(decoder.Finish());
+    pool->Return(endpoint, std::move(conn));
+    return Status();
+  }
+
+  // A ranged GET of [offset, offset + dest.size()) of one object into dest.
+  static Status GetRange(S3Connection& conn, const std::string& path, uint64_t offset,
+                         std::span<std::byte> dest, unsigned* status) {
+    size_t got = 0;
+    OC_ASSIGN_OR_RETURN(client::S3Response res,
+                        conn.Send("GET", path, {}, "",
+                                  [&](std::span<const std::byte> b) {
+                                    if (got + b.size() > dest.size())
+                                      return DataLossError("range reply too long");
+                                    std::memcpy(dest.data() + got, b.data(), b.size());
+                                    got += b.size();
+                                    return Status();
+                                  },
+                                  {{"Range", "bytes=" + std::to_string(offset) + "-" +
+                                                 std::to_string(offset + dest.size() - 1)}}));
+    *status = res.status;
+    if (res.status == 206 && got == dest.size()) return Status();
+    if (res.status == 404) return NotFoundError(path + ": no such object");
+    return UnavailableError(path + ": ranged GET answered " + std::to_string(res.status));
+  }
+
+  Status RunPlain(ConnectionPool* pool, size_t endpoint, const std::string& bucket) {
+    const KvLayout& layout = request_.model.layout;
+    std::unique_ptr<S3Connection> conn = pool->Take(endpoint);
+    // The hit prefix: headers of the leading chunks that exist.
+    std::vector<ChunkHeader> headers;
+    std::string header(kChunkHeaderRegion, '\0');
+    for (const ChunkKey& key : request_.keys) {
+      unsigned status = 0;
+      Status s =
+          GetRange(*conn, "/" + bucket + "/" + key.ToHex(), 0, AsWritableBytes(header), &status);
+      if (status == 404) break;
+      OC_RETURN_IF_ERROR(s);
+      ChunkExpectation expect{.layout = &layout, .key = &key};
+      Result<ChunkHeader> h = DecodeChunkHeader(AsBytes(header), expect);
+      if (!h) break;  // a damaged or foreign header ends the prefix, as on the server
+      headers.push_back(std::move(*h));
+    }
+    SetHits(static_cast<uint32_t>(headers.size()));
+    const uint64_t slice = layout.LayerSliceBytes();
+    for (uint32_t layer = request_.layers.first; layer < request_.layers.last; ++layer) {
+      std::span<std::byte> region = request_.regions[layer - request_.layers.first];
+      for (size_t j = 0; j < headers.size(); ++j) {
+        unsigned status = 0;
+        std::span<std::byte> dest = region.subspan(j * slice, slice);
+        Status s = GetRange(*conn, "/" + bucket + "/" + request_.keys[j].ToHex(),
+                            headers[j].LayerOffset(layer), dest, &status);
+        if (s.ok()) s = VerifyLayerSlice(headers[j], layer, dest);
+        if (!s.ok()) {
+          LayerDone(layer, s);
+          return s;
+        }
+      }
+      LayerDone(layer, Status());
+    }
     pool->Return(endpoint, std::move(conn));
     return Status();
   }
