@@ -95,6 +95,11 @@ Status Report::WriteJson(const std::string& path) const {
   }
   j["metrics"] = metrics;
   j["rows"] = rows;
+  return WriteJsonFile(path, j);
+}
+
+Status WriteJsonFile(const std::string& path, const nlohmann::ordered_json& j) {
+  if (path.empty()) return Status();
   std::ofstream out(path);
   out << j.dump(2) << "\n";
   if (!out) return InternalError("writing " + path);

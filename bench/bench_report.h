@@ -30,6 +30,9 @@ class ChildProcess {
   pid_t pid_ = -1;
 };
 
+// Writes `j` (pretty-printed) to `path`; nothing when `path` is empty.
+Status WriteJsonFile(const std::string& path, const nlohmann::ordered_json& j);
+
 // A free TCP port on 127.0.0.1, and waiting (bounded) until something listens on one.
 uint16_t FreePort();
 bool WaitForPort(uint16_t port);

@@ -272,11 +272,7 @@ Status RunS3Bench(const S3BenchFlags& f) {
   j["server_peak_rss_mib"] = peak_kib / 1024.0;
   j["errors"] = total_errors;
   fs::remove_all(root, ec);
-  if (!f.json.empty()) {
-    std::ofstream out(f.json);
-    out << j.dump(2) << "\n";
-    if (!out) return InternalError("writing " + f.json);
-  }
+  OC_RETURN_IF_ERROR(WriteJsonFile(f.json, j));
   if (total_errors > 0)
     return DataLossError(std::to_string(total_errors) + " requests failed or returned wrong bytes");
   return Status();

@@ -215,14 +215,10 @@ Status RunTtft(const TtftFlags& f) {
   }
   report.Print();
   fs::remove_all(root / "store", ec);
-  if (!f.json.empty()) {
-    nlohmann::ordered_json j;
-    j["benchmark"] = "ttft";
-    j["rows"] = rows;
-    std::ofstream out(f.json);
-    out << j.dump(2) << "\n";
-    if (!out) return InternalError("writing " + f.json);
-  }
+  nlohmann::ordered_json j;
+  j["benchmark"] = "ttft";
+  j["rows"] = rows;
+  OC_RETURN_IF_ERROR(WriteJsonFile(f.json, j));
   return Status();
 }
 
