@@ -1,15 +1,17 @@
-// The ObjectCache client: lookup and layerwise retrieval against `objectcache serve`.
+// The ObjectCache client: lookup, retrieval and write-behind store against `objectcache serve`
+// (aggregated modes) or any S3 server (plain modes).
 //
-// A Client holds the endpoints, credentials and a pool of keep-alive connections; it is
-// thread-safe. RetrieveLayerwise starts an aggregated layerwise retrieval (docs/wire-format.md)
-// and returns at once; the returned LayerwiseRetrieval tells, layer by layer, when the bytes
-// are in the caller's memory and verified: WaitForLayer(l) blocks until layer l is ready (OK)
-// or can never be (the error), and an optional callback reports each layer as it completes.
-// A layer is never reported ready with bytes that failed their check.
+// A Client holds the endpoints, credentials, a pool of keep-alive connections and an optional
+// DRAM tier; it is thread-safe. RetrieveLayerwise starts a retrieval in one of four modes and
+// returns at once; the returned LayerwiseRetrieval tells, layer by layer, when the bytes are in
+// the caller's memory and verified: WaitForLayer(l) blocks until layer l is ready (OK) or can
+// never be (the error), and an optional callback reports each layer as it completes. A layer
+// is never reported ready with bytes that failed their check.
 //
-// Status: the first part of the client library (issue 4): lookup, aggregated layerwise
-// retrieval and the write-behind store; chunkwise and plain-S3 modes, the DRAM tier and retries
-// are still to come.
+// Keys are spread over the endpoints by their bytes (docs/wire-format.md, "Several
+// endpoints"): every client of the same endpoint list sends a key to the same server. Reads
+// and stores are retried on transport failures; an aggregated retrieval resumes at its first
+// layer not yet delivered.
 #pragma once
 
 #include <chrono>
@@ -28,34 +30,54 @@
 namespace objectcache {
 
 struct ClientStats {
-  uint64_t stored = 0;   // chunks stored by the write-behind queue
-  uint64_t dropped = 0;  // chunks dropped because the queue was full
-  uint64_t failed = 0;   // chunks whose batch the server refused or could not take
+  uint64_t stored = 0;      // chunks stored by the write-behind queue
+  uint64_t dropped = 0;     // chunks dropped because the queue was full
+  uint64_t failed = 0;      // chunks whose batch the server refused or could not take
+  uint64_t dram_bytes = 0;  // bytes held by the DRAM tier
 };
 
 struct ClientOptions {
-  // Server URLs ("http://HOST:PORT"); a retrieval goes to one of them, chosen by its first key.
+  // Server URLs ("http://HOST:PORT"); keys are spread over them.
   std::vector<std::string> endpoints = {"http://127.0.0.1:9000"};
   std::string bucket;
   // Both empty: OBJECTCACHE_ACCESS_KEY / OBJECTCACHE_SECRET_KEY, else AWS_ACCESS_KEY_ID /
   // AWS_SECRET_ACCESS_KEY, else unsigned requests (for servers in anonymous mode).
   std::string access_key, secret_key;
+  // Per request: connecting, and each wait for bytes.
   std::chrono::seconds timeout{60};
+  // Transport failures (refused, reset, timed out, 5xx) are retried this many times.
+  int retries = 3;
+  // Concurrent requests of the plain modes (one GET per chunk or per chunk per layer).
+  int parallel_requests = 8;
   // Write-behind queue: at most this many bytes wait to be stored; beyond, chunks are dropped.
   size_t write_behind_bytes = 256 << 20;
+  // DRAM tier: at most this many bytes of chunk objects in this process (0: none). It holds
+  // what this client stores and, when fill_dram_on_retrieve, what full-range retrievals bring.
+  // A retrieval's leading DRAM hits are copied layer by layer without the network.
+  uint64_t dram_tier_bytes = 0;
+  bool fill_dram_on_retrieve = true;
 };
 
-// Called once per layer, in layer order, from the retrieval's own thread: OK when the layer is
-// in its region and verified; the error otherwise (then no later layer follows).
+// Called once per layer, in layer order, from one of the retrieval's threads: OK when the layer
+// is in its region and verified; the error otherwise (then no later layer follows).
 using LayerReadyFn = std::function<void(uint32_t layer, const Status& status)>;
 
 enum class RetrievalMode {
-  // One request; the server aggregates every chunk's slice of a layer (docs/wire-format.md).
+  // S3Agg-LW: one request per endpoint; the server aggregates every chunk's slice of a layer
+  // into one frame (docs/wire-format.md); each layer is handed over as soon as it is in.
   kAggregatedLayerwise,
-  // Plain S3, any server: each chunk's header once, then one ranged GET per chunk per layer
-  // (what LMCache and NIXL do against object stores today). The baseline of aggregation.
+  // S3Agg-CW: the same aggregated response, handed over only once all of it is in (an engine
+  // that loads the whole prefix before it starts prefill).
+  kAggregatedChunkwise,
+  // S3-LW: plain S3, any server: each chunk's header once, then one ranged GET per chunk per
+  // layer (what LMCache and NIXL do against object stores today), layers handed over in turn.
   kPlainLayerwise,
+  // S3-CW: plain S3, any server: one GET per whole chunk object, handed over once all are in.
+  kPlainChunkwise,
 };
+
+// "S3Agg-LW", "S3Agg-CW", "S3-LW", "S3-CW".
+const char* RetrievalModeName(RetrievalMode mode);
 
 struct LayerwiseRequest {
   ModelPreset model;           // the layout the chunks were stored with

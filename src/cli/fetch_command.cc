@@ -42,9 +42,10 @@ Status RunFetch(const FetchFlags& f) {
   std::string region;
   Status write_status;
   client::LayerStreamDecoder decoder(
-      [&](const client::LayerStreamHeader& h) -> Result<std::vector<std::span<std::byte>>> {
+      [&](const client::LayerStreamHeader& h) -> Result<client::LayerPlacement> {
         region.assign(h.hits * h.slice_bytes, '\0');
-        return std::vector<std::span<std::byte>>(h.layer_count, AsWritableBytes(region));
+        return client::LayerPlacement{
+            .regions = std::vector<std::span<std::byte>>(h.layer_count, AsWritableBytes(region))};
       },
       [&](uint32_t, const Status& s) {
         if (s.ok() && write_status.ok()) write_status = out->Write(AsBytes(region));

@@ -4,212 +4,47 @@
 #include <cstring>
 #include <deque>
 #include <mutex>
-#include <nlohmann/json.hpp>
-#include <optional>
 #include <thread>
 
 #include "client/connection_pool.h"
-#include "client/layer_stream.h"
-#include "client/s3_connection.h"
-#include "core/byte_order.h"
+#include "client/dram_tier.h"
+#include "client/fetcher.h"
+#include "client/retrieval_state.h"
 #include "objectcache/chunk_object.h"
-#include "objectcache/store.h"
 
 namespace objectcache {
+
+const char* RetrievalModeName(RetrievalMode mode) {
+  switch (mode) {
+    case RetrievalMode::kAggregatedLayerwise:
+      return "S3Agg-LW";
+    case RetrievalMode::kAggregatedChunkwise:
+      return "S3Agg-CW";
+    case RetrievalMode::kPlainLayerwise:
+      return "S3-LW";
+    case RetrievalMode::kPlainChunkwise:
+      return "S3-CW";
+  }
+  return "?";
+}
+
 namespace {
 
 using client::ConnectionPool;
-using client::LayerStreamDecoder;
-using client::LayerStreamHeader;
-using client::S3Connection;
-using client::S3Credentials;
-using client::S3Endpoint;
-
-class Retrieval final : public LayerwiseRetrieval {
- public:
-  explicit Retrieval(LayerwiseRequest request) : request_(std::move(request)) {
-    status_.resize(request_.layers.last - request_.layers.first);
-  }
-  ~Retrieval() override {
-    if (thread_.joinable()) thread_.join();
-  }
-
-  void Start(ConnectionPool* pool, size_t endpoint, std::string bucket) {
-    thread_ = std::thread([this, pool, endpoint, bucket = std::move(bucket)] {
-      Finish(Run(pool, endpoint, bucket));
-    });
-  }
-
-  Result<uint32_t> Hits() override {
-    std::unique_lock lock(mu_);
-    cv_.wait(lock, [&] { return hits_.has_value() || done_; });
-    if (hits_) return *hits_;
-    return final_;
-  }
-
-  Status WaitForLayer(uint32_t layer) override {
-    if (layer < request_.layers.first || layer >= request_.layers.last) {
-      return InvalidArgumentError("layer " + std::to_string(layer) + " is not in the request");
-    }
-    const size_t i = layer - request_.layers.first;
-    std::unique_lock lock(mu_);
-    cv_.wait(lock, [&] { return status_[i].has_value() || done_; });
-    if (status_[i]) return *status_[i];
-    return final_.ok() ? InternalError("retrieval ended without layer " + std::to_string(layer))
-                       : final_;
-  }
-
-  Status Wait() override {
-    std::unique_lock lock(mu_);
-    cv_.wait(lock, [&] { return done_; });
-    return final_;
-  }
-
- private:
-  void SetHits(uint32_t hits) {
-    {
-      std::lock_guard lock(mu_);
-      hits_ = hits;
-    }
-    cv_.notify_all();
-  }
-
-  void LayerDone(uint32_t layer, const Status& s) {
-    {
-      std::lock_guard lock(mu_);
-      status_[layer - request_.layers.first] = s;
-    }
-    cv_.notify_all();
-    if (request_.on_layer) request_.on_layer(layer, s);
-  }
-
-  Status Run(ConnectionPool* pool, size_t endpoint, const std::string& bucket) {
-    if (request_.mode == RetrievalMode::kPlainLayerwise) return RunPlain(pool, endpoint, bucket);
-    nlohmann::json body;
-    body["version"] = 1;
-    nlohmann::json keys = nlohmann::json::array();
-    for (const ChunkKey& k : request_.keys) keys.push_back(k.ToHex());
-    body["keys"] = keys;
-    body["layers"] = {request_.layers.first, request_.layers.last};
-    body["layout"] = nlohmann::json::parse(ModelToJson(request_.model));
-    LayerStreamDecoder decoder(
-        [&](const LayerStreamHeader& h) -> Result<std::vector<std::span<std::byte>>> {
-          if (h.first_layer != request_.layers.first ||
-              h.layer_count != request_.layers.last - request_.layers.first ||
-              h.slice_bytes != request_.model.layout.LayerSliceBytes()) {
-            return DataLossError("layerwise response does not match the request");
-          }
-          SetHits(h.hits);
-          return request_.regions;
-        },
-        [&](uint32_t layer, const Status& s) { LayerDone(layer, s); });
-    std::unique_ptr<S3Connection> conn = pool->Take(endpoint);
-    Result<client::S3Response> res =
-        conn->Send("POST", "/" + bucket, {{"layerwise", ""}}, body.dump(),
-                   [&](std::span<const std::byte> bytes) { return decoder.Feed(bytes); });
-    if (!res) return res.error();
-    if (res->status != 200) {
-      return UnavailableError("layerwise retrieval: server answered " +
-                              std::to_string(res->status) + ": " + res->error_body);
-    }
-    OC_RETURN_IF_ERROR(decoder.Finish());
-    pool->Return(endpoint, std::move(conn));
-    return Status();
-  }
-
-  // A ranged GET of [offset, offset + dest.size()) of one object into dest.
-  static Status GetRange(S3Connection& conn, const std::string& path, uint64_t offset,
-                         std::span<std::byte> dest, unsigned* status) {
-    size_t got = 0;
-    OC_ASSIGN_OR_RETURN(client::S3Response res,
-                        conn.Send("GET", path, {}, "",
-                                  [&](std::span<const std::byte> b) {
-                                    if (got + b.size() > dest.size())
-                                      return DataLossError("range reply too long");
-                                    std::memcpy(dest.data() + got, b.data(), b.size());
-                                    got += b.size();
-                                    return Status();
-                                  },
-                                  {{"Range", "bytes=" + std::to_string(offset) + "-" +
-                                                 std::to_string(offset + dest.size() - 1)}}));
-    *status = res.status;
-    if (res.status == 206 && got == dest.size()) return Status();
-    if (res.status == 404) return NotFoundError(path + ": no such object");
-    return UnavailableError(path + ": ranged GET answered " + std::to_string(res.status));
-  }
-
-  Status RunPlain(ConnectionPool* pool, size_t endpoint, const std::string& bucket) {
-    const KvLayout& layout = request_.model.layout;
-    std::unique_ptr<S3Connection> conn = pool->Take(endpoint);
-    // The hit prefix: headers of the leading chunks that exist.
-    std::vector<ChunkHeader> headers;
-    std::string header(kChunkHeaderRegion, '\0');
-    for (const ChunkKey& key : request_.keys) {
-      unsigned status = 0;
-      Status s =
-          GetRange(*conn, "/" + bucket + "/" + key.ToHex(), 0, AsWritableBytes(header), &status);
-      if (status == 404) break;
-      OC_RETURN_IF_ERROR(s);
-      ChunkExpectation expect{.layout = &layout, .key = &key};
-      Result<ChunkHeader> h = DecodeChunkHeader(AsBytes(header), expect);
-      if (!h) break;  // a damaged or foreign header ends the prefix, as on the server
-      headers.push_back(std::move(*h));
-    }
-    SetHits(static_cast<uint32_t>(headers.size()));
-    const uint64_t slice = layout.LayerSliceBytes();
-    for (uint32_t layer = request_.layers.first; layer < request_.layers.last; ++layer) {
-      std::span<std::byte> region = request_.regions[layer - request_.layers.first];
-      for (size_t j = 0; j < headers.size(); ++j) {
-        unsigned status = 0;
-        std::span<std::byte> dest = region.subspan(j * slice, slice);
-        Status s = GetRange(*conn, "/" + bucket + "/" + request_.keys[j].ToHex(),
-                            headers[j].LayerOffset(layer), dest, &status);
-        if (s.ok()) s = VerifyLayerSlice(headers[j], layer, dest);
-        if (!s.ok()) {
-          LayerDone(layer, s);
-          return s;
-        }
-      }
-      LayerDone(layer, Status());
-    }
-    pool->Return(endpoint, std::move(conn));
-    return Status();
-  }
-
-  void Finish(Status s) {
-    {
-      std::lock_guard lock(mu_);
-      final_ = std::move(s);
-      done_ = true;
-      // Layers never reached are reported to the callback as failed, so nobody waits forever.
-      for (size_t i = 0; i < status_.size(); ++i) {
-        if (!status_[i] && !final_.ok()) {
-          status_[i] = final_;
-          if (request_.on_layer)
-            request_.on_layer(request_.layers.first + static_cast<uint32_t>(i), final_);
-          break;  // later layers: "no later layer follows"
-        }
-      }
-    }
-    cv_.notify_all();
-  }
-
-  const LayerwiseRequest request_;
-  std::thread thread_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::optional<uint32_t> hits_;               // guarded by mu_
-  std::vector<std::optional<Status>> status_;  // guarded by mu_, per layer of the range
-  bool done_ = false;                          // guarded by mu_
-  Status final_;                               // guarded by mu_
-};
+using client::DramTier;
+using client::Fetcher;
+using client::RetrievalState;
 
 class ClientImpl final : public Client {
  public:
-  ClientImpl(std::unique_ptr<ConnectionPool> pool, std::string bucket, size_t write_behind_bytes)
+  ClientImpl(std::unique_ptr<ConnectionPool> pool, const ClientOptions& options)
       : pool_(std::move(pool)),
-        bucket_(std::move(bucket)),
-        queue_limit_(write_behind_bytes),
+        fetcher_(pool_.get(), options.bucket,
+                 {.retries = options.retries, .parallel = options.parallel_requests}),
+        dram_(options.dram_tier_bytes > 0 ? std::make_unique<DramTier>(options.dram_tier_bytes)
+                                          : nullptr),
+        fill_dram_(options.fill_dram_on_retrieve),
+        queue_limit_(options.write_behind_bytes),
         writer_([this] { WriteBehindLoop(); }) {}
 
   ~ClientImpl() override {
@@ -222,14 +57,16 @@ class ClientImpl final : public Client {
   }
 
   void StoreAsync(const ChunkKey& key, std::string chunk_object) override {
+    auto object = std::make_shared<const std::string>(std::move(chunk_object));
+    if (dram_) (void)dram_->Insert(key, object);  // a chunk that fails its check is not cached
     {
       std::lock_guard lock(queue_mu_);
-      if (queued_bytes_ + chunk_object.size() > queue_limit_ || stopping_) {
+      if (queued_bytes_ + object->size() > queue_limit_ || stopping_) {
         stats_.dropped++;
         return;
       }
-      queued_bytes_ += chunk_object.size();
-      queue_.emplace_back(key.ToHex(), std::move(chunk_object));
+      queued_bytes_ += object->size();
+      queue_.emplace_back(key, std::move(object));
       enqueued_++;
     }
     queue_cv_.notify_all();
@@ -243,36 +80,16 @@ class ClientImpl final : public Client {
 
   ClientStats Stats() const override {
     std::lock_guard lock(queue_mu_);
-    return stats_;
+    ClientStats s = stats_;
+    s.dram_bytes = dram_ ? dram_->bytes() : 0;
+    return s;
   }
 
   Result<size_t> Lookup(std::span<const ChunkKey> keys) override {
-    if (keys.empty()) return size_t{0};
-    nlohmann::json body;
-    nlohmann::json list = nlohmann::json::array();
-    for (const ChunkKey& k : keys) list.push_back(k.ToHex());
-    body["keys"] = list;
-    const size_t endpoint = EndpointFor(keys[0]);
-    std::unique_ptr<client::S3Connection> conn = pool_->Take(endpoint);
-    std::string reply;
-    OC_ASSIGN_OR_RETURN(client::S3Response res,
-                        conn->Send("POST", "/" + bucket_, {{"lookup", ""}}, body.dump(),
-                                   [&](std::span<const std::byte> b) {
-                                     reply.append(reinterpret_cast<const char*>(b.data()),
-                                                  b.size());
-                                     return Status();
-                                   }));
-    pool_->Return(endpoint, std::move(conn));
-    if (res.status != 200) {
-      return UnavailableError("lookup: server answered " + std::to_string(res.status) + ": " +
-                              res.error_body);
-    }
-    nlohmann::json j = nlohmann::json::parse(reply, nullptr, false);
-    if (!j.is_object() || !j.contains("present_prefix") ||
-        !j["present_prefix"].is_number_unsigned()) {
-      return DataLossError("lookup: malformed reply");
-    }
-    return j["present_prefix"].get<size_t>();
+    const size_t local = dram_ ? dram_->Prefix(keys, nullptr).size() : 0;
+    if (local == keys.size()) return local;
+    OC_ASSIGN_OR_RETURN(size_t remote, fetcher_.Lookup(keys.subspan(local)));
+    return local + remote;
   }
 
   Result<std::unique_ptr<LayerwiseRetrieval>> RetrieveLayerwise(LayerwiseRequest request) override {
@@ -291,36 +108,120 @@ class ClientImpl final : public Client {
         return InvalidArgumentError("a layer region is smaller than keys x slice bytes");
       }
     }
-    const size_t endpoint = EndpointFor(request.keys[0]);
-    auto retrieval = std::make_unique<Retrieval>(std::move(request));
-    retrieval->Start(pool_.get(), endpoint, bucket_);
-    return std::unique_ptr<LayerwiseRetrieval>(std::move(retrieval));
+    auto state = std::make_unique<RetrievalState>(r, request.on_layer);
+    RetrievalState* st = state.get();
+    state->Start([this, st, req = std::move(request)] { return Retrieve(req, st); });
+    return std::unique_ptr<LayerwiseRetrieval>(std::move(state));
   }
 
  private:
-  size_t EndpointFor(const ChunkKey& key) const {
-    return std::hash<ChunkKey>()(key) % pool_->endpoints();
+  // The retrieval's own thread: the DRAM tier's prefix, then the network for the rest. DRAM
+  // slices of a layer are copied just before the layer is reported, so both parts of a layer
+  // are in place when it is.
+  Status Retrieve(const LayerwiseRequest& req, RetrievalState* st) {
+    const KvLayout& layout = req.model.layout;
+    const uint64_t slice = layout.LayerSliceBytes();
+    const LayerRange r = req.layers;
+    std::vector<std::shared_ptr<const DramTier::Entry>> local;
+    if (dram_) local = dram_->Prefix(req.keys, &layout);
+    auto copy_local = [&](uint32_t layer) {
+      std::span<std::byte> region = req.regions[layer - r.first];
+      for (size_t j = 0; j < local.size(); ++j) {
+        std::memcpy(region.data() + j * slice, local[j]->Slice(layer).data(), slice);
+      }
+    };
+    if (local.size() == req.keys.size()) {
+      st->SetHits(static_cast<uint32_t>(local.size()));
+      for (uint32_t layer = r.first; layer < r.last; ++layer) {
+        copy_local(layer);
+        st->LayerReady(layer);
+      }
+      return Status();
+    }
+    const bool chunkwise = req.mode == RetrievalMode::kAggregatedChunkwise ||
+                           req.mode == RetrievalMode::kPlainChunkwise;
+    uint32_t remote_hits = 0;
+    client::FetchEvents events{
+        .hits =
+            [&](uint32_t hits) {
+              remote_hits = hits;
+              st->SetHits(static_cast<uint32_t>(local.size()) + hits);
+            },
+        .layer_ready =
+            [&](uint32_t layer) {
+              if (chunkwise) return;  // handed over once everything is in
+              copy_local(layer);
+              st->LayerReady(layer);
+            }};
+    const client::FetchTarget target{.model = &req.model,
+                                     .keys = std::span(req.keys).subspan(local.size()),
+                                     .layers = r,
+                                     .regions = req.regions,
+                                     .first_slot = local.size()};
+    Status s;
+    switch (req.mode) {
+      case RetrievalMode::kAggregatedLayerwise:
+      case RetrievalMode::kAggregatedChunkwise:
+        s = fetcher_.Aggregated(target, events);
+        break;
+      case RetrievalMode::kPlainLayerwise:
+        s = fetcher_.PlainLayerwise(target, events);
+        break;
+      case RetrievalMode::kPlainChunkwise:
+        s = fetcher_.PlainChunkwise(target, events);
+        break;
+    }
+    OC_RETURN_IF_ERROR(s);
+    if (chunkwise) {
+      for (uint32_t layer = r.first; layer < r.last; ++layer) {
+        copy_local(layer);
+        st->LayerReady(layer);
+      }
+    }
+    if (dram_ && fill_dram_ && r.first == 0 && r.last == layout.num_layers) {
+      FillDram(req, local.size(), remote_hits);
+    }
+    return Status();
+  }
+
+  // Caches chunks [first, first + count) of a finished full-range retrieval in the DRAM tier.
+  void FillDram(const LayerwiseRequest& req, size_t first, size_t count) {
+    const KvLayout& layout = req.model.layout;
+    const uint64_t slice = layout.LayerSliceBytes();
+    std::string kv(layout.ChunkKvBytes(), '\0');
+    for (size_t j = first; j < first + count; ++j) {
+      for (uint32_t layer = 0; layer < layout.num_layers; ++layer) {
+        std::memcpy(kv.data() + layer * slice, req.regions[layer].data() + j * slice, slice);
+      }
+      Result<std::string> object = EncodeChunkObject(layout, req.keys[j], AsBytes(kv));
+      if (object) {
+        (void)dram_->Insert(req.keys[j],
+                            std::make_shared<const std::string>(std::move(*object)));
+      }
+    }
   }
 
   // Sends queued chunks in batch-store requests of up to kBatchBytes / kBatchRecords.
   void WriteBehindLoop() {
     constexpr size_t kBatchBytes = 32 << 20, kBatchRecords = 256;
     for (;;) {
-      std::vector<std::pair<std::string, std::string>> batch;
+      std::vector<std::pair<ChunkKey, std::shared_ptr<const std::string>>> batch;
       {
         std::unique_lock lock(queue_mu_);
         queue_cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
         if (queue_.empty()) return;  // stopping, and nothing left
         size_t bytes = 0;
         while (!queue_.empty() && batch.size() < kBatchRecords &&
-               (batch.empty() || bytes + queue_.front().second.size() <= kBatchBytes)) {
-          bytes += queue_.front().second.size();
+               (batch.empty() || bytes + queue_.front().second->size() <= kBatchBytes)) {
+          bytes += queue_.front().second->size();
           batch.push_back(std::move(queue_.front()));
           queue_.pop_front();
         }
         queued_bytes_ -= bytes;
       }
-      const Status s = SendBatch(batch);
+      std::vector<std::pair<ChunkKey, const std::string*>> records;
+      for (const auto& [key, object] : batch) records.emplace_back(key, object.get());
+      const Status s = fetcher_.BatchStore(records);
       {
         std::lock_guard lock(queue_mu_);
         (s.ok() ? stats_.stored : stats_.failed) += batch.size();
@@ -330,39 +231,20 @@ class ClientImpl final : public Client {
     }
   }
 
-  Status SendBatch(const std::vector<std::pair<std::string, std::string>>& batch) {
-    ByteWriter body;
-    for (const auto& [key, object] : batch) {
-      body.U32(0x5042434f);  // docs/wire-format.md, batch store
-      body.U32(static_cast<uint32_t>(key.size()));
-      body.Bytes(key.data(), key.size());
-      body.U64(object.size());
-      body.Bytes(object.data(), object.size());
-    }
-    body.U32(0x4542434f);
-    const size_t endpoint = EndpointFor(*ChunkKey::FromHex(batch.front().first));
-    std::unique_ptr<client::S3Connection> conn = pool_->Take(endpoint);
-    OC_ASSIGN_OR_RETURN(client::S3Response res,
-                        conn->Send("POST", "/" + bucket_, {{"batch-store", ""}}, body.str(),
-                                   [](auto) { return Status(); }));
-    pool_->Return(endpoint, std::move(conn));
-    if (res.status != 200) {
-      return UnavailableError("batch store: server answered " + std::to_string(res.status));
-    }
-    return Status();
-  }
-
   std::unique_ptr<ConnectionPool> pool_;
-  const std::string bucket_;
+  const Fetcher fetcher_;
+  const std::unique_ptr<DramTier> dram_;  // null: no DRAM tier
+  const bool fill_dram_;
   const size_t queue_limit_;
   mutable std::mutex queue_mu_;
   std::condition_variable queue_cv_, done_cv_;
-  std::deque<std::pair<std::string, std::string>> queue_;  // guarded by queue_mu_
-  size_t queued_bytes_ = 0;                                // guarded by queue_mu_
-  uint64_t enqueued_ = 0, finished_ = 0;                   // guarded by queue_mu_
-  bool stopping_ = false;                                  // guarded by queue_mu_
-  ClientStats stats_;                                      // guarded by queue_mu_
-  std::thread writer_;                                     // last: starts after everything it uses
+  // guarded by queue_mu_:
+  std::deque<std::pair<ChunkKey, std::shared_ptr<const std::string>>> queue_;
+  size_t queued_bytes_ = 0;               // guarded by queue_mu_
+  uint64_t enqueued_ = 0, finished_ = 0;  // guarded by queue_mu_
+  bool stopping_ = false;                 // guarded by queue_mu_
+  ClientStats stats_;                     // guarded by queue_mu_
+  std::thread writer_;                    // last: starts after everything it uses
 };
 
 }  // namespace
@@ -370,20 +252,20 @@ class ClientImpl final : public Client {
 Result<std::unique_ptr<Client>> Client::Create(const ClientOptions& options) {
   if (options.endpoints.empty()) return InvalidArgumentError("no endpoints");
   if (options.bucket.empty()) return InvalidArgumentError("no bucket");
-  std::vector<S3Endpoint> endpoints;
+  std::vector<client::S3Endpoint> endpoints;
   for (const std::string& url : options.endpoints) {
-    OC_ASSIGN_OR_RETURN(S3Endpoint e, S3Endpoint::Parse(url));
+    OC_ASSIGN_OR_RETURN(client::S3Endpoint e, client::S3Endpoint::Parse(url));
     endpoints.push_back(std::move(e));
   }
-  S3Credentials credentials = S3Credentials::FromEnvironment();
+  client::S3Credentials credentials = client::S3Credentials::FromEnvironment();
   if (!options.access_key.empty() || !options.secret_key.empty()) {
     credentials.access_key = options.access_key;
     credentials.secret_key = options.secret_key;
   }
-  return std::unique_ptr<Client>(
-      new ClientImpl(std::make_unique<ConnectionPool>(std::move(endpoints), std::move(credentials),
-                                                      options.timeout),
-                     options.bucket, options.write_behind_bytes));
+  return std::unique_ptr<Client>(new ClientImpl(
+      std::make_unique<ConnectionPool>(std::move(endpoints), std::move(credentials),
+                                       options.timeout),
+      options));
 }
 
 }  // namespace objectcache

@@ -33,6 +33,11 @@ LayerStreamDecoder::LayerStreamDecoder(RegionsFn regions, LayerFn on_layer)
 
 LayerStreamDecoder::~LayerStreamDecoder() = default;
 
+uint64_t LayerStreamDecoder::ChunkOffset(uint64_t chunk) const {
+  return placement_.chunk_offsets.empty() ? chunk * header_.slice_bytes
+                                          : placement_.chunk_offsets[chunk];
+}
+
 Status LayerStreamDecoder::Fail(Status s) {
   if (failure_.ok()) {
     failure_ = s;
@@ -79,14 +84,18 @@ Status LayerStreamDecoder::Feed(std::span<const std::byte> bytes) {
           return Fail(Malformed("inconsistent header"));
         }
         pending_.clear();
-        Result<std::vector<std::span<std::byte>>> regions = regions_fn_(header_);
-        if (!regions) return Fail(regions.error());
-        regions_ = std::move(*regions);
-        if (regions_.size() != header_.layer_count)
+        Result<LayerPlacement> placement = regions_fn_(header_);
+        if (!placement) return Fail(placement.error());
+        placement_ = std::move(*placement);
+        if (placement_.regions.size() != header_.layer_count)
           return Fail(InvalidArgumentError("one region per layer is needed"));
-        for (const auto& region : regions_) {
-          if (region.size() < header_.hits * header_.slice_bytes) {
-            return Fail(InvalidArgumentError("a layer region is smaller than hits x slice bytes"));
+        if (!placement_.chunk_offsets.empty() && placement_.chunk_offsets.size() < header_.hits)
+          return Fail(InvalidArgumentError("one offset per hit chunk is needed"));
+        for (const auto& region : placement_.regions) {
+          for (uint32_t j = 0; j < header_.hits; ++j) {
+            if (ChunkOffset(j) + header_.slice_bytes > region.size()) {
+              return Fail(InvalidArgumentError("a chunk's slice falls outside its layer region"));
+            }
           }
         }
         state_ = State::kFrameHeader;
@@ -128,9 +137,13 @@ Status LayerStreamDecoder::Feed(std::span<const std::byte> bytes) {
         break;
       }
       case State::kPayload: {
-        const size_t n = static_cast<size_t>(std::min<uint64_t>(payload_left_, bytes.size()));
-        std::span<std::byte> region = regions_[layers_done_];
-        std::memcpy(region.data() + payload_pos_, bytes.data(), n);
+        // Up to the end of the current chunk's slice.
+        const uint64_t chunk = payload_pos_ / header_.slice_bytes;
+        const uint64_t within = payload_pos_ % header_.slice_bytes;
+        const size_t n = static_cast<size_t>(
+            std::min<uint64_t>({payload_left_, bytes.size(), header_.slice_bytes - within}));
+        std::span<std::byte> region = placement_.regions[layers_done_];
+        std::memcpy(region.data() + ChunkOffset(chunk) + within, bytes.data(), n);
         XXH3_64bits_update(&hash_->state, bytes.data(), n);
         payload_pos_ += n;
         payload_left_ -= n;

@@ -25,12 +25,18 @@ struct LayerStreamHeader {
   uint32_t keys = 0;
 };
 
+// Where a response's bytes go: one region per layer of the range, and where chunk j's slice
+// lies in each region (chunk_offsets[j]; empty: j x slice_bytes, the chunks back to back).
+struct LayerPlacement {
+  std::vector<std::span<std::byte>> regions;
+  std::vector<uint64_t> chunk_offsets;
+};
+
 class LayerStreamDecoder {
  public:
-  // Called once the response header is in; returns the region for each layer of the range
-  // (layer_count regions of at least hits x slice_bytes bytes), or an error to stop.
-  using RegionsFn =
-      std::function<Result<std::vector<std::span<std::byte>>>(const LayerStreamHeader&)>;
+  // Called once the response header is in; returns where each layer's slices go, or an error
+  // to stop.
+  using RegionsFn = std::function<Result<LayerPlacement>(const LayerStreamHeader&)>;
   // Called for each layer in order: OK when its bytes are in its region and verified, the
   // failure otherwise (then no later layer follows).
   using LayerFn = std::function<void(uint32_t layer, const Status& status)>;
@@ -57,13 +63,14 @@ class LayerStreamDecoder {
     kDone
   };
   Status Fail(Status s);
+  uint64_t ChunkOffset(uint64_t chunk) const;
 
   RegionsFn regions_fn_;
   LayerFn on_layer_;
   State state_ = State::kHeader;
   std::string pending_;  // bytes of a fixed-size record being assembled
   LayerStreamHeader header_;
-  std::vector<std::span<std::byte>> regions_;
+  LayerPlacement placement_;
   uint32_t layers_done_ = 0;
   uint32_t frame_layer_ = 0;
   uint64_t payload_left_ = 0, payload_pos_ = 0;

@@ -68,10 +68,12 @@ struct DecodeRun {
 DecodeRun Decode(const std::string& bytes, size_t piece) {
   DecodeRun run;
   LayerStreamDecoder d(
-      [&](const LayerStreamHeader& h) -> Result<std::vector<std::span<std::byte>>> {
+      [&](const LayerStreamHeader& h) -> Result<LayerPlacement> {
         run.regions.assign(h.layer_count, std::string(h.hits * h.slice_bytes, '\0'));
-        std::vector<std::span<std::byte>> out;
-        for (std::string& r : run.regions) out.push_back(std::as_writable_bytes(std::span(r)));
+        LayerPlacement out;
+        for (std::string& r : run.regions) {
+          out.regions.push_back(std::as_writable_bytes(std::span(r)));
+        }
         return out;
       },
       [&](uint32_t layer, const Status& s) { run.events.emplace_back(layer, s.code()); });
@@ -92,6 +94,39 @@ TEST(LayerStreamTest, LayersArriveInOrderVerifiedInAnyPieces) {
     for (uint32_t i = 0; i < 5; ++i) {
       EXPECT_EQ(r.events[i], std::make_pair(4 + i, StatusCode::kOk));
       EXPECT_EQ(r.regions[i], e.layers[i]);
+    }
+  }
+}
+
+TEST(LayerStreamTest, ChunkOffsetsScatterSlicesInAnyPieces) {
+  // Three chunks go to slots 4, 0 and 2 of a five-slot region (how a client spreading keys
+  // over endpoints, or an engine's block table, places them).
+  const uint64_t slice = 300;
+  Encoded e = Encode(3, 0, 2, slice);
+  const std::vector<uint64_t> slots = {4, 0, 2};
+  for (size_t piece : {size_t{1}, size_t{299}, size_t{301}, e.bytes.size()}) {
+    std::vector<std::string> regions(2, std::string(5 * slice, '\0'));
+    LayerStreamDecoder d(
+        [&](const LayerStreamHeader&) -> Result<LayerPlacement> {
+          LayerPlacement p;
+          for (std::string& r : regions) p.regions.push_back(std::as_writable_bytes(std::span(r)));
+          for (uint64_t s : slots) p.chunk_offsets.push_back(s * slice);
+          return p;
+        },
+        [](uint32_t, const Status&) {});
+    for (size_t off = 0; off < e.bytes.size(); off += piece) {
+      ASSERT_TRUE(d.Feed(std::as_bytes(std::span(e.bytes).subspan(
+                             off, std::min(piece, e.bytes.size() - off))))
+                      .ok());
+    }
+    ASSERT_TRUE(d.Finish().ok());
+    for (uint32_t layer = 0; layer < 2; ++layer) {
+      for (size_t j = 0; j < 3; ++j) {
+        EXPECT_EQ(regions[layer].substr(slots[j] * slice, slice),
+                  e.layers[layer].substr(j * slice, slice))
+            << piece << " " << layer << " " << j;
+      }
+      EXPECT_EQ(regions[layer].substr(1 * slice, slice), std::string(slice, '\0'));
     }
   }
 }

@@ -1,0 +1,396 @@
+#include "client/fetcher.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <thread>
+
+#include "client/layer_stream.h"
+#include "core/byte_order.h"
+#include "objectcache/chunk_object.h"
+#include "objectcache/store.h"
+
+namespace objectcache::client {
+namespace {
+
+// Runs fn(i) for i in [0, n) on up to `workers` threads; the status of each.
+std::vector<Status> ParallelFor(size_t n, int workers, const std::function<Status(size_t)>& fn) {
+  std::vector<Status> out(n);
+  std::atomic<size_t> next{0};
+  auto loop = [&] {
+    for (size_t i; (i = next.fetch_add(1)) < n;) out[i] = fn(i);
+  };
+  const size_t threads = std::min<size_t>(n, static_cast<size_t>(std::max(1, workers)));
+  std::vector<std::thread> pool;
+  for (size_t t = 1; t < threads; ++t) pool.emplace_back(loop);
+  loop();
+  for (std::thread& t : pool) t.join();
+  return out;
+}
+
+// The first prefix-ending result in `statuses` (a miss: NotFound), or the first other error.
+// Sets *hits to the index of the first miss when there is one before any other error.
+Status PrefixEnd(const std::vector<Status>& statuses, size_t base, std::optional<size_t>* hits) {
+  for (size_t i = 0; i < statuses.size(); ++i) {
+    if (statuses[i].ok()) continue;
+    if (statuses[i].code() == StatusCode::kNotFound) {
+      *hits = base + i;
+      return Status();
+    }
+    return statuses[i];
+  }
+  return Status();
+}
+
+// Positions of a set of keys within the whole prefix, and the global prefix from each part's.
+uint32_t GlobalPrefix(const std::vector<std::pair<size_t, std::vector<size_t>>>& parts,
+                      const std::vector<uint32_t>& part_hits, size_t total) {
+  size_t hits = total;
+  for (size_t p = 0; p < parts.size(); ++p) {
+    const std::vector<size_t>& positions = parts[p].second;
+    if (part_hits[p] < positions.size()) hits = std::min(hits, positions[part_hits[p]]);
+  }
+  return static_cast<uint32_t>(hits);
+}
+
+// Combines per-endpoint progress of an aggregated retrieval into one in-order report.
+class Combiner {
+ public:
+  Combiner(const std::vector<std::pair<size_t, std::vector<size_t>>>& parts, size_t total,
+           LayerRange layers, const FetchEvents& events)
+      : parts_(parts),
+        total_(total),
+        layers_(layers),
+        events_(events),
+        part_hits_(parts.size()),
+        done_(layers.last - layers.first, 0),
+        next_(layers.first) {}
+
+  void PartHits(size_t part, uint32_t hits) {
+    std::lock_guard lock(mu_);
+    if (part_hits_[part]) return;  // a retry: the first answer stands
+    part_hits_[part] = hits;
+    if (++parts_with_hits_ < parts_.size()) return;
+    std::vector<uint32_t> h;
+    for (const auto& ph : part_hits_) h.push_back(*ph);
+    events_.hits(GlobalPrefix(parts_, h, total_));
+  }
+
+  void PartLayer(uint32_t layer) {
+    std::lock_guard lock(mu_);
+    done_[layer - layers_.first]++;
+    while (next_ < layers_.last && done_[next_ - layers_.first] == parts_.size()) {
+      events_.layer_ready(next_++);
+    }
+  }
+
+ private:
+  const std::vector<std::pair<size_t, std::vector<size_t>>>& parts_;
+  const size_t total_;
+  const LayerRange layers_;
+  const FetchEvents& events_;
+  std::mutex mu_;
+  std::vector<std::optional<uint32_t>> part_hits_;  // guarded by mu_
+  size_t parts_with_hits_ = 0;                      // guarded by mu_
+  std::vector<size_t> done_;                        // guarded by mu_: parts done per layer
+  uint32_t next_;                                   // guarded by mu_: next layer to report
+};
+
+}  // namespace
+
+Status HttpFailure(unsigned status, const std::string& what, const std::string& error_body) {
+  std::string m = what + ": server answered " + std::to_string(status);
+  if (!error_body.empty()) m += ": " + error_body.substr(0, 512);
+  if (status >= 500 || status == 429) return UnavailableError(m);
+  if (status == 404) return NotFoundError(m);
+  if (status == 403) return PermissionDeniedError(m);
+  return InvalidArgumentError(m);
+}
+
+size_t Fetcher::EndpointFor(const ChunkKey& key) const {
+  uint64_t h = 0;
+  for (int i = 0; i < 8; ++i) h = (h << 8) | key.bytes()[8 + i];
+  return static_cast<size_t>(h % pool_->endpoints());
+}
+
+std::vector<std::pair<size_t, std::vector<size_t>>> Fetcher::SplitByEndpoint(
+    std::span<const ChunkKey> keys) const {
+  std::vector<std::vector<size_t>> by(pool_->endpoints());
+  for (size_t i = 0; i < keys.size(); ++i) by[EndpointFor(keys[i])].push_back(i);
+  std::vector<std::pair<size_t, std::vector<size_t>>> out;
+  for (size_t e = 0; e < by.size(); ++e) {
+    if (!by[e].empty()) out.emplace_back(e, std::move(by[e]));
+  }
+  return out;
+}
+
+Status Fetcher::WithRetries(const std::function<Status()>& attempt) const {
+  Status s;
+  for (int i = 0;; ++i) {
+    s = attempt();
+    if (s.ok() || s.code() != StatusCode::kUnavailable || i >= options_.retries) return s;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20 << std::min(i, 5)));
+  }
+}
+
+Result<std::string> Fetcher::Call(size_t endpoint, std::string_view method, std::string_view query,
+                                  const std::string& body) const {
+  std::string reply;
+  Status s = WithRetries([&]() -> Status {
+    reply.clear();
+    std::unique_ptr<S3Connection> conn = pool_->Take(endpoint);
+    OC_ASSIGN_OR_RETURN(S3Response res,
+                        conn->Send(method, "/" + bucket_, {{std::string(query), ""}}, body,
+                                   [&](std::span<const std::byte> b) {
+                                     reply.append(reinterpret_cast<const char*>(b.data()),
+                                                  b.size());
+                                     return Status();
+                                   }));
+    pool_->Return(endpoint, std::move(conn));
+    if (res.status / 100 != 2) return HttpFailure(res.status, std::string(query), res.error_body);
+    return Status();
+  });
+  if (!s.ok()) return s;
+  return reply;
+}
+
+Status Fetcher::Aggregated(const FetchTarget& t, const FetchEvents& events) const {
+  const uint64_t slice = t.model->layout.LayerSliceBytes();
+  const auto parts = SplitByEndpoint(t.keys);
+  Combiner combiner(parts, t.keys.size(), t.layers, events);
+  auto run_part = [&](size_t p) -> Status {
+    const auto& [endpoint, positions] = parts[p];
+    nlohmann::json keys = nlohmann::json::array();
+    for (size_t i : positions) keys.push_back(t.keys[i].ToHex());
+    const nlohmann::json layout = nlohmann::json::parse(ModelToJson(*t.model));
+    uint32_t next = t.layers.first;  // the first layer this part has not delivered yet
+    std::optional<uint32_t> first_hits;
+    return WithRetries([&]() -> Status {
+      nlohmann::json body;
+      body["version"] = 1;
+      body["keys"] = keys;
+      body["layers"] = {next, t.layers.last};
+      body["layout"] = layout;
+      LayerStreamDecoder decoder(
+          [&](const LayerStreamHeader& h) -> Result<LayerPlacement> {
+            if (h.first_layer != next || h.layer_count != t.layers.last - next ||
+                h.slice_bytes != slice || h.keys != positions.size()) {
+              return DataLossError("layerwise response does not match the request");
+            }
+            // A resumed request must still cover what the first one promised.
+            if (first_hits && h.hits < *first_hits) {
+              return UnavailableError("the cached prefix shrank while resuming a retrieval");
+            }
+            if (!first_hits) {
+              first_hits = h.hits;
+              combiner.PartHits(p, h.hits);
+            }
+            LayerPlacement placement;
+            placement.regions.assign(t.regions.begin() + (next - t.layers.first),
+                                     t.regions.end());
+            for (size_t i : positions) placement.chunk_offsets.push_back((t.first_slot + i) * slice);
+            return placement;
+          },
+          [&](uint32_t layer, const Status& s) {
+            if (!s.ok()) return;  // the stream's error ends the attempt
+            next = layer + 1;
+            combiner.PartLayer(layer);
+          });
+      std::unique_ptr<S3Connection> conn = pool_->Take(endpoint);
+      Result<S3Response> res =
+          conn->Send("POST", "/" + bucket_, {{"layerwise", ""}}, body.dump(),
+                     [&](std::span<const std::byte> bytes) { return decoder.Feed(bytes); });
+      if (!res) return res.error();
+      if (res->status != 200) return HttpFailure(res->status, "layerwise", res->error_body);
+      OC_RETURN_IF_ERROR(decoder.Finish());
+      pool_->Return(endpoint, std::move(conn));
+      return Status();
+    });
+  };
+  if (parts.size() == 1) return run_part(0);
+  for (const Status& s : ParallelFor(parts.size(), static_cast<int>(parts.size()), run_part)) {
+    OC_RETURN_IF_ERROR(s);
+  }
+  return Status();
+}
+
+namespace {
+
+// A GET of `path` (whole, or `length` bytes at `offset`), its body handed to `on_body`.
+Status Get(ConnectionPool* pool, size_t endpoint, const std::string& path, uint64_t offset,
+           std::optional<uint64_t> length,
+           const std::function<Status(std::span<const std::byte>)>& on_body) {
+  std::vector<std::pair<std::string, std::string>> headers;
+  if (length) {
+    headers.emplace_back("Range", "bytes=" + std::to_string(offset) + "-" +
+                                      std::to_string(offset + *length - 1));
+  }
+  std::unique_ptr<S3Connection> conn = pool->Take(endpoint);
+  OC_ASSIGN_OR_RETURN(S3Response res, conn->Send("GET", path, {}, "", on_body, headers));
+  pool->Return(endpoint, std::move(conn));
+  if (res.status != (length ? 206u : 200u)) return HttpFailure(res.status, path, res.error_body);
+  return Status();
+}
+
+// Copies a piece of a ranged reply into `dest` at *filled; DataLoss past its end.
+Status Append(std::span<std::byte> dest, size_t* filled, std::span<const std::byte> piece) {
+  if (*filled + piece.size() > dest.size()) return DataLossError("reply longer than asked");
+  std::memcpy(dest.data() + *filled, piece.data(), piece.size());
+  *filled += piece.size();
+  return Status();
+}
+
+}  // namespace
+
+Status Fetcher::PlainLayerwise(const FetchTarget& t, const FetchEvents& events) const {
+  const KvLayout& layout = t.model->layout;
+  const uint64_t slice = layout.LayerSliceBytes();
+  auto path = [&](size_t i) { return "/" + bucket_ + "/" + t.keys[i].ToHex(); };
+  // The hit prefix: each chunk's header, a wave of requests at a time, up to the first miss
+  // (or a header that is not a chunk of this key and layout, which ends the prefix too).
+  std::vector<ChunkHeader> headers;
+  std::optional<size_t> hits;
+  const size_t wave = static_cast<size_t>(std::max(1, options_.parallel)) * 4;
+  for (size_t base = 0; base < t.keys.size() && !hits; base += wave) {
+    const size_t n = std::min(wave, t.keys.size() - base);
+    std::vector<std::optional<ChunkHeader>> got(n);
+    std::vector<Status> st = ParallelFor(n, options_.parallel, [&](size_t k) -> Status {
+      const size_t i = base + k;
+      std::string header(kChunkHeaderRegion, '\0');
+      OC_RETURN_IF_ERROR(WithRetries([&] {
+        size_t filled = 0;
+        return Get(pool_, EndpointFor(t.keys[i]), path(i), 0, kChunkHeaderRegion,
+                   [&](auto b) { return Append(AsWritableBytes(header), &filled, b); });
+      }));
+      Result<ChunkHeader> h = DecodeChunkHeader(AsBytes(header), {&layout, &t.keys[i]});
+      if (!h) return NotFoundError("chunk " + t.keys[i].ToHex() + ": " + h.error().ToString());
+      got[k] = std::move(*h);
+      return Status();
+    });
+    OC_RETURN_IF_ERROR(PrefixEnd(st, base, &hits));
+    for (size_t k = 0; k < n && (!hits || base + k < *hits); ++k) headers.push_back(*got[k]);
+  }
+  events.hits(static_cast<uint32_t>(headers.size()));
+  for (uint32_t layer = t.layers.first; layer < t.layers.last; ++layer) {
+    std::span<std::byte> region = t.regions[layer - t.layers.first];
+    for (const Status& s :
+         ParallelFor(headers.size(), options_.parallel, [&](size_t j) -> Status {
+           std::span<std::byte> dest = region.subspan((t.first_slot + j) * slice, slice);
+           const Status got = WithRetries([&] {
+             size_t filled = 0;
+             Status s = Get(pool_, EndpointFor(t.keys[j]), path(j), headers[j].LayerOffset(layer),
+                            slice, [&](auto b) { return Append(dest, &filled, b); });
+             if (s.ok() && filled != slice) s = UnavailableError("short ranged reply");
+             return s;
+           });
+           return got.ok() ? VerifyLayerSlice(headers[j], layer, dest) : got;
+         })) {
+      OC_RETURN_IF_ERROR(s);
+    }
+    events.layer_ready(layer);
+  }
+  return Status();
+}
+
+Status Fetcher::PlainChunkwise(const FetchTarget& t, const FetchEvents& events) const {
+  const KvLayout& layout = t.model->layout;
+  const uint64_t slice = layout.LayerSliceBytes();
+  // Whole objects, a wave at a time, up to the first miss; each streams through a verifier
+  // while its layer slices are scattered into the regions.
+  size_t hits = 0;
+  std::optional<size_t> miss;
+  const size_t wave = static_cast<size_t>(std::max(1, options_.parallel)) * 4;
+  for (size_t base = 0; base < t.keys.size() && !miss; base += wave) {
+    const size_t n = std::min(wave, t.keys.size() - base);
+    std::vector<Status> st = ParallelFor(n, options_.parallel, [&](size_t k) -> Status {
+      const size_t i = base + k;
+      const ChunkHeader geometry = ChunkGeometry(layout, t.keys[i]);
+      return WithRetries([&]() -> Status {
+        ChunkStreamVerifier verifier({.layout = &layout,
+                                      .key = &t.keys[i],
+                                      .object_bytes = geometry.ObjectBytes()});
+        uint64_t pos = 0;
+        const Status got = Get(
+            pool_, EndpointFor(t.keys[i]), "/" + bucket_ + "/" + t.keys[i].ToHex(), 0,
+            std::nullopt, [&](std::span<const std::byte> b) -> Status {
+              if (Status v = verifier.Feed(b); !v.ok()) return v;
+              // Scatter the parts of layer slices in the range into their regions.
+              for (uint64_t off = 0; off < b.size();) {
+                const uint64_t at = pos + off;
+                if (at < geometry.data_offset) {
+                  off += geometry.data_offset - at;
+                  continue;
+                }
+                const uint64_t layer = (at - geometry.data_offset) / geometry.layer_stride;
+                const uint64_t within = (at - geometry.data_offset) % geometry.layer_stride;
+                const uint64_t len = std::min<uint64_t>(
+                    b.size() - off, within < slice ? slice - within : geometry.layer_stride - within);
+                if (within < slice && layer >= t.layers.first && layer < t.layers.last) {
+                  std::memcpy(t.regions[layer - t.layers.first].data() +
+                                  (t.first_slot + i) * slice + within,
+                              b.data() + off, len);
+                }
+                off += len;
+              }
+              pos += b.size();
+              return Status();
+            });
+        if (!got.ok()) return got;
+        return verifier.Finish();
+      });
+    });
+    std::optional<size_t> end;
+    OC_RETURN_IF_ERROR(PrefixEnd(st, base, &end));
+    miss = end;
+    hits = end ? *end : base + n;
+  }
+  events.hits(static_cast<uint32_t>(hits));
+  for (uint32_t layer = t.layers.first; layer < t.layers.last; ++layer) events.layer_ready(layer);
+  return Status();
+}
+
+Result<size_t> Fetcher::Lookup(std::span<const ChunkKey> keys) const {
+  if (keys.empty()) return size_t{0};
+  const auto parts = SplitByEndpoint(keys);
+  std::vector<uint32_t> part_hits(parts.size());
+  for (size_t p = 0; p < parts.size(); ++p) {
+    nlohmann::json list = nlohmann::json::array();
+    for (size_t i : parts[p].second) list.push_back(keys[i].ToHex());
+    nlohmann::json body;
+    body["keys"] = list;
+    OC_ASSIGN_OR_RETURN(std::string reply, Call(parts[p].first, "POST", "lookup", body.dump()));
+    nlohmann::json j = nlohmann::json::parse(reply, nullptr, false);
+    if (!j.is_object() || !j.contains("present_prefix") ||
+        !j["present_prefix"].is_number_unsigned()) {
+      return DataLossError("lookup: malformed reply");
+    }
+    part_hits[p] = j["present_prefix"].get<uint32_t>();
+  }
+  return size_t{GlobalPrefix(parts, part_hits, keys.size())};
+}
+
+Status Fetcher::BatchStore(
+    std::span<const std::pair<ChunkKey, const std::string*>> records) const {
+  std::vector<ChunkKey> keys;
+  for (const auto& r : records) keys.push_back(r.first);
+  for (const auto& [endpoint, positions] : SplitByEndpoint(keys)) {
+    ByteWriter body;  // docs/wire-format.md, batch store
+    for (size_t i : positions) {
+      const std::string key = records[i].first.ToHex();
+      const std::string& object = *records[i].second;
+      body.U32(0x5042434f);
+      body.U32(static_cast<uint32_t>(key.size()));
+      body.Bytes(key.data(), key.size());
+      body.U64(object.size());
+      body.Bytes(object.data(), object.size());
+    }
+    body.U32(0x4542434f);
+    OC_RETURN_IF_ERROR(Call(endpoint, "POST", "batch-store", body.str()).status());
+  }
+  return Status();
+}
+
+}  // namespace objectcache::client

@@ -1,0 +1,90 @@
+// The network side of the client: the four ways to bring a cached prefix into the caller's
+// layer regions, over one or more endpoints, with retries of idempotent requests.
+//
+//   Aggregated      one POST ?layerwise per endpoint (docs/wire-format.md); each layer is
+//                   reported as soon as every endpoint's frame of it is in and verified.
+//   PlainLayerwise  any S3 server: each chunk's header, then one ranged GET per chunk per
+//                   layer, `parallel` requests at a time; each slice checked against its header.
+//   PlainChunkwise  any S3 server: one GET per whole chunk object, `parallel` at a time, each
+//                   object checked whole as it streams; layers reported once all are in.
+//
+// Keys are spread over endpoints by EndpointFor (docs/wire-format.md, "Several endpoints").
+// A transport failure (Unavailable: refused, reset, timed out, a 5xx) is retried up to
+// `retries` times with backoff; an aggregated retrieval resumes at its first layer not yet
+// delivered. Other errors are final. Thread-safe.
+#pragma once
+
+#include <functional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "client/connection_pool.h"
+#include "objectcache/chunk_key.h"
+#include "objectcache/kv_layout.h"
+#include "objectcache/layer_reader.h"
+#include "objectcache/status.h"
+
+namespace objectcache::client {
+
+// What to fetch and where it goes.
+struct FetchTarget {
+  const ModelPreset* model = nullptr;
+  std::span<const ChunkKey> keys;  // the prefix asked for, in order
+  LayerRange layers;
+  std::span<const std::span<std::byte>> regions;  // one per layer of the range
+  // keys[j]'s slice of a layer lands at (first_slot + j) x LayerSliceBytes in its region.
+  uint64_t first_slot = 0;
+};
+
+// Reported by a fetch: the hit count once, then each layer in order once verified in place.
+struct FetchEvents {
+  std::function<void(uint32_t hits)> hits;
+  std::function<void(uint32_t layer)> layer_ready;
+};
+
+struct FetchOptions {
+  int retries = 3;
+  int parallel = 8;  // concurrent requests of the plain modes
+};
+
+class Fetcher {
+ public:
+  Fetcher(ConnectionPool* pool, std::string bucket, FetchOptions options)
+      : pool_(pool), bucket_(std::move(bucket)), options_(options) {}
+
+  // The endpoint that holds `key`: the key's bytes 8..15, big-endian, modulo the count.
+  size_t EndpointFor(const ChunkKey& key) const;
+
+  Status Aggregated(const FetchTarget& target, const FetchEvents& events) const;
+  Status PlainLayerwise(const FetchTarget& target, const FetchEvents& events) const;
+  Status PlainChunkwise(const FetchTarget& target, const FetchEvents& events) const;
+
+  // How many leading keys are cached: one POST ?lookup per endpoint.
+  Result<size_t> Lookup(std::span<const ChunkKey> keys) const;
+
+  // Stores (key hex, chunk object) records: one POST ?batch-store per endpoint.
+  Status BatchStore(std::span<const std::pair<ChunkKey, const std::string*>> records) const;
+
+  // Runs `attempt` until it succeeds, fails with anything but Unavailable, or the retries are
+  // spent (sleeping 20 ms, 40 ms, ... between attempts).
+  Status WithRetries(const std::function<Status()>& attempt) const;
+
+ private:
+  // Keys grouped by endpoint: for each endpoint with keys, their positions in `keys`.
+  std::vector<std::pair<size_t, std::vector<size_t>>> SplitByEndpoint(
+      std::span<const ChunkKey> keys) const;
+  // A request whose whole reply body is wanted; retried; non-2xx statuses become errors.
+  Result<std::string> Call(size_t endpoint, std::string_view method, std::string_view query,
+                           const std::string& body) const;
+
+  ConnectionPool* pool_;
+  const std::string bucket_;
+  const FetchOptions options_;
+};
+
+// Maps an HTTP status of a failed request to a Status: 5xx and 429/503 Unavailable
+// (retryable), 404 NotFound, 403 PermissionDenied, other 4xx InvalidArgument.
+Status HttpFailure(unsigned status, const std::string& what, const std::string& error_body);
+
+}  // namespace objectcache::client
