@@ -9,7 +9,9 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <condition_variable>
 #include <fstream>
+#include <mutex>
 #include <random>
 #include <thread>
 
@@ -58,12 +60,11 @@ class ClientTest : public ::testing::Test {
     RemoveTree(dir_);
   }
 
-  std::unique_ptr<Client> MakeClient() {
-    auto c = Client::Create({.endpoints = {endpoint_},
-                             .bucket = "kvc",
-                             .access_key = "",
-                             .secret_key = "",
-                             .timeout = std::chrono::seconds(10)});
+  std::unique_ptr<Client> MakeClient(ClientOptions o = {}) {
+    if (o.endpoints == ClientOptions().endpoints) o.endpoints = {endpoint_};
+    o.bucket = "kvc";
+    o.timeout = std::chrono::seconds(10);
+    auto c = Client::Create(o);
     EXPECT_TRUE(c.has_value());
     return std::move(*c);
   }
@@ -71,6 +72,38 @@ class ClientTest : public ::testing::Test {
   std::string Slice(size_t chunk, uint32_t layer) const {
     const uint64_t s = model_.layout.LayerSliceBytes();
     return kv_[chunk].substr(layer * s, s);
+  }
+
+  // One region per layer of a range, each room for every key's slice.
+  struct Regions {
+    Regions(const ClientTest& t, size_t layers)
+        : bytes(layers, std::string(t.keys_.size() * t.model_.layout.LayerSliceBytes(), '\0')) {}
+    std::vector<std::string> bytes;
+  };
+
+  LayerwiseRequest Request(Regions* regions, uint32_t first, uint32_t last, RetrievalMode mode,
+                           std::vector<ChunkKey> keys = {}) const {
+    LayerwiseRequest req{.model = model_,
+                         .keys = keys.empty() ? keys_ : std::move(keys),
+                         .layers = {first, last}};
+    req.mode = mode;
+    for (std::string& r : regions->bytes) req.regions.push_back(AsWritableBytes(r));
+    return req;
+  }
+
+  // Layers [first, last) of chunks [0, chunks) are in `regions` as stored.
+  void ExpectPrefix(const Regions& regions, uint32_t first, uint32_t last, size_t chunks) const {
+    const uint64_t slice = model_.layout.LayerSliceBytes();
+    for (uint32_t layer = first; layer < last; ++layer) {
+      for (size_t chunk = 0; chunk < chunks; ++chunk) {
+        ASSERT_EQ(regions.bytes[layer - first].substr(chunk * slice, slice), Slice(chunk, layer))
+            << "layer " << layer << " chunk " << chunk;
+      }
+    }
+  }
+
+  std::string Object(size_t chunk) const {
+    return *EncodeChunkObject(model_.layout, keys_[chunk], AsBytes(kv_[chunk]));
   }
 
   ModelPreset model_ = *FindModelPreset("llama-3.1-8b");
@@ -119,20 +152,25 @@ TEST_F(ClientTest, LayersArriveInOrderVerifiedIntoCallerMemory) {
   EXPECT_EQ((*retrieval)->WaitForLayer(7).code(), StatusCode::kInvalidArgument);
 }
 
-TEST_F(ClientTest, PlainPerLayerGetsDeliverTheSameBytes) {
+constexpr RetrievalMode kAllModes[] = {
+    RetrievalMode::kAggregatedLayerwise, RetrievalMode::kAggregatedChunkwise,
+    RetrievalMode::kPlainLayerwise, RetrievalMode::kPlainChunkwise};
+
+TEST_F(ClientTest, EveryModeDeliversTheSameVerifiedBytesInLayerOrder) {
   auto c = MakeClient();
-  const uint64_t slice = model_.layout.LayerSliceBytes();
-  std::vector<std::string> regions(3, std::string(keys_.size() * slice, '\0'));
-  LayerwiseRequest req{.model = model_, .keys = keys_, .layers = {10, 13}};
-  req.mode = RetrievalMode::kPlainLayerwise;
-  for (std::string& r : regions) req.regions.push_back(AsWritableBytes(r));
-  auto retrieval = *c->RetrieveLayerwise(std::move(req));
-  EXPECT_EQ(*retrieval->Hits(), 4u);
-  ASSERT_TRUE(retrieval->Wait().ok());
-  for (uint32_t layer = 10; layer < 13; ++layer) {
-    for (size_t chunk = 0; chunk < 4; ++chunk) {
-      ASSERT_EQ(regions[layer - 10].substr(chunk * slice, slice), Slice(chunk, layer));
-    }
+  for (RetrievalMode mode : kAllModes) {
+    SCOPED_TRACE(RetrievalModeName(mode));
+    Regions regions(*this, 3);
+    std::vector<uint32_t> order;
+    LayerwiseRequest req = Request(&regions, 10, 13, mode);
+    req.on_layer = [&](uint32_t layer, const Status& s) {
+      if (s.ok()) order.push_back(layer);  // one caller at a time: layers come in order
+    };
+    auto retrieval = *c->RetrieveLayerwise(std::move(req));
+    EXPECT_EQ(*retrieval->Hits(), 4u);
+    ASSERT_TRUE(retrieval->Wait().ok()) << retrieval->Wait().ToString();
+    EXPECT_EQ(order, (std::vector<uint32_t>{10, 11, 12}));
+    ExpectPrefix(regions, 10, 13, 4);
   }
 }
 
@@ -148,24 +186,20 @@ TEST_F(ClientTest, ChunkDamagedOnDiskFailsItsLayerAndNothingAfter) {
     f.put('\x5a');
   }
   auto c = MakeClient();
-  const uint64_t slice = model_.layout.LayerSliceBytes();
-  std::vector<std::string> regions(4, std::string(keys_.size() * slice, '\0'));
-  LayerwiseRequest req{.model = model_, .keys = keys_, .layers = {2, 6}};
-  for (std::string& r : regions) req.regions.push_back(AsWritableBytes(r));
-  auto retrieval = *c->RetrieveLayerwise(std::move(req));
-  EXPECT_TRUE(retrieval->WaitForLayer(2).ok());
-  EXPECT_EQ(retrieval->WaitForLayer(3).code(), StatusCode::kDataLoss);
-  EXPECT_FALSE(retrieval->WaitForLayer(4).ok());
-  Status all = retrieval->Wait();
-  EXPECT_EQ(all.code(), StatusCode::kDataLoss);
-  EXPECT_NE(all.message().find("layer 3"), std::string::npos) << all.ToString();
-  // Plain per-layer GETs check each slice too.
-  LayerwiseRequest plain{.model = model_, .keys = keys_, .layers = {2, 6}};
-  plain.mode = RetrievalMode::kPlainLayerwise;
-  for (std::string& r : regions) plain.regions.push_back(AsWritableBytes(r));
-  auto p = *c->RetrieveLayerwise(std::move(plain));
-  EXPECT_TRUE(p->WaitForLayer(2).ok());
-  EXPECT_EQ(p->WaitForLayer(3).code(), StatusCode::kDataLoss);
+  for (RetrievalMode mode : kAllModes) {
+    SCOPED_TRACE(RetrievalModeName(mode));
+    const bool chunkwise =
+        mode == RetrievalMode::kAggregatedChunkwise || mode == RetrievalMode::kPlainChunkwise;
+    Regions regions(*this, 4);
+    auto retrieval = *c->RetrieveLayerwise(Request(&regions, 2, 6, mode));
+    // Layerwise: layer 2 is whole and handed over, layer 3 is not. Chunkwise: nothing is.
+    EXPECT_EQ(retrieval->WaitForLayer(2).ok(), !chunkwise);
+    EXPECT_EQ(retrieval->WaitForLayer(chunkwise ? 2 : 3).code(), StatusCode::kDataLoss);
+    for (uint32_t layer = 3; layer < 6; ++layer) EXPECT_FALSE(retrieval->WaitForLayer(layer).ok());
+    Status all = retrieval->Wait();
+    EXPECT_EQ(all.code(), StatusCode::kDataLoss) << all.ToString();
+    EXPECT_NE(all.message().find("layer 3"), std::string::npos) << all.ToString();
+  }
 }
 
 TEST_F(ClientTest, WriteBehindStoresWithoutBlockingAndDropsWhenFull) {
@@ -228,5 +262,122 @@ TEST_F(ClientTest, ServerKilledMidStreamFailsCleanlyWithoutHanging) {
   EXPECT_EQ(c->Lookup(keys_).status().code(), StatusCode::kUnavailable);
 }
 
+TEST_F(ClientTest, DramTierHitsAreCopiedWithoutTheNetwork) {
+  // Chunks 0 and 1 pass through this client's DRAM tier; 2 and 3 only through the server.
+  auto c = MakeClient({.dram_tier_bytes = 64 << 20});
+  for (size_t i = 0; i < 2; ++i) c->StoreAsync(keys_[i], Object(i));
+  c->Flush();
+  EXPECT_GT(c->Stats().dram_bytes, 0u);
+  for (RetrievalMode mode : kAllModes) {
+    SCOPED_TRACE(RetrievalModeName(mode));
+    Regions regions(*this, 32);
+    auto retrieval = *c->RetrieveLayerwise(Request(&regions, 0, 32, mode));
+    EXPECT_EQ(*retrieval->Hits(), 4u);  // 2 from DRAM, 2 from the server
+    ASSERT_TRUE(retrieval->Wait().ok()) << retrieval->Wait().ToString();
+    ExpectPrefix(regions, 0, 32, 4);
+  }
+  // Full-range retrievals filled the tier: with the server gone, the 4 chunks still come.
+  server_->Stop(SIGKILL);
+  Regions regions(*this, 32);
+  auto retrieval = *c->RetrieveLayerwise(Request(&regions, 0, 32, RetrievalMode::kPlainLayerwise,
+                                                 {keys_.begin(), keys_.begin() + 4}));
+  ASSERT_TRUE(retrieval->Wait().ok()) << retrieval->Wait().ToString();
+  ExpectPrefix(regions, 0, 32, 4);
+  // Asking past the DRAM prefix: the unreachable server is a miss, not an error.
+  auto past = *c->RetrieveLayerwise(Request(&regions, 0, 32, RetrievalMode::kAggregatedLayerwise));
+  EXPECT_EQ(*past->Hits(), 4u);
+  ASSERT_TRUE(past->Wait().ok());
+  ExpectPrefix(regions, 0, 32, 4);
+  EXPECT_EQ(*c->Lookup(std::span(keys_).first(4)), 4u);
+}
+
+TEST_F(ClientTest, KeysSpreadOverTwoEndpointsAndComeBackWhole) {
+  const std::string dir2 = MakeScratchDir();
+  {
+    testing::ServerProcess second(dir2);
+    ASSERT_GT(second.port(), 0);
+    const std::string endpoint2 = "http://127.0.0.1:" + std::to_string(second.port());
+    client::S3Connection conn(*client::S3Endpoint::Parse(endpoint2), client::S3Credentials{});
+    ASSERT_EQ(conn.Send("PUT", "/kvc", {}, "", [](auto) { return Status(); },
+                        {{"x-objectcache-kv-layout", "llama-3.1-8b"}})
+                  ->status,
+              200u);
+    // A fresh prefix of 16 chunks, stored through a client of both servers.
+    std::vector<uint32_t> tokens(16 * 16);
+    for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<uint32_t>(i * 7919 % 1000);
+    keys_ = KeyNamespace(model_.name, model_.layout).KeysForTokens(tokens);
+    kv_.clear();
+    for (size_t i = 0; i < keys_.size(); ++i) {
+      kv_.push_back(std::string(model_.layout.ChunkKvBytes(), static_cast<char>('A' + i)));
+    }
+    auto both = MakeClient({.endpoints = {endpoint_, endpoint2}});
+    for (size_t i = 0; i < keys_.size(); ++i) both->StoreAsync(keys_[i], Object(i));
+    both->Flush();
+    ASSERT_EQ(both->Stats().stored, keys_.size());
+    EXPECT_EQ(*both->Lookup(keys_), keys_.size());
+    // Each server holds only its share, and both hold some.
+    size_t on_first = 0;
+    auto one = MakeClient();
+    for (const ChunkKey& k : keys_) on_first += *one->Lookup(std::span(&k, 1));
+    EXPECT_GT(on_first, 0u);
+    EXPECT_LT(on_first, keys_.size());
+    for (RetrievalMode mode : kAllModes) {
+      SCOPED_TRACE(RetrievalModeName(mode));
+      Regions regions(*this, 4);
+      auto retrieval = *both->RetrieveLayerwise(Request(&regions, 0, 4, mode));
+      EXPECT_EQ(*retrieval->Hits(), keys_.size());
+      ASSERT_TRUE(retrieval->Wait().ok()) << retrieval->Wait().ToString();
+      ExpectPrefix(regions, 0, 4, keys_.size());
+    }
+    // A prefix ends at its first miss whichever server misses it.
+    std::vector<ChunkKey> gap = keys_;
+    ChunkKey::Bytes stranger = keys_[5].bytes();
+    stranger[0] ^= 1;  // a key nobody stored
+    gap[5] = ChunkKey(stranger);
+    EXPECT_EQ(*both->Lookup(gap), 5u);
+  }
+  RemoveTree(dir2);
+}
+
+TEST_F(ClientTest, AggregatedRetrievalResumesAfterTheServerRestarts) {
+  // 64 chunks (128 MiB): far more than the socket buffers hold, so holding the receiver at
+  // layer 0 while the server dies cuts the stream mid-way for certain.
+  std::vector<uint32_t> tokens(16 * 64);
+  for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<uint32_t>(i * 31 % 5000);
+  keys_ = KeyNamespace(model_.name, model_.layout).KeysForTokens(tokens);
+  kv_.clear();
+  auto c = MakeClient({.retries = 8});
+  for (size_t i = 0; i < keys_.size(); ++i) {
+    kv_.push_back(std::string(model_.layout.ChunkKvBytes(), static_cast<char>(i * 3)));
+    c->StoreAsync(keys_[i], Object(i));
+  }
+  c->Flush();
+  ASSERT_EQ(c->Stats().stored, keys_.size());
+  std::mutex mu;
+  std::condition_variable cv;
+  bool restarted = false;
+  Regions regions(*this, 32);
+  LayerwiseRequest req = Request(&regions, 0, 32, RetrievalMode::kAggregatedLayerwise);
+  req.on_layer = [&](uint32_t layer, const Status&) {
+    if (layer != 0) return;
+    std::unique_lock lock(mu);
+    cv.wait(lock, [&] { return restarted; });
+  };
+  auto retrieval = *c->RetrieveLayerwise(std::move(req));
+  ASSERT_TRUE(retrieval->WaitForLayer(0).ok());
+  server_->Stop(SIGKILL);
+  server_ = std::make_unique<testing::ServerProcess>(dir_, port_);
+  ASSERT_EQ(server_->port(), port_);
+  {
+    std::lock_guard lock(mu);
+    restarted = true;
+  }
+  cv.notify_all();
+  ASSERT_TRUE(retrieval->Wait().ok()) << retrieval->Wait().ToString();
+  EXPECT_EQ(*retrieval->Hits(), keys_.size());
+  ExpectPrefix(regions, 0, 32, keys_.size());
+}
+
 }  // namespace
 }  // namespace objectcache
+

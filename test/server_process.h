@@ -16,13 +16,16 @@ namespace objectcache::testing {
 
 class ServerProcess {
  public:
-  // Starts the server with its store in `dir` (which it creates); port() is 0 on failure.
-  explicit ServerProcess(const std::string& dir) : store_(dir + "/store") {
+  // Starts the server with its store in `dir` (which it creates) on `port` (0: any free one);
+  // port() is 0 on failure.
+  explicit ServerProcess(const std::string& dir, int port = 0) : store_(dir + "/store") {
     std::filesystem::create_directories(dir);
     const std::string port_file = dir + "/port";
+    std::filesystem::remove(port_file);
+    const std::string listen = "127.0.0.1:" + std::to_string(port);
     pid_ = ::fork();
     if (pid_ == 0) {
-      ::execl(OBJECTCACHE_PATH, OBJECTCACHE_PATH, "serve", "--anonymous", "--listen", "127.0.0.1:0",
+      ::execl(OBJECTCACHE_PATH, OBJECTCACHE_PATH, "serve", "--anonymous", "--listen", listen.c_str(),
               "--store", store_.c_str(), "--port-file", port_file.c_str(), "--log-level", "error",
               nullptr);
       ::_exit(127);

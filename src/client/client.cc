@@ -4,6 +4,7 @@
 #include <cstring>
 #include <deque>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include "client/connection_pool.h"
@@ -130,17 +131,18 @@ class ClientImpl final : public Client {
         std::memcpy(region.data() + j * slice, local[j]->Slice(layer).data(), slice);
       }
     };
-    if (local.size() == req.keys.size()) {
+    auto deliver_local = [&] {
       st->SetHits(static_cast<uint32_t>(local.size()));
       for (uint32_t layer = r.first; layer < r.last; ++layer) {
         copy_local(layer);
         st->LayerReady(layer);
       }
       return Status();
-    }
+    };
+    if (local.size() == req.keys.size()) return deliver_local();
     const bool chunkwise = req.mode == RetrievalMode::kAggregatedChunkwise ||
                            req.mode == RetrievalMode::kPlainChunkwise;
-    uint32_t remote_hits = 0;
+    std::optional<uint32_t> remote_hits;
     client::FetchEvents events{
         .hits =
             [&](uint32_t hits) {
@@ -171,6 +173,8 @@ class ClientImpl final : public Client {
         s = fetcher_.PlainChunkwise(target, events);
         break;
     }
+    // The network failed before it promised anything: the DRAM prefix is still a hit.
+    if (!s.ok() && !remote_hits && !local.empty()) return deliver_local();
     OC_RETURN_IF_ERROR(s);
     if (chunkwise) {
       for (uint32_t layer = r.first; layer < r.last; ++layer) {
@@ -179,7 +183,7 @@ class ClientImpl final : public Client {
       }
     }
     if (dram_ && fill_dram_ && r.first == 0 && r.last == layout.num_layers) {
-      FillDram(req, local.size(), remote_hits);
+      FillDram(req, local.size(), *remote_hits);
     }
     return Status();
   }
