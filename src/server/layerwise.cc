@@ -4,6 +4,11 @@
 #define XXH_STATIC_LINKING_ONLY  // XXH3_state_t: the running frame checksum
 #include <xxhash.h>
 
+#include <boost/asio/post.hpp>
+#include <boost/asio/redirect_error.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <memory>
 #include <nlohmann/json.hpp>
 
 #include "core/byte_order.h"
@@ -74,6 +79,44 @@ void PutFrameTrailer(ByteWriter* w, uint32_t status, uint64_t checksum) {
   w->U32(0);
   w->U64(checksum);
 }
+
+// One window's read, run on the store pool while the coroutine sends the previous window.
+// Shared with the pool task, so a coroutine that ends early (the client went away) leaves the
+// buffer alive until the read is done with it.
+class WindowRead : public std::enable_shared_from_this<WindowRead> {
+ public:
+  WindowRead(asio::any_io_executor home, size_t bytes) : buf(bytes, '\0'), timer_(home) {}
+
+  template <typename F>
+  void Start(asio::thread_pool& pool, F read) {
+    done_ = false;
+    asio::post(pool, [self = shared_from_this(), read = std::move(read)]() mutable {
+      Status s = read();
+      asio::post(self->timer_.get_executor(), [self, s = std::move(s)]() mutable {
+        self->status_ = std::move(s);
+        self->done_ = true;
+        self->timer_.cancel();
+      });
+    });
+  }
+
+  // The read's status, once it is done. done_ and the timer live on the coroutine's executor.
+  asio::awaitable<Status> Await() {
+    while (!done_) {
+      timer_.expires_at(asio::steady_timer::time_point::max());
+      boost::system::error_code ec;
+      co_await timer_.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+    }
+    co_return status_;
+  }
+
+  std::string buf;
+
+ private:
+  asio::steady_timer timer_;
+  bool done_ = false;
+  Status status_;
+};
 
 }  // namespace
 
@@ -154,46 +197,76 @@ asio::awaitable<S3Result<void>> S3Handler::LayerwiseRetrieve(Ctx& c) {
     co_return S3Result<void>();
   if (!(co_await c.ex.WriteBody(AsBytes(head.str()))).ok()) co_return S3Result<void>();
 
-  // Per layer: the frame header, the payload a window of chunks at a time, the trailer.
+  // Per layer: the frame header, the payload a window of chunks at a time, the trailer. The
+  // store reads the next window while this one is sent: two windows per response at most.
   const size_t group = static_cast<size_t>(
       std::max<uint64_t>(1, std::min<uint64_t>(hits, options_.layerwise_window_bytes / slice)));
-  std::string buf(group * slice, '\0');
+  const size_t groups_per_layer = hits == 0 ? 0 : (hits + group - 1) / group;
+  const size_t steps = groups_per_layer * (req->last - req->first);
+  const auto home = co_await asio::this_coro::executor;
+  std::shared_ptr<WindowRead> windows[2] = {std::make_shared<WindowRead>(home, group * slice),
+                                            std::make_shared<WindowRead>(home, group * slice)};
+  // Step i: layer first + i / groups_per_layer, chunks [start, start + n) of it.
+  auto start_read = [&](size_t i) {
+    const uint32_t layer = req->first + static_cast<uint32_t>(i / groups_per_layer);
+    const size_t start = (i % groups_per_layer) * group;
+    const size_t n = std::min<size_t>(group, hits - start);
+    std::vector<RangeRead> reads(n);
+    for (size_t k = 0; k < n; ++k) {
+      reads[k] = {.key = names[start + k],
+                  .offset = (*headers)[start + k].LayerOffset(layer),
+                  .dest = AsWritableBytes(windows[i % 2]->buf).subspan(k * slice, slice)};
+    }
+    std::vector<ChunkKey> keys(req->keys.begin() + start, req->keys.begin() + start + n);
+    std::vector<ChunkHeader> hs(headers->begin() + start, headers->begin() + start + n);
+    windows[i % 2]->Start(pool_, [this, layer, reads = std::move(reads), keys = std::move(keys),
+                                  hs = std::move(hs)]() mutable -> Status {
+      OC_RETURN_IF_ERROR(store_->RetrieveRanges(reads));
+      for (size_t k = 0; k < reads.size(); ++k) {
+        OC_RETURN_IF_ERROR(reads[k].status.Annotate("chunk " + keys[k].ToHex()));
+        OC_RETURN_IF_ERROR(VerifyLayerSlice(hs[k], layer, reads[k].dest));
+      }
+      return Status();
+    });
+  };
   XXH3_state_t checksum;
   Status failure;
-  for (uint32_t layer = req->first; layer < req->last && failure.ok(); ++layer) {
-    ByteWriter fh;
-    PutFrameHeader(&fh, layer, hits, hits * slice);
-    if (!(co_await c.ex.WriteBody(AsBytes(fh.str()))).ok()) co_return S3Result<void>();
-    XXH3_64bits_reset(&checksum);
-    for (size_t start = 0; start < hits; start += group) {
-      const size_t n = std::min<size_t>(group, hits - start);
-      std::span<std::byte> dest = AsWritableBytes(buf).first(n * slice);
-      if (failure.ok()) {
-        failure = co_await Blocking([&]() -> Status {
-          std::vector<RangeRead> reads(n);
-          for (size_t i = 0; i < n; ++i) {
-            reads[i] = {.key = names[start + i],
-                        .offset = (*headers)[start + i].LayerOffset(layer),
-                        .dest = dest.subspan(i * slice, slice)};
-          }
-          OC_RETURN_IF_ERROR(store_->RetrieveRanges(reads));
-          for (size_t i = 0; i < n; ++i) {
-            OC_RETURN_IF_ERROR(reads[i].status.Annotate("chunk " + req->keys[start + i].ToHex()));
-            OC_RETURN_IF_ERROR(VerifyLayerSlice((*headers)[start + i], layer, reads[i].dest));
-          }
-          return Status();
-        });
-        if (!failure.ok()) LogWarn("layerwise: " + failure.ToString());
-      }
-      // After a failure the rest of the frame is zeros, so the stream stays parseable; the
-      // trailer marks the frame failed and an error record follows.
-      if (!failure.ok()) std::fill(dest.begin(), dest.end(), std::byte{0});
-      XXH3_64bits_update(&checksum, dest.data(), dest.size());
-      if (!(co_await c.ex.WriteBody(dest)).ok()) co_return S3Result<void>();
+  if (steps > 0) start_read(0);
+  for (size_t i = 0; i < steps; ++i) {
+    const uint32_t layer = req->first + static_cast<uint32_t>(i / groups_per_layer);
+    const size_t start = (i % groups_per_layer) * group;
+    const size_t n = std::min<size_t>(group, hits - start);
+    if (i + 1 < steps && failure.ok()) start_read(i + 1);
+    Status read = co_await windows[i % 2]->Await();
+    if (failure.ok() && !read.ok()) {
+      failure = read;
+      LogWarn("layerwise: " + failure.ToString());
     }
-    ByteWriter ft;
-    PutFrameTrailer(&ft, static_cast<uint32_t>(failure.code()), XXH3_64bits_digest(&checksum));
-    if (!(co_await c.ex.WriteBody(AsBytes(ft.str()))).ok()) co_return S3Result<void>();
+    if (start == 0) {
+      ByteWriter fh;
+      PutFrameHeader(&fh, layer, hits, hits * slice);
+      if (!(co_await c.ex.WriteBody(AsBytes(fh.str()))).ok()) co_return S3Result<void>();
+      XXH3_64bits_reset(&checksum);
+    }
+    std::span<std::byte> dest = AsWritableBytes(windows[i % 2]->buf).first(n * slice);
+    // After a failure the rest of the frame is zeros, so the stream stays parseable; the
+    // trailer marks the frame failed and an error record follows.
+    if (!failure.ok()) std::fill(dest.begin(), dest.end(), std::byte{0});
+    XXH3_64bits_update(&checksum, dest.data(), dest.size());
+    if (!(co_await c.ex.WriteBody(dest)).ok()) co_return S3Result<void>();
+    if (start + n == hits) {
+      ByteWriter ft;
+      PutFrameTrailer(&ft, static_cast<uint32_t>(failure.code()), XXH3_64bits_digest(&checksum));
+      if (!(co_await c.ex.WriteBody(AsBytes(ft.str()))).ok()) co_return S3Result<void>();
+      if (!failure.ok()) break;  // no later layer follows a failed one
+    }
+  }
+  // With no hits every frame is empty.
+  for (uint32_t layer = req->first; hits == 0 && layer < req->last; ++layer) {
+    ByteWriter frame;
+    PutFrameHeader(&frame, layer, 0, 0);
+    PutFrameTrailer(&frame, 0, XXH3_64bits(nullptr, 0));
+    if (!(co_await c.ex.WriteBody(AsBytes(frame.str()))).ok()) co_return S3Result<void>();
   }
   if (!failure.ok()) {
     ByteWriter err;
