@@ -7,7 +7,8 @@
 //                 against a plain pread loop over the same bytes
 //   bench index   local store index: memory per object and rebuild time at 10^6 objects
 //   bench s3      objectcache serve against nginx: GET/PUT throughput and latency
-//   bench ttft    emulated prefill TTFT: Local-DRAM-LW against S3Agg-LW
+//   bench ttft    emulated prefill TTFT: Local-DRAM-LW against S3-CW, S3-LW, S3Agg-CW and
+//                 S3Agg-LW over a grid of models, contexts, hit ratios and granularities
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -19,5 +20,7 @@ void AddBenchCommands(CLI::App* app);
 void AddS3BenchCommand(CLI::App* bench);
 // Registers `bench ttft` under the `bench` command.
 void AddTtftBenchCommand(CLI::App* bench);
+// Registers `demo`: the TTFT experiment on one model, the README's main job.
+void AddDemoCommand(CLI::App* app);
 
 }  // namespace objectcache::bench

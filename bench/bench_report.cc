@@ -82,8 +82,9 @@ void Report::Print() const {
   std::fflush(stdout);
 }
 
-Status Report::WriteJson(const std::string& path) const {
-  if (path.empty()) return Status();
+Status Report::WriteJson(const std::string& path) const { return WriteJsonFile(path, ToJson()); }
+
+nlohmann::ordered_json Report::ToJson() const {
   nlohmann::ordered_json j;
   j["benchmark"] = name_;
   j["params"] = params_;
@@ -95,7 +96,7 @@ Status Report::WriteJson(const std::string& path) const {
   }
   j["metrics"] = metrics;
   j["rows"] = rows;
-  return WriteJsonFile(path, j);
+  return j;
 }
 
 Status WriteJsonFile(const std::string& path, const nlohmann::ordered_json& j) {

@@ -59,6 +59,7 @@ class Report {
   void Print() const;
   // Writes the JSON file when `path` is not empty.
   Status WriteJson(const std::string& path) const;
+  nlohmann::ordered_json ToJson() const;
 
  private:
   struct Row {

@@ -310,7 +310,8 @@ TEST_F(ClientTest, KeysSpreadOverTwoEndpointsAndComeBackWhole) {
     for (size_t i = 0; i < keys_.size(); ++i) {
       kv_.push_back(std::string(model_.layout.ChunkKvBytes(), static_cast<char>('A' + i)));
     }
-    auto both = MakeClient({.endpoints = {endpoint_, endpoint2}});
+    // Three aggregated streams per endpoint: each request carries a stripe of its keys.
+    auto both = MakeClient({.endpoints = {endpoint_, endpoint2}, .aggregated_streams = 3});
     for (size_t i = 0; i < keys_.size(); ++i) both->StoreAsync(keys_[i], Object(i));
     both->Flush();
     ASSERT_EQ(both->Stats().stored, keys_.size());

@@ -49,6 +49,10 @@ struct ClientOptions {
   int retries = 3;
   // Concurrent requests of the plain modes (one GET per chunk or per chunk per layer).
   int parallel_requests = 8;
+  // Concurrent aggregated requests per endpoint, each for a contiguous stripe of the keys
+  // (more streams spread the work over more server workers and client threads; on a 2-core
+  // machine one is fastest: measured with `bench ttft`).
+  int aggregated_streams = 1;
   // Write-behind queue: at most this many bytes wait to be stored; beyond, chunks are dropped.
   size_t write_behind_bytes = 256 << 20;
   // DRAM tier: at most this many bytes of chunk objects in this process (0: none). It holds

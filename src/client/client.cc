@@ -41,7 +41,9 @@ class ClientImpl final : public Client {
   ClientImpl(std::unique_ptr<ConnectionPool> pool, const ClientOptions& options)
       : pool_(std::move(pool)),
         fetcher_(pool_.get(), options.bucket,
-                 {.retries = options.retries, .parallel = options.parallel_requests}),
+                 {.retries = options.retries,
+                  .parallel = options.parallel_requests,
+                  .streams = options.aggregated_streams}),
         dram_(options.dram_tier_bytes > 0 ? std::make_unique<DramTier>(options.dram_tier_bytes)
                                           : nullptr),
         fill_dram_(options.fill_dram_on_retrieve),

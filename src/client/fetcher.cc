@@ -159,7 +159,16 @@ Result<std::string> Fetcher::Call(size_t endpoint, std::string_view method, std:
 
 Status Fetcher::Aggregated(const FetchTarget& t, const FetchEvents& events) const {
   const uint64_t slice = t.model->layout.LayerSliceBytes();
-  const auto parts = SplitByEndpoint(t.keys);
+  // Each endpoint's keys in `streams` contiguous stripes, one request (connection) each.
+  std::vector<std::pair<size_t, std::vector<size_t>>> parts;
+  const size_t streams = static_cast<size_t>(std::max(1, options_.streams));
+  for (auto& [endpoint, positions] : SplitByEndpoint(t.keys)) {
+    const size_t n = std::min(streams, positions.size());
+    for (size_t k = 0; k < n; ++k) {
+      parts.emplace_back(endpoint, std::vector<size_t>(positions.begin() + positions.size() * k / n,
+                                                       positions.begin() + positions.size() * (k + 1) / n));
+    }
+  }
   Combiner combiner(parts, t.keys.size(), t.layers, events);
   auto run_part = [&](size_t p) -> Status {
     const auto& [endpoint, positions] = parts[p];

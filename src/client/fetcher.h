@@ -46,6 +46,7 @@ struct FetchEvents {
 struct FetchOptions {
   int retries = 3;
   int parallel = 8;  // concurrent requests of the plain modes
+  int streams = 1;   // concurrent aggregated requests per endpoint, each for a stripe of keys
 };
 
 class Fetcher {

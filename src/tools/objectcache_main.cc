@@ -42,6 +42,7 @@ int main(int argc, char** argv) {
   objectcache::cli::AddServeCommand(&app);
   objectcache::cli::AddFetchCommand(&app);
   objectcache::bench::AddBenchCommands(&app);
+  objectcache::bench::AddDemoCommand(&app);
   objectcache::client::RegisterS3Store();  // --store s3://HOST:PORT/BUCKET everywhere
   std::vector<std::string> args = HoistConfigFlag(argc, argv);
   std::vector<char*> args_c;

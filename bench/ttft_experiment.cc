@@ -1,0 +1,499 @@
+#include "bench/ttft_experiment.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <thread>
+
+#include "bench/bench_report.h"
+#include "bench/svg_chart.h"
+#include "client/s3_connection.h"
+#include "engine/prefill.h"
+#include "objectcache/chunk_object.h"
+#include "objectcache/client.h"
+#include "objectcache/store.h"
+
+namespace objectcache::bench {
+namespace {
+
+namespace fs = std::filesystem;
+
+// The paper's testbed: a 100 Gbit/s link next to an H100.
+constexpr double kPaperLinkBytesPerSecond = 100e9 / 8;
+
+const std::vector<std::string> kPaperModels = {"llama-3.1-8b", "granite-3.3-8b",
+                                               "deepseek-r1-distill-qwen-7b"};
+
+std::string Lower(std::string s) {
+  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+std::string ContextLabel(uint64_t tokens) {
+  return tokens % 1024 == 0 ? std::to_string(tokens / 1024) + "K" : std::to_string(tokens);
+}
+
+// A progress bar on stderr when it is a terminal.
+class Progress {
+ public:
+  Progress(size_t total, bool enabled) : total_(total), enabled_(enabled && isatty(2)) {}
+  ~Progress() {
+    if (enabled_) std::fprintf(stderr, "\r\033[K");
+  }
+  void Step(const std::string& what) {
+    if (!enabled_) return;
+    constexpr int kWidth = 30;
+    const int filled = static_cast<int>(kWidth * done_ / std::max<size_t>(1, total_));
+    std::fprintf(stderr, "\r\033[K[%s%s] %zu/%zu %s", std::string(filled, '#').c_str(),
+                 std::string(kWidth - filled, '.').c_str(), done_, total_, what.c_str());
+    std::fflush(stderr);
+    done_++;
+  }
+
+ private:
+  const size_t total_;
+  const bool enabled_;
+  size_t done_ = 0;
+};
+
+// Deterministic KV bytes for chunk `index` of a run (xorshift64*).
+void FillKv(std::string* kv, uint64_t seed) {
+  uint64_t x = seed * 0x9e3779b97f4a7c15ull + 1;
+  for (size_t j = 0; j + 8 <= kv->size(); j += 8) {
+    x ^= x >> 12;
+    x ^= x << 25;
+    x ^= x >> 27;
+    const uint64_t v = x * 0x2545f4914f6cdd1dull;
+    std::memcpy(kv->data() + j, &v, 8);
+  }
+}
+
+// One (model, granularity) group: its bucket holds the longest prefix any cell of the grid
+// needs; every (context, hit) cell uses a leading part of it.
+struct PrefixSet {
+  ModelPreset model;
+  std::vector<ChunkKey> keys;
+  std::vector<uint64_t> checksums;  // [chunk * layers + layer]: XXH3-64 of what was stored
+  std::vector<std::string> regions;  // one per layer, room for every chunk's slice
+
+  Status Check(size_t chunks) const {
+    const uint64_t slice = model.layout.LayerSliceBytes();
+    const uint32_t layers = model.layout.num_layers;
+    for (uint32_t l = 0; l < layers; ++l) {
+      for (size_t c = 0; c < chunks; ++c) {
+        if (LayerChecksum(AsBytes(regions[l]).subspan(c * slice, slice)) !=
+            checksums[c * layers + l]) {
+          return DataLossError("layer " + std::to_string(l) + " of chunk " + std::to_string(c) +
+                               " differs from what was stored");
+        }
+      }
+    }
+    return Status();
+  }
+};
+
+Status CreateBucket(const client::S3Endpoint& endpoint, const std::string& bucket,
+                    const ModelPreset& model) {
+  client::S3Connection conn(endpoint, client::S3Credentials::FromEnvironment());
+  OC_ASSIGN_OR_RETURN(client::S3Response res,
+                      conn.Send("PUT", "/" + bucket, {}, "", [](auto) { return Status(); },
+                                {{"x-objectcache-kv-layout", ModelToJson(model)}}));
+  if (res.status == 200 || res.status == 409) return Status();  // 409: it is there already
+  return UnavailableError("creating bucket " + bucket + " failed: " + res.error_body);
+}
+
+// The server of one (model, granularity) group, on a fresh local store, unless --endpoint.
+struct GroupServer {
+  std::unique_ptr<ChildProcess> process;
+  std::string endpoint;
+};
+
+Result<GroupServer> StartServer(const TtftConfig& config, const fs::path& root) {
+  GroupServer s;
+  if (!config.endpoint.empty()) {
+    s.endpoint = config.endpoint;
+    return s;
+  }
+  std::error_code ec;
+  fs::remove_all(root / "store", ec);
+  const std::string self = fs::read_symlink("/proc/self/exe").string();
+  const uint16_t port = FreePort();
+  s.process = std::make_unique<ChildProcess>(
+      std::vector<std::string>{self, "serve", "--anonymous", "--listen",
+                               "127.0.0.1:" + std::to_string(port), "--store",
+                               (root / "store").string(), "--log-level", "error"},
+      (root / "serve.log").string());
+  if (!WaitForPort(port)) {
+    return UnavailableError("objectcache serve did not start (see " +
+                            (root / "serve.log").string() + ")");
+  }
+  s.endpoint = "http://127.0.0.1:" + std::to_string(port);
+  return s;
+}
+
+// Stores `chunks` chunks of a fresh prompt through `writer` (which keeps them in its DRAM
+// tier too) and allocates the regions.
+Result<PrefixSet> StorePrefix(const ModelPreset& model, size_t chunks, uint64_t seed,
+                              Client* writer) {
+  PrefixSet p;
+  p.model = model;
+  const KvLayout& layout = model.layout;
+  std::vector<uint32_t> tokens(chunks * layout.tokens_per_chunk);
+  uint64_t x = seed;
+  for (uint32_t& t : tokens) {
+    x = x * 6364136223846793005ull + 1442695040888963407ull;
+    t = static_cast<uint32_t>((x >> 33) % 128256);
+  }
+  p.keys = KeyNamespace(model.name, layout).KeysForTokens(tokens);
+  const uint64_t slice = layout.LayerSliceBytes();
+  std::string kv(layout.ChunkKvBytes(), '\0');
+  for (size_t c = 0; c < p.keys.size(); ++c) {
+    FillKv(&kv, seed ^ (c + 1));
+    for (uint32_t l = 0; l < layout.num_layers; ++l) {
+      p.checksums.push_back(LayerChecksum(AsBytes(kv).subspan(l * slice, slice)));
+    }
+    OC_ASSIGN_OR_RETURN(std::string object, EncodeChunkObject(layout, p.keys[c], AsBytes(kv)));
+    writer->StoreAsync(p.keys[c], std::move(object));
+  }
+  writer->Flush();
+  const ClientStats st = writer->Stats();
+  if (st.failed + st.dropped > 0 || st.stored < chunks) {
+    return InternalError("storing the prefix failed: " + std::to_string(st.failed) + " failed, " +
+                         std::to_string(st.dropped) + " dropped");
+  }
+  p.regions.assign(layout.num_layers, std::string(chunks * slice, '\0'));
+  return p;
+}
+
+RetrievalMode ModeOf(const std::string& mode) {
+  if (mode == "S3-CW") return RetrievalMode::kPlainChunkwise;
+  if (mode == "S3-LW") return RetrievalMode::kPlainLayerwise;
+  if (mode == "S3Agg-CW") return RetrievalMode::kAggregatedChunkwise;
+  return RetrievalMode::kAggregatedLayerwise;  // S3Agg-LW; Local-DRAM-LW from the DRAM tier
+}
+
+struct RunResult {
+  double ttft_ms = 0, stall_ms = 0, first_layer_ms = 0;
+};
+
+// One prefill whose first `chunks` chunks come through `client` in `mode`; checks the bytes.
+Result<RunResult> RunOnce(Client* client, RetrievalMode mode, PrefixSet* p, size_t chunks,
+                          const engine::PrefillPlan& plan) {
+  const uint64_t slice = p->model.layout.LayerSliceBytes();
+  for (std::string& region : p->regions) std::memset(region.data(), 0, chunks * slice);
+  LayerwiseRequest req{.model = p->model,
+                       .keys = {p->keys.begin(), p->keys.begin() + chunks},
+                       .layers = {0, p->model.layout.num_layers}};
+  req.mode = mode;
+  for (std::string& region : p->regions) req.regions.push_back(AsWritableBytes(region));
+  const double t0 = NowSeconds();
+  OC_ASSIGN_OR_RETURN(std::unique_ptr<LayerwiseRetrieval> retrieval,
+                      client->RetrieveLayerwise(std::move(req)));
+  engine::PrefillResult result =
+      engine::RunPrefill(plan, [&](uint32_t l) { return retrieval->WaitForLayer(l); });
+  const double ttft = NowSeconds() - t0;
+  OC_RETURN_IF_ERROR(result.status);
+  OC_RETURN_IF_ERROR(retrieval->Wait());
+  OC_ASSIGN_OR_RETURN(uint32_t hits, retrieval->Hits());
+  if (hits != chunks) {
+    return DataLossError("expected " + std::to_string(chunks) + " hits, got " +
+                         std::to_string(hits));
+  }
+  OC_RETURN_IF_ERROR(p->Check(chunks));
+  double stall = 0;
+  for (double s : result.stall_seconds) stall += s;
+  return RunResult{.ttft_ms = ttft * 1e3,
+                   .stall_ms = stall * 1e3,
+                   .first_layer_ms = result.stall_seconds.empty() ? 0 : result.stall_seconds[0] * 1e3};
+}
+
+Status WriteCsv(const std::string& path, const std::vector<TtftRow>& rows) {
+  if (path.empty()) return Status();
+  std::ofstream out(path);
+  out << "model,context,hit,granularity,mode,ttft_ms,added_ms,added_pct,stall_ms,first_layer_ms,"
+         "cached_tokens\n";
+  for (const TtftRow& r : rows) {
+    out << r.model << ',' << r.context << ',' << r.hit << ',' << r.granularity << ',' << r.mode
+        << ',' << r.ttft_ms << ',' << r.added_ms << ',' << r.added_pct << ',' << r.stall_ms << ','
+        << r.first_layer_ms << ',' << r.cached_tokens << '\n';
+  }
+  out.close();
+  if (!out) return ErrnoError("writing " + path, errno);
+  return Status();
+}
+
+Status WriteSvg(const std::string& path, const std::vector<TtftRow>& rows,
+                const std::string& subtitle) {
+  if (path.empty()) return Status();
+  BarChart chart{.title = "TTFT of an emulated prefill, by where the cached prefix comes from",
+                 .subtitle = subtitle,
+                 .value_label = "TTFT (ms)",
+                 .series = {},
+                 .groups = {}};
+  for (const TtftRow& r : rows) {
+    if (std::find(chart.series.begin(), chart.series.end(), r.mode) == chart.series.end()) {
+      chart.series.push_back(r.mode);
+    }
+    const std::string label = r.model + " " + ContextLabel(r.context) + " hit " +
+                              std::to_string(static_cast<int>(std::lround(r.hit * 1000)) / 10.0)
+                                  .substr(0, 4) +
+                              "% G" + std::to_string(r.granularity);
+    if (chart.groups.empty() || chart.groups.back().label != label) {
+      chart.groups.push_back({.label = label, .values = {}});
+    }
+    chart.groups.back().values[r.mode] = r.ttft_ms;
+  }
+  return WriteBarChartSvg(path, chart);
+}
+
+std::string Replace(std::string path, const std::string& ext) {
+  return fs::path(path).replace_extension(ext).string();
+}
+
+}  // namespace
+
+double MeasureLoopbackBytesPerSecond(double seconds) {
+  const int listener = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(addr);
+  if (::bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
+      ::listen(listener, 1) != 0 ||
+      ::getsockname(listener, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+    ::close(listener);
+    return 0;
+  }
+  std::thread sender([addr, seconds] {
+    const int s = ::socket(AF_INET, SOCK_STREAM, 0);
+    if (::connect(s, reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)) == 0) {
+      std::string buf(1 << 20, 'x');
+      const double end = NowSeconds() + seconds;
+      while (NowSeconds() < end) {
+        if (::send(s, buf.data(), buf.size(), MSG_NOSIGNAL) <= 0) break;
+      }
+    }
+    ::close(s);
+  });
+  const int conn = ::accept(listener, nullptr, nullptr);
+  std::string buf(1 << 20, '\0');
+  uint64_t bytes = 0;
+  const double t0 = NowSeconds();
+  for (ssize_t n; conn >= 0 && (n = ::recv(conn, buf.data(), buf.size(), 0)) > 0;) bytes += n;
+  const double elapsed = NowSeconds() - t0;
+  sender.join();
+  if (conn >= 0) ::close(conn);
+  ::close(listener);
+  return elapsed > 0 ? bytes / elapsed : 0;
+}
+
+Result<TtftGrid> TtftPreset(std::string_view name) {
+  const std::vector<std::string> all_modes = kTtftModes;
+  if (name == "smoke") return TtftGrid{{"llama-3.1-8b"}, {4096}, {0.5}, {16}, all_modes};
+  if (name == "demo") return TtftGrid{{"llama-3.1-8b"}, {16384}, {0.5}, {16}, all_modes};
+  if (name == "targets") {
+    return TtftGrid{{"llama-3.1-8b"}, {4096, 65536}, {0.5}, {16}, all_modes};
+  }
+  if (name == "paper") {
+    return TtftGrid{kPaperModels, {4096, 16384, 65536}, {0.125, 0.5, 0.875}, {16, 64, 256},
+                    all_modes};
+  }
+  return InvalidArgumentError("unknown preset '" + std::string(name) +
+                              "' (smoke, demo, targets, paper)");
+}
+
+Status RunTtftExperiment(const TtftConfig& config) {
+  const TtftGrid& grid = config.grid;
+  OC_ASSIGN_OR_RETURN(engine::GpuProfile gpu, engine::FindGpuProfile(config.gpu));
+  OC_ASSIGN_OR_RETURN(engine::GpuProfile h100, engine::FindGpuProfile("h100"));
+  if (config.testbed != "paper" && config.testbed != "native") {
+    return InvalidArgumentError("--testbed is paper or native");
+  }
+  if (config.repeats < 1) return InvalidArgumentError("--repeats must be at least 1");
+  std::vector<std::string> modes = {"Local-DRAM-LW"};
+  for (const std::string& m : grid.modes) {
+    auto known = std::find_if(kTtftModes.begin(), kTtftModes.end(),
+                              [&](const std::string& k) { return Lower(k) == Lower(m); });
+    if (known == kTtftModes.end()) {
+      return InvalidArgumentError("unknown mode '" + m + "' (Local-DRAM-LW, S3-CW, S3-LW, "
+                                                         "S3Agg-CW, S3Agg-LW)");
+    }
+    if (std::find(modes.begin(), modes.end(), *known) == modes.end()) modes.push_back(*known);
+  }
+  for (double h : grid.hits) {
+    if (!(h > 0 && h < 1)) return InvalidArgumentError("hit ratios lie in (0, 1)");
+  }
+
+  // The link, measured now; the dilation that makes link : compute the paper's.
+  const double link = MeasureLoopbackBytesPerSecond(1.0);
+  if (link <= 0) return UnavailableError("could not measure the loopback link");
+  const double dilation = config.testbed == "paper"
+                              ? (kPaperLinkBytesPerSecond / link) *
+                                    (gpu.flops_per_second / h100.flops_per_second)
+                              : 1.0;
+  std::printf("link: one TCP stream over loopback %.2f Gbit/s; testbed %s: compute x %.2f\n",
+              link * 8 / 1e9, config.testbed.c_str(), dilation);
+
+  const fs::path root = fs::absolute(config.dir);
+  std::error_code ec;
+  fs::create_directories(root, ec);
+  std::vector<TtftRow> rows;
+  Progress progress(grid.models.size() * grid.granularities.size() * grid.contexts.size() *
+                        grid.hits.size() * modes.size() * config.repeats,
+                    config.progress);
+  std::printf("\n%-28s %-6s %-6s %-4s %-14s %10s %10s %9s %9s %9s\n", "model", "ctx", "hit", "G",
+              "mode", "ttft ms", "added ms", "added %", "layer0 ms", "stall ms");
+  uint64_t seed = 42;
+  for (const std::string& model_name : grid.models) {
+    OC_ASSIGN_OR_RETURN(ModelPreset preset, FindModelPreset(model_name));
+    OC_ASSIGN_OR_RETURN(engine::ModelCompute compute, engine::FindModelCompute(model_name));
+    for (uint32_t g : grid.granularities) {
+      ModelPreset model = preset;
+      model.layout.tokens_per_chunk = g;
+      OC_RETURN_IF_ERROR(model.layout.Validate());
+      size_t max_chunks = 0;
+      for (uint64_t ctx : grid.contexts) {
+        for (double h : grid.hits) {
+          max_chunks = std::max<size_t>(max_chunks, static_cast<size_t>(ctx * h) / g);
+        }
+      }
+      if (max_chunks == 0) continue;
+      OC_ASSIGN_OR_RETURN(GroupServer server, StartServer(config, root));
+      const std::string bucket = "ttft-" + model_name + "-g" + std::to_string(g);
+      OC_ASSIGN_OR_RETURN(client::S3Endpoint ep, client::S3Endpoint::Parse(server.endpoint));
+      OC_RETURN_IF_ERROR(CreateBucket(ep, bucket, model));
+      const uint64_t object_bytes = ChunkGeometry(model.layout, ChunkKey()).ObjectBytes();
+      // The writer keeps every chunk in its DRAM tier: Local-DRAM-LW reads from there.
+      OC_ASSIGN_OR_RETURN(std::unique_ptr<Client> local,
+                          Client::Create({.endpoints = {server.endpoint},
+                                          .bucket = bucket,
+                                          .write_behind_bytes = (max_chunks + 1) * object_bytes,
+                                          .dram_tier_bytes = (max_chunks + 1) * object_bytes}));
+      OC_ASSIGN_OR_RETURN(std::unique_ptr<Client> remote,
+                          Client::Create({.endpoints = {server.endpoint}, .bucket = bucket}));
+      OC_ASSIGN_OR_RETURN(PrefixSet prefix, StorePrefix(model, max_chunks, seed++, local.get()));
+      for (uint64_t context : grid.contexts) {
+        for (double hit : grid.hits) {
+          const size_t chunks = static_cast<size_t>(context * hit) / g;
+          if (chunks == 0) continue;
+          const engine::PrefillPlan plan{.model = compute,
+                                         .gpu = gpu,
+                                         .cached_tokens = chunks * g,
+                                         .new_tokens = context - chunks * g,
+                                         .dilation = dilation};
+          std::map<std::string, std::vector<RunResult>> results;
+          for (int r = 0; r < config.repeats; ++r) {
+            for (size_t k = 0; k < modes.size(); ++k) {
+              const std::string& mode = modes[(k + r) % modes.size()];  // rotate the order
+              progress.Step(model_name + " " + ContextLabel(context) + " G" + std::to_string(g) +
+                            " " + mode);
+              Client* via = mode == "Local-DRAM-LW" ? local.get() : remote.get();
+              OC_ASSIGN_OR_RETURN(RunResult run,
+                                  RunOnce(via, ModeOf(mode), &prefix, chunks, plan));
+              results[mode].push_back(run);
+            }
+          }
+          auto median = [&](const std::string& mode, double RunResult::*field) {
+            std::vector<double> v;
+            for (const RunResult& run : results[mode]) v.push_back(run.*field);
+            return Median(v);
+          };
+          const double base = median("Local-DRAM-LW", &RunResult::ttft_ms);
+          for (const std::string& mode : modes) {
+            TtftRow row{.model = model_name,
+                        .context = context,
+                        .hit = hit,
+                        .granularity = g,
+                        .mode = mode,
+                        .ttft_ms = median(mode, &RunResult::ttft_ms),
+                        .stall_ms = median(mode, &RunResult::stall_ms),
+                        .first_layer_ms = median(mode, &RunResult::first_layer_ms),
+                        .cached_tokens = static_cast<uint32_t>(chunks * g)};
+            row.added_ms = row.ttft_ms - base;
+            row.added_pct = 100 * row.added_ms / base;
+            std::printf("%-28s %-6s %-6.3f %-4u %-14s %10.1f %10.1f %8.1f%% %9.1f %9.1f\n",
+                        model_name.c_str(), ContextLabel(context).c_str(), hit, g, mode.c_str(),
+                        row.ttft_ms, row.added_ms, row.added_pct, row.first_layer_ms,
+                        row.stall_ms);
+            rows.push_back(row);
+          }
+        }
+      }
+    }
+  }
+
+  // The targets the grid covers (Llama-3.1-8B, 50% hit, G=16).
+  Report report("ttft");
+  report.Param("gpu", config.gpu);
+  report.Param("testbed", config.testbed);
+  report.Param("repeats", config.repeats);
+  report.Metric("link_gbps", link * 8 / 1e9, "Gbit/s", "one TCP stream over loopback");
+  report.Metric("dilation", dilation, "x", "emulated compute times are multiplied by this");
+  auto find = [&](uint64_t context, const std::string& mode) -> const TtftRow* {
+    for (const TtftRow& r : rows) {
+      if (r.model == "llama-3.1-8b" && r.context == context && r.hit == 0.5 &&
+          r.granularity == 16 && r.mode == mode)
+        return &r;
+    }
+    return nullptr;
+  };
+  if (const TtftRow* r = find(65536, "S3Agg-LW")) {
+    report.Metric("agglw_added_pct_64k", r->added_pct, "%", "target <= 3");
+  }
+  if (const TtftRow* r = find(4096, "S3Agg-LW")) {
+    const ModelPreset m = *FindModelPreset("llama-3.1-8b");
+    const double layer_ms = 1e3 * r->cached_tokens * m.layout.TokenLayerBytes() / link;
+    report.Metric("agglw_added_ms_4k", r->added_ms, "ms");
+    report.Metric("one_layer_ms_4k", layer_ms, "ms", "one layer's KV at the measured link");
+    report.Metric("agglw_added_over_layer_4k", r->added_ms / layer_ms, "x", "target <= 1.5");
+    if (const TtftRow* p = find(4096, "S3-LW")) {
+      report.Metric("s3lw_over_agglw_added_4k", p->added_ms / std::max(1e-3, r->added_ms), "x",
+                    "target >= 5");
+    }
+  }
+  report.Print();
+  std::error_code ignored;
+  if (config.endpoint.empty()) fs::remove_all(root / "store", ignored);
+
+  // The metrics, plus one row per (cell, mode) under "rows".
+  nlohmann::ordered_json j = report.ToJson();
+  nlohmann::ordered_json jrows = nlohmann::ordered_json::array();
+  for (const TtftRow& r : rows) {
+    jrows.push_back({{"model", r.model},
+                     {"context", r.context},
+                     {"hit", r.hit},
+                     {"granularity", r.granularity},
+                     {"mode", r.mode},
+                     {"ttft_ms", r.ttft_ms},
+                     {"added_ms", r.added_ms},
+                     {"added_pct", r.added_pct},
+                     {"stall_ms", r.stall_ms},
+                     {"first_layer_ms", r.first_layer_ms}});
+  }
+  j["rows"] = jrows;
+  OC_RETURN_IF_ERROR(WriteJsonFile(config.json, j));
+  const std::string csv = !config.csv.empty() || config.json.empty() ? config.csv
+                                                                     : Replace(config.json, ".csv");
+  const std::string svg = !config.svg.empty() || config.json.empty() ? config.svg
+                                                                     : Replace(config.json, ".svg");
+  OC_RETURN_IF_ERROR(WriteCsv(csv, rows));
+  char subtitle[160];
+  std::snprintf(subtitle, sizeof(subtitle), "GPU %s, testbed %s (compute x %.2f), link %.2f Gbit/s",
+                config.gpu.c_str(), config.testbed.c_str(), dilation, link * 8 / 1e9);
+  OC_RETURN_IF_ERROR(WriteSvg(svg, rows, subtitle));
+  for (const std::string& f : {config.json, csv, svg}) {
+    if (!f.empty()) std::printf("wrote %s\n", f.c_str());
+  }
+  return Status();
+}
+
+}  // namespace objectcache::bench
