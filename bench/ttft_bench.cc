@@ -83,6 +83,7 @@ void AddTtftBenchCommand(CLI::App* bench) {
 void AddDemoCommand(CLI::App* app) {
   auto f = std::make_shared<TtftFlags>();
   f->preset = "demo";
+  f->config.dir = "./objectcache-demo";
   CLI::App* d = app->add_subcommand(
       "demo",
       "Starts objectcache serve on a local store, stores a prompt prefix's KV, and prints the "
