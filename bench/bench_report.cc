@@ -39,6 +39,12 @@ ChildProcess::ChildProcess(const std::vector<std::string>& argv, const std::stri
   }
 }
 
+bool ChildProcess::Running() {
+  if (pid_ <= 0) return false;
+  if (::waitpid(pid_, nullptr, WNOHANG) == pid_) pid_ = -1;
+  return pid_ > 0;
+}
+
 void ChildProcess::Stop() {
   if (pid_ > 0) {
     ::kill(pid_, SIGTERM);

@@ -24,6 +24,8 @@ class ChildProcess {
   ChildProcess(const std::vector<std::string>& argv, const std::string& log);
   ~ChildProcess() { Stop(); }
   pid_t pid() const { return pid_; }
+  // Whether it has not exited yet (reaps it if it has).
+  bool Running();
   void Stop();
 
  private:

@@ -125,14 +125,20 @@ Result<GroupServer> StartServer(const TtftConfig& config, const fs::path& root) 
   }
   std::error_code ec;
   fs::remove_all(root / "store", ec);
+  fs::remove(root / "port", ec);
   const std::string self = fs::read_symlink("/proc/self/exe").string();
-  const uint16_t port = FreePort();
   s.process = std::make_unique<ChildProcess>(
-      std::vector<std::string>{self, "serve", "--anonymous", "--listen",
-                               "127.0.0.1:" + std::to_string(port), "--store",
+      std::vector<std::string>{self, "serve", "--anonymous", "--listen", "127.0.0.1:0",
+                               "--port-file", (root / "port").string(), "--store",
                                (root / "store").string(), "--log-level", "error"},
       (root / "serve.log").string());
-  if (!WaitForPort(port)) {
+  // The server writes its port once it listens.
+  uint16_t port = 0;
+  for (int i = 0; i < 1200 && port == 0 && s.process->Running(); ++i) {
+    std::ifstream(root / "port") >> port;
+    if (port == 0) std::this_thread::sleep_for(std::chrono::milliseconds(25));
+  }
+  if (port == 0) {
     return UnavailableError("objectcache serve did not start (see " +
                             (root / "serve.log").string() + ")");
   }

@@ -17,6 +17,7 @@
 
 #include "client/s3_connection.h"
 #include "objectcache/chunk_object.h"
+#include "objectcache/kv_pool.h"
 #include "objectcache/store.h"
 #include "store/scratch_dir.h"
 #include "test/server_process.h"
@@ -377,6 +378,38 @@ TEST_F(ClientTest, AggregatedRetrievalResumesAfterTheServerRestarts) {
   ASSERT_TRUE(retrieval->Wait().ok()) << retrieval->Wait().ToString();
   EXPECT_EQ(*retrieval->Hits(), keys_.size());
   ExpectPrefix(regions, 0, 32, keys_.size());
+}
+
+TEST_F(ClientTest, EveryModeDeliversIntoBlocksNamedByABlockTable) {
+  // An engine's paged KV: one 64 KiB block per chunk per layer, from an elastic host pool
+  // whose pages would be registered for DMA where a GPU is present.
+  const uint64_t slice = model_.layout.LayerSliceBytes();
+  auto pool = ElasticPool::Create(*NewHostPageBackend({.register_for_device = true}),
+                                  {.reserve_bytes = 1 << 30, .block_bytes = slice});
+  ASSERT_TRUE(pool.has_value()) << pool.error().ToString();
+  BlockTable table(pool->get());
+  auto c = MakeClient();
+  for (RetrievalMode mode : kAllModes) {
+    SCOPED_TRACE(RetrievalModeName(mode));
+    auto ids = table.Allocate(32 * keys_.size());
+    ASSERT_TRUE(ids.has_value()) << ids.error().ToString();
+    LayerwiseRequest req{.model = model_, .keys = keys_, .layers = {0, 32}};
+    req.mode = mode;
+    req.destination = [&](uint32_t layer, size_t chunk) {
+      return table.Address((*ids)[layer * keys_.size() + chunk]);
+    };
+    auto retrieval = *c->RetrieveLayerwise(std::move(req));
+    ASSERT_TRUE(retrieval->Wait().ok()) << retrieval->Wait().ToString();
+    EXPECT_EQ(*retrieval->Hits(), 4u);
+    for (uint32_t layer = 0; layer < 32; ++layer) {
+      for (size_t chunk = 0; chunk < 4; ++chunk) {
+        const std::byte* block = table.Address((*ids)[layer * keys_.size() + chunk]);
+        ASSERT_EQ(std::string(reinterpret_cast<const char*>(block), slice), Slice(chunk, layer))
+            << layer << " " << chunk;
+      }
+    }
+    table.Free(*ids);
+  }
 }
 
 }  // namespace

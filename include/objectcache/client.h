@@ -83,16 +83,23 @@ enum class RetrievalMode {
 // "S3Agg-LW", "S3Agg-CW", "S3-LW", "S3-CW".
 const char* RetrievalModeName(RetrievalMode mode);
 
+// Where chunk j's slice of layer l goes: the first of LayerSliceBytes writable bytes. Lets a
+// retrieval fill an engine's paged KV blocks wherever they are (a BlockTable's blocks,
+// include/objectcache/kv_pool.h). Called from the retrieval's threads.
+using SliceDestinationFn = std::function<std::byte*(uint32_t layer, size_t chunk)>;
+
 struct LayerwiseRequest {
   ModelPreset model;           // the layout the chunks were stored with
   std::vector<ChunkKey> keys;  // the prefix, in order
   LayerRange layers;           // [first, last)
   // One region per layer of the range, each at least keys.size() x LayerSliceBytes: layer
   // first + i lands in regions[i], chunk j's slice at j x LayerSliceBytes. Must outlive the
-  // retrieval.
+  // retrieval. Leave empty when `destination` is given.
   std::vector<std::span<std::byte>> regions;
   LayerReadyFn on_layer;  // optional
   RetrievalMode mode = RetrievalMode::kAggregatedLayerwise;
+  // Instead of regions: each slice's own place. The memory must outlive the retrieval.
+  SliceDestinationFn destination;
 };
 
 // One retrieval in flight. Thread-safe; its destructor waits for the retrieval to end.

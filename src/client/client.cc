@@ -102,14 +102,22 @@ class ClientImpl final : public Client {
     if (r.first >= r.last || r.last > request.model.layout.num_layers) {
       return InvalidArgumentError("layer range outside the layout");
     }
-    if (request.regions.size() != r.last - r.first) {
-      return InvalidArgumentError("one region per layer of the range is needed");
-    }
-    const uint64_t need = request.keys.size() * request.model.layout.LayerSliceBytes();
-    for (const auto& region : request.regions) {
-      if (region.size() < need) {
-        return InvalidArgumentError("a layer region is smaller than keys x slice bytes");
+    if (!request.destination) {
+      if (request.regions.size() != r.last - r.first) {
+        return InvalidArgumentError("one region per layer of the range is needed");
       }
+      const uint64_t slice = request.model.layout.LayerSliceBytes();
+      for (const auto& region : request.regions) {
+        if (region.size() < request.keys.size() * slice) {
+          return InvalidArgumentError("a layer region is smaller than keys x slice bytes");
+        }
+      }
+      request.destination = [regions = request.regions, first = r.first, slice](
+                                uint32_t layer, size_t chunk) {
+        return regions[layer - first].data() + chunk * slice;
+      };
+    } else if (!request.regions.empty()) {
+      return InvalidArgumentError("give regions or a destination, not both");
     }
     auto state = std::make_unique<RetrievalState>(r, request.on_layer);
     RetrievalState* st = state.get();
@@ -128,9 +136,8 @@ class ClientImpl final : public Client {
     std::vector<std::shared_ptr<const DramTier::Entry>> local;
     if (dram_) local = dram_->Prefix(req.keys, &layout);
     auto copy_local = [&](uint32_t layer) {
-      std::span<std::byte> region = req.regions[layer - r.first];
       for (size_t j = 0; j < local.size(); ++j) {
-        std::memcpy(region.data() + j * slice, local[j]->Slice(layer).data(), slice);
+        std::memcpy(req.destination(layer, j), local[j]->Slice(layer).data(), slice);
       }
     };
     auto deliver_local = [&] {
@@ -160,8 +167,9 @@ class ClientImpl final : public Client {
     const client::FetchTarget target{.model = &req.model,
                                      .keys = std::span(req.keys).subspan(local.size()),
                                      .layers = r,
-                                     .regions = req.regions,
-                                     .first_slot = local.size()};
+                                     .slot = [&](uint32_t layer, uint64_t j) {
+                                       return req.destination(layer, local.size() + j);
+                                     }};
     Status s;
     switch (req.mode) {
       case RetrievalMode::kAggregatedLayerwise:
@@ -197,7 +205,7 @@ class ClientImpl final : public Client {
     std::string kv(layout.ChunkKvBytes(), '\0');
     for (size_t j = first; j < first + count; ++j) {
       for (uint32_t layer = 0; layer < layout.num_layers; ++layer) {
-        std::memcpy(kv.data() + layer * slice, req.regions[layer].data() + j * slice, slice);
+        std::memcpy(kv.data() + layer * slice, req.destination(layer, j), slice);
       }
       Result<std::string> object = EncodeChunkObject(layout, req.keys[j], AsBytes(kv));
       if (object) {

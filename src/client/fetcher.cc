@@ -197,11 +197,10 @@ Status Fetcher::Aggregated(const FetchTarget& t, const FetchEvents& events) cons
               first_hits = h.hits;
               combiner.PartHits(p, h.hits);
             }
-            LayerPlacement placement;
-            placement.regions.assign(t.regions.begin() + (next - t.layers.first),
-                                     t.regions.end());
-            for (size_t i : positions) placement.chunk_offsets.push_back((t.first_slot + i) * slice);
-            return placement;
+            const uint32_t first = next;
+            return LayerPlacement{.slot = [&t, &positions, first](uint32_t i, uint64_t j) {
+              return t.slot(first + i, positions[j]);
+            }};
           },
           [&](uint32_t layer, const Status& s) {
             if (!s.ok()) return;  // the stream's error ends the attempt
@@ -284,10 +283,9 @@ Status Fetcher::PlainLayerwise(const FetchTarget& t, const FetchEvents& events) 
   }
   events.hits(static_cast<uint32_t>(headers.size()));
   for (uint32_t layer = t.layers.first; layer < t.layers.last; ++layer) {
-    std::span<std::byte> region = t.regions[layer - t.layers.first];
     for (const Status& s :
          ParallelFor(headers.size(), options_.parallel, [&](size_t j) -> Status {
-           std::span<std::byte> dest = region.subspan((t.first_slot + j) * slice, slice);
+           std::span<std::byte> dest(t.slot(layer, j), slice);
            const Status got = WithRetries([&] {
              size_t filled = 0;
              Status s = Get(pool_, EndpointFor(t.keys[j]), path(j), headers[j].LayerOffset(layer),
@@ -308,7 +306,7 @@ Status Fetcher::PlainChunkwise(const FetchTarget& t, const FetchEvents& events) 
   const KvLayout& layout = t.model->layout;
   const uint64_t slice = layout.LayerSliceBytes();
   // Whole objects, a wave at a time, up to the first miss; each streams through a verifier
-  // while its layer slices are scattered into the regions.
+  // while its layer slices are scattered to their slots.
   size_t hits = 0;
   std::optional<size_t> miss;
   const size_t wave = static_cast<size_t>(std::max(1, options_.parallel)) * 4;
@@ -326,7 +324,7 @@ Status Fetcher::PlainChunkwise(const FetchTarget& t, const FetchEvents& events) 
             pool_, EndpointFor(t.keys[i]), "/" + bucket_ + "/" + t.keys[i].ToHex(), 0,
             std::nullopt, [&](std::span<const std::byte> b) -> Status {
               if (Status v = verifier.Feed(b); !v.ok()) return v;
-              // Scatter the parts of layer slices in the range into their regions.
+              // Scatter the parts of layer slices in the range to their slots.
               for (uint64_t off = 0; off < b.size();) {
                 const uint64_t at = pos + off;
                 if (at < geometry.data_offset) {
@@ -338,9 +336,8 @@ Status Fetcher::PlainChunkwise(const FetchTarget& t, const FetchEvents& events) 
                 const uint64_t len = std::min<uint64_t>(
                     b.size() - off, within < slice ? slice - within : geometry.layer_stride - within);
                 if (within < slice && layer >= t.layers.first && layer < t.layers.last) {
-                  std::memcpy(t.regions[layer - t.layers.first].data() +
-                                  (t.first_slot + i) * slice + within,
-                              b.data() + off, len);
+                  std::memcpy(t.slot(static_cast<uint32_t>(layer), i) + within, b.data() + off,
+                              len);
                 }
                 off += len;
               }

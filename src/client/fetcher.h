@@ -32,9 +32,8 @@ struct FetchTarget {
   const ModelPreset* model = nullptr;
   std::span<const ChunkKey> keys;  // the prefix asked for, in order
   LayerRange layers;
-  std::span<const std::span<std::byte>> regions;  // one per layer of the range
-  // keys[j]'s slice of a layer lands at (first_slot + j) x LayerSliceBytes in its region.
-  uint64_t first_slot = 0;
+  // The first byte of keys[j]'s slice of layer `layer` (LayerSliceBytes of room).
+  std::function<std::byte*(uint32_t layer, uint64_t j)> slot;
 };
 
 // Reported by a fetch: the hit count once, then each layer in order once verified in place.

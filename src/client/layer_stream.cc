@@ -87,6 +87,10 @@ Status LayerStreamDecoder::Feed(std::span<const std::byte> bytes) {
         Result<LayerPlacement> placement = regions_fn_(header_);
         if (!placement) return Fail(placement.error());
         placement_ = std::move(*placement);
+        if (placement_.slot) {
+          state_ = State::kFrameHeader;
+          break;
+        }
         if (placement_.regions.size() != header_.layer_count)
           return Fail(InvalidArgumentError("one region per layer is needed"));
         if (!placement_.chunk_offsets.empty() && placement_.chunk_offsets.size() < header_.hits)
@@ -142,8 +146,10 @@ Status LayerStreamDecoder::Feed(std::span<const std::byte> bytes) {
         const uint64_t within = payload_pos_ % header_.slice_bytes;
         const size_t n = static_cast<size_t>(
             std::min<uint64_t>({payload_left_, bytes.size(), header_.slice_bytes - within}));
-        std::span<std::byte> region = placement_.regions[layers_done_];
-        std::memcpy(region.data() + ChunkOffset(chunk) + within, bytes.data(), n);
+        std::byte* dest = placement_.slot
+                              ? placement_.slot(layers_done_, chunk)
+                              : placement_.regions[layers_done_].data() + ChunkOffset(chunk);
+        std::memcpy(dest + within, bytes.data(), n);
         XXH3_64bits_update(&hash_->state, bytes.data(), n);
         payload_pos_ += n;
         payload_left_ -= n;

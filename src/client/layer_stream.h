@@ -27,9 +27,12 @@ struct LayerStreamHeader {
 
 // Where a response's bytes go: one region per layer of the range, and where chunk j's slice
 // lies in each region (chunk_offsets[j]; empty: j x slice_bytes, the chunks back to back).
+// Or, when `slot` is set, anywhere: slot(i, j) is the first byte of chunk j's slice of the
+// range's layer i (the caller vouches for slice_bytes of room there).
 struct LayerPlacement {
   std::vector<std::span<std::byte>> regions;
   std::vector<uint64_t> chunk_offsets;
+  std::function<std::byte*(uint32_t layer_index, uint64_t chunk)> slot;
 };
 
 class LayerStreamDecoder {
