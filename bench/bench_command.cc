@@ -362,6 +362,7 @@ void AddBenchCommands(CLI::App* app) {
 
   AddS3BenchCommand(bench);
   AddTtftBenchCommand(bench);
+  AddMemBenchCommand(bench);
 }
 
 }  // namespace objectcache::bench
