@@ -126,11 +126,10 @@ Status RunMem(const MemFlags& f) {
   // 2. Allocation throughput, two threads, pages already mapped (the fast path).
   {
     OC_ASSIGN_OR_RETURN(std::unique_ptr<ElasticPool> pool,
-                        ElasticPool::Create(*NewHostPageBackend(),
-                                            {.reserve_bytes = burst,
-                                             .block_bytes = block,
-                                             .min_spare_pages = 2,
-                                             .max_spare_pages = 8}));
+                        ElasticPool::Create(*NewHostPageBackend(), {.reserve_bytes = burst,
+                                                                    .block_bytes = block,
+                                                                    .min_spare_pages = 2,
+                                                                    .max_spare_pages = 8}));
     pool->Settle();
     StaticPool fixed(burst, block);
     if (!fixed.ok()) return ResourceExhaustedError("could not map the static pool");
@@ -174,8 +173,8 @@ Status RunMem(const MemFlags& f) {
     report.Metric("elastic_rss_peak_mib", peak / 1048576.0, "MiB");
     report.Metric("elastic_rss_after_mib", after / 1048576.0, "MiB",
                   std::to_string(st.mapped_pages) + " warm spare pages kept");
-    report.Metric("elastic_page_map_us_in_pool", st.maps ? st.map_seconds * 1e6 / st.maps : 0,
-                  "us", "on the mapping thread, never on the allocating one");
+    report.Metric("elastic_page_map_us_in_pool", st.maps ? st.map_seconds * 1e6 / st.maps : 0, "us",
+                  "on the mapping thread, never on the allocating one");
   }
   {
     const uint64_t before = RssBytes();
@@ -199,8 +198,9 @@ Status RunMem(const MemFlags& f) {
 void AddMemBenchCommand(CLI::App* bench) {
   auto f = std::make_shared<MemFlags>();
   CLI::App* m = bench->add_subcommand(
-      "mem", "Elastic KV pool vs a static preallocated pool: page map/unmap cost, 2-thread "
-             "allocation throughput, memory returned after a burst (CUDA numbers with a GPU)");
+      "mem",
+      "Elastic KV pool vs a static preallocated pool: page map/unmap cost, 2-thread "
+      "allocation throughput, memory returned after a burst (CUDA numbers with a GPU)");
   m->add_option("--burst-mib", f->burst_mib, "Burst size")->capture_default_str();
   m->add_option("--block-kib", f->block_kib, "Block size")->capture_default_str();
   m->add_option("--seconds", f->seconds, "Time for the throughput runs")->capture_default_str();

@@ -6,22 +6,12 @@
 #include <fstream>
 #include <sstream>
 
+#include "s3/xml.h"
+
 namespace objectcache::bench {
 namespace {
 
-std::string Escape(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    switch (c) {
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '&': out += "&amp;"; break;
-      case '"': out += "&quot;"; break;
-      default: out += c;
-    }
-  }
-  return out;
-}
+using s3::XmlEscape;
 
 // A "nice" axis step: 1, 2 or 5 times a power of ten, about `ticks` steps to `max`.
 double NiceStep(double max, int ticks) {
@@ -56,8 +46,8 @@ Status WriteBarChartSvg(const std::string& path, const BarChart& chart) {
   o << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << width << "\" height=\"" << height
     << "\" font-family=\"sans-serif\" font-size=\"11\">\n"
     << "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n"
-    << "<text x=\"10\" y=\"22\" font-size=\"15\" font-weight=\"bold\">" << Escape(chart.title)
-    << "</text>\n<text x=\"10\" y=\"40\" fill=\"#555\">" << Escape(chart.subtitle) << "</text>\n";
+    << "<text x=\"10\" y=\"22\" font-size=\"15\" font-weight=\"bold\">" << XmlEscape(chart.title)
+    << "</text>\n<text x=\"10\" y=\"40\" fill=\"#555\">" << XmlEscape(chart.subtitle) << "</text>\n";
   // Grid lines and value labels.
   for (double v = 0; v <= axis_max + step / 2; v += step) {
     o << "<line x1=\"" << x_of(v) << "\" y1=\"" << kTop - 5 << "\" x2=\"" << x_of(v) << "\" y2=\""
@@ -65,18 +55,18 @@ Status WriteBarChartSvg(const std::string& path, const BarChart& chart) {
       << kTop + plot_height + 15 << "\" text-anchor=\"middle\">" << v << "</text>\n";
   }
   o << "<text x=\"" << kLabelWidth + kPlotWidth / 2 << "\" y=\"" << kTop + plot_height + 32
-    << "\" text-anchor=\"middle\">" << Escape(chart.value_label) << "</text>\n";
+    << "\" text-anchor=\"middle\">" << XmlEscape(chart.value_label) << "</text>\n";
   for (size_t gi = 0; gi < chart.groups.size(); ++gi) {
     const auto& g = chart.groups[gi];
     const double y0 = kTop + gi * group_height;
     o << "<text x=\"" << kLabelWidth - 8 << "\" y=\"" << y0 + kBar * chart.series.size() / 2 + 4
-      << "\" text-anchor=\"end\">" << Escape(g.label) << "</text>\n";
+      << "\" text-anchor=\"end\">" << XmlEscape(g.label) << "</text>\n";
     for (size_t si = 0; si < chart.series.size(); ++si) {
       auto it = g.values.find(chart.series[si]);
       if (it == g.values.end()) continue;
       o << "<rect x=\"" << kLabelWidth << "\" y=\"" << y0 + si * kBar << "\" width=\""
         << std::max(0.5, x_of(it->second) - kLabelWidth) << "\" height=\"" << kBar - 1
-        << "\" fill=\"" << kColors[si % 8] << "\"><title>" << Escape(chart.series[si]) << ": "
+        << "\" fill=\"" << kColors[si % 8] << "\"><title>" << XmlEscape(chart.series[si]) << ": "
         << it->second << "</title></rect>\n";
     }
   }
@@ -85,7 +75,7 @@ Status WriteBarChartSvg(const std::string& path, const BarChart& chart) {
     const double x = 10 + (si % 4) * 170, y = kTop + plot_height + 48 + 18 * (si / 4);
     o << "<rect x=\"" << x << "\" y=\"" << y - 9 << "\" width=\"12\" height=\"12\" fill=\""
       << kColors[si % 8] << "\"/><text x=\"" << x + 17 << "\" y=\"" << y + 1 << "\">"
-      << Escape(chart.series[si]) << "</text>\n";
+      << XmlEscape(chart.series[si]) << "</text>\n";
   }
   o << "</svg>\n";
   std::ofstream out(path);

@@ -54,11 +54,9 @@ void AddTtftBenchCommand(CLI::App* bench) {
       ->capture_default_str();
   t->add_option("--model", f->models, "Model presets (comma list; default: the preset's)")
       ->delimiter(',');
-  t->add_option("--context", f->contexts, "Context lengths in tokens (comma list)")
-      ->delimiter(',');
+  t->add_option("--context", f->contexts, "Context lengths in tokens (comma list)")->delimiter(',');
   t->add_option("--hit", f->hits, "Hit ratios (comma list)")->delimiter(',');
-  t->add_option("--granularity", f->granularities, "Tokens per chunk (comma list)")
-      ->delimiter(',');
+  t->add_option("--granularity", f->granularities, "Tokens per chunk (comma list)")->delimiter(',');
   t->add_option("--mode", f->modes,
                 "Modes (comma list of Local-DRAM-LW, S3-CW, S3-LW, S3Agg-CW, S3Agg-LW, or all; "
                 "Local-DRAM-LW always runs, it is the baseline)")

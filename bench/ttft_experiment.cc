@@ -82,7 +82,7 @@ void FillKv(std::string* kv, uint64_t seed) {
 struct PrefixSet {
   ModelPreset model;
   std::vector<ChunkKey> keys;
-  std::vector<uint64_t> checksums;  // [chunk * layers + layer]: XXH3-64 of what was stored
+  std::vector<uint64_t> checksums;   // [chunk * layers + layer]: XXH3-64 of what was stored
   std::vector<std::string> regions;  // one per layer, room for every chunk's slice
 
   Status Check(size_t chunks) const {
@@ -217,9 +217,10 @@ Result<RunResult> RunOnce(Client* client, RetrievalMode mode, PrefixSet* p, size
   OC_RETURN_IF_ERROR(p->Check(chunks));
   double stall = 0;
   for (double s : result.stall_seconds) stall += s;
-  return RunResult{.ttft_ms = ttft * 1e3,
-                   .stall_ms = stall * 1e3,
-                   .first_layer_ms = result.stall_seconds.empty() ? 0 : result.stall_seconds[0] * 1e3};
+  return RunResult{
+      .ttft_ms = ttft * 1e3,
+      .stall_ms = stall * 1e3,
+      .first_layer_ms = result.stall_seconds.empty() ? 0 : result.stall_seconds[0] * 1e3};
 }
 
 Status WriteCsv(const std::string& path, const std::vector<TtftRow>& rows) {
@@ -249,10 +250,10 @@ Status WriteSvg(const std::string& path, const std::vector<TtftRow>& rows,
     if (std::find(chart.series.begin(), chart.series.end(), r.mode) == chart.series.end()) {
       chart.series.push_back(r.mode);
     }
-    const std::string label = r.model + " " + ContextLabel(r.context) + " hit " +
-                              std::to_string(static_cast<int>(std::lround(r.hit * 1000)) / 10.0)
-                                  .substr(0, 4) +
-                              "% G" + std::to_string(r.granularity);
+    const std::string label =
+        r.model + " " + ContextLabel(r.context) + " hit " +
+        std::to_string(static_cast<int>(std::lround(r.hit * 1000)) / 10.0).substr(0, 4) + "% G" +
+        std::to_string(r.granularity);
     if (chart.groups.empty() || chart.groups.back().label != label) {
       chart.groups.push_back({.label = label, .values = {}});
     }
@@ -310,8 +311,8 @@ Result<TtftGrid> TtftPreset(std::string_view name) {
     return TtftGrid{{"llama-3.1-8b"}, {4096, 65536}, {0.5}, {16}, all_modes};
   }
   if (name == "paper") {
-    return TtftGrid{kPaperModels, {4096, 16384, 65536}, {0.125, 0.5, 0.875}, {16, 64, 256},
-                    all_modes};
+    return TtftGrid{
+        kPaperModels, {4096, 16384, 65536}, {0.125, 0.5, 0.875}, {16, 64, 256}, all_modes};
   }
   return InvalidArgumentError("unknown preset '" + std::string(name) +
                               "' (smoke, demo, targets, paper)");
@@ -330,8 +331,9 @@ Status RunTtftExperiment(const TtftConfig& config) {
     auto known = std::find_if(kTtftModes.begin(), kTtftModes.end(),
                               [&](const std::string& k) { return Lower(k) == Lower(m); });
     if (known == kTtftModes.end()) {
-      return InvalidArgumentError("unknown mode '" + m + "' (Local-DRAM-LW, S3-CW, S3-LW, "
-                                                         "S3Agg-CW, S3Agg-LW)");
+      return InvalidArgumentError("unknown mode '" + m +
+                                  "' (Local-DRAM-LW, S3-CW, S3-LW, "
+                                  "S3Agg-CW, S3Agg-LW)");
     }
     if (std::find(modes.begin(), modes.end(), *known) == modes.end()) modes.push_back(*known);
   }
@@ -342,10 +344,10 @@ Status RunTtftExperiment(const TtftConfig& config) {
   // The link, measured now; the dilation that makes link : compute the paper's.
   const double link = MeasureLoopbackBytesPerSecond(1.0);
   if (link <= 0) return UnavailableError("could not measure the loopback link");
-  const double dilation = config.testbed == "paper"
-                              ? (kPaperLinkBytesPerSecond / link) *
-                                    (gpu.flops_per_second / h100.flops_per_second)
-                              : 1.0;
+  const double dilation =
+      config.testbed == "paper"
+          ? (kPaperLinkBytesPerSecond / link) * (gpu.flops_per_second / h100.flops_per_second)
+          : 1.0;
   std::printf("link: one TCP stream over loopback %.2f Gbit/s; testbed %s: compute x %.2f\n",
               link * 8 / 1e9, config.testbed.c_str(), dilation);
 
@@ -403,8 +405,7 @@ Status RunTtftExperiment(const TtftConfig& config) {
               progress.Step(model_name + " " + ContextLabel(context) + " G" + std::to_string(g) +
                             " " + mode);
               Client* via = mode == "Local-DRAM-LW" ? local.get() : remote.get();
-              OC_ASSIGN_OR_RETURN(RunResult run,
-                                  RunOnce(via, ModeOf(mode), &prefix, chunks, plan));
+              OC_ASSIGN_OR_RETURN(RunResult run, RunOnce(via, ModeOf(mode), &prefix, chunks, plan));
               results[mode].push_back(run);
             }
           }
@@ -428,8 +429,7 @@ Status RunTtftExperiment(const TtftConfig& config) {
             row.added_pct = 100 * row.added_ms / base;
             std::printf("%-28s %-6s %-6.3f %-4u %-14s %10.1f %10.1f %8.1f%% %9.1f %9.1f\n",
                         model_name.c_str(), ContextLabel(context).c_str(), hit, g, mode.c_str(),
-                        row.ttft_ms, row.added_ms, row.added_pct, row.first_layer_ms,
-                        row.stall_ms);
+                        row.ttft_ms, row.added_ms, row.added_pct, row.first_layer_ms, row.stall_ms);
             rows.push_back(row);
           }
         }
@@ -487,10 +487,10 @@ Status RunTtftExperiment(const TtftConfig& config) {
   }
   j["rows"] = jrows;
   OC_RETURN_IF_ERROR(WriteJsonFile(config.json, j));
-  const std::string csv = !config.csv.empty() || config.json.empty() ? config.csv
-                                                                     : Replace(config.json, ".csv");
-  const std::string svg = !config.svg.empty() || config.json.empty() ? config.svg
-                                                                     : Replace(config.json, ".svg");
+  const std::string csv =
+      !config.csv.empty() || config.json.empty() ? config.csv : Replace(config.json, ".csv");
+  const std::string svg =
+      !config.svg.empty() || config.json.empty() ? config.svg : Replace(config.json, ".svg");
   OC_RETURN_IF_ERROR(WriteCsv(csv, rows));
   char subtitle[160];
   std::snprintf(subtitle, sizeof(subtitle), "GPU %s, testbed %s (compute x %.2f), link %.2f Gbit/s",

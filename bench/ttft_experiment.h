@@ -14,8 +14,8 @@
 namespace objectcache::bench {
 
 // The baseline first, then the four object-storage modes.
-inline const std::vector<std::string> kTtftModes = {"Local-DRAM-LW", "S3-CW", "S3-LW",
-                                                    "S3Agg-CW", "S3Agg-LW"};
+inline const std::vector<std::string> kTtftModes = {"Local-DRAM-LW", "S3-CW", "S3-LW", "S3Agg-CW",
+                                                    "S3Agg-LW"};
 
 struct TtftGrid {
   std::vector<std::string> models;

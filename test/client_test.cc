@@ -8,8 +8,8 @@
 
 #include <gtest/gtest.h>
 
-#include <filesystem>
 #include <condition_variable>
+#include <filesystem>
 #include <fstream>
 #include <mutex>
 #include <random>
@@ -84,9 +84,8 @@ class ClientTest : public ::testing::Test {
 
   LayerwiseRequest Request(Regions* regions, uint32_t first, uint32_t last, RetrievalMode mode,
                            std::vector<ChunkKey> keys = {}) const {
-    LayerwiseRequest req{.model = model_,
-                         .keys = keys.empty() ? keys_ : std::move(keys),
-                         .layers = {first, last}};
+    LayerwiseRequest req{
+        .model = model_, .keys = keys.empty() ? keys_ : std::move(keys), .layers = {first, last}};
     req.mode = mode;
     for (std::string& r : regions->bytes) req.regions.push_back(AsWritableBytes(r));
     return req;
@@ -280,8 +279,8 @@ TEST_F(ClientTest, DramTierHitsAreCopiedWithoutTheNetwork) {
   // Full-range retrievals filled the tier: with the server gone, the 4 chunks still come.
   server_->Stop(SIGKILL);
   Regions regions(*this, 32);
-  auto retrieval = *c->RetrieveLayerwise(Request(&regions, 0, 32, RetrievalMode::kPlainLayerwise,
-                                                 {keys_.begin(), keys_.begin() + 4}));
+  auto retrieval = *c->RetrieveLayerwise(
+      Request(&regions, 0, 32, RetrievalMode::kPlainLayerwise, {keys_.begin(), keys_.begin() + 4}));
   ASSERT_TRUE(retrieval->Wait().ok()) << retrieval->Wait().ToString();
   ExpectPrefix(regions, 0, 32, 4);
   // Asking past the DRAM prefix: the unreachable server is a miss, not an error.
@@ -414,4 +413,3 @@ TEST_F(ClientTest, EveryModeDeliversIntoBlocksNamedByABlockTable) {
 
 }  // namespace
 }  // namespace objectcache
-

@@ -25,9 +25,9 @@ class ServerProcess {
     const std::string listen = "127.0.0.1:" + std::to_string(port);
     pid_ = ::fork();
     if (pid_ == 0) {
-      ::execl(OBJECTCACHE_PATH, OBJECTCACHE_PATH, "serve", "--anonymous", "--listen", listen.c_str(),
-              "--store", store_.c_str(), "--port-file", port_file.c_str(), "--log-level", "error",
-              nullptr);
+      ::execl(OBJECTCACHE_PATH, OBJECTCACHE_PATH, "serve", "--anonymous", "--listen",
+              listen.c_str(), "--store", store_.c_str(), "--port-file", port_file.c_str(),
+              "--log-level", "error", nullptr);
       ::_exit(127);
     }
     for (int i = 0; i < 200 && !std::filesystem::exists(port_file); ++i) {

@@ -98,7 +98,7 @@ struct ElasticPoolOptions {
 
 struct ElasticPoolStats {
   uint64_t mapped_pages = 0, used_blocks = 0, free_mapped_blocks = 0;
-  uint64_t maps = 0, unmaps = 0;        // page operations since creation
+  uint64_t maps = 0, unmaps = 0;              // page operations since creation
   double map_seconds = 0, unmap_seconds = 0;  // their total time
   uint64_t limit_bytes = 0;
 };
@@ -113,8 +113,8 @@ class ElasticPool {
 
   // `n` blocks, all or none: waits up to `wait` for the mapping thread to map pages;
   // ResourceExhausted when the limit, the budget or the reservation cannot hold them.
-  virtual Result<std::vector<BlockId>> Allocate(size_t n, std::chrono::milliseconds wait =
-                                                              std::chrono::seconds(5)) = 0;
+  virtual Result<std::vector<BlockId>> Allocate(
+      size_t n, std::chrono::milliseconds wait = std::chrono::seconds(5)) = 0;
   virtual void Free(std::span<const BlockId> blocks) = 0;
   // The block's address (device memory for a CUDA pool). Valid while it is allocated.
   virtual std::byte* Address(BlockId block) const = 0;

@@ -112,8 +112,8 @@ class ClientImpl final : public Client {
           return InvalidArgumentError("a layer region is smaller than keys x slice bytes");
         }
       }
-      request.destination = [regions = request.regions, first = r.first, slice](
-                                uint32_t layer, size_t chunk) {
+      request.destination = [regions = request.regions, first = r.first, slice](uint32_t layer,
+                                                                                size_t chunk) {
         return regions[layer - first].data() + chunk * slice;
       };
     } else if (!request.regions.empty()) {
@@ -152,18 +152,17 @@ class ClientImpl final : public Client {
     const bool chunkwise = req.mode == RetrievalMode::kAggregatedChunkwise ||
                            req.mode == RetrievalMode::kPlainChunkwise;
     std::optional<uint32_t> remote_hits;
-    client::FetchEvents events{
-        .hits =
-            [&](uint32_t hits) {
-              remote_hits = hits;
-              st->SetHits(static_cast<uint32_t>(local.size()) + hits);
-            },
-        .layer_ready =
-            [&](uint32_t layer) {
-              if (chunkwise) return;  // handed over once everything is in
-              copy_local(layer);
-              st->LayerReady(layer);
-            }};
+    client::FetchEvents events{.hits =
+                                   [&](uint32_t hits) {
+                                     remote_hits = hits;
+                                     st->SetHits(static_cast<uint32_t>(local.size()) + hits);
+                                   },
+                               .layer_ready =
+                                   [&](uint32_t layer) {
+                                     if (chunkwise) return;  // handed over once everything is in
+                                     copy_local(layer);
+                                     st->LayerReady(layer);
+                                   }};
     const client::FetchTarget target{.model = &req.model,
                                      .keys = std::span(req.keys).subspan(local.size()),
                                      .layers = r,
@@ -209,8 +208,7 @@ class ClientImpl final : public Client {
       }
       Result<std::string> object = EncodeChunkObject(layout, req.keys[j], AsBytes(kv));
       if (object) {
-        (void)dram_->Insert(req.keys[j],
-                            std::make_shared<const std::string>(std::move(*object)));
+        (void)dram_->Insert(req.keys[j], std::make_shared<const std::string>(std::move(*object)));
       }
     }
   }
@@ -276,10 +274,10 @@ Result<std::unique_ptr<Client>> Client::Create(const ClientOptions& options) {
     credentials.access_key = options.access_key;
     credentials.secret_key = options.secret_key;
   }
-  return std::unique_ptr<Client>(new ClientImpl(
-      std::make_unique<ConnectionPool>(std::move(endpoints), std::move(credentials),
-                                       options.timeout),
-      options));
+  return std::unique_ptr<Client>(
+      new ClientImpl(std::make_unique<ConnectionPool>(std::move(endpoints), std::move(credentials),
+                                                      options.timeout),
+                     options));
 }
 
 }  // namespace objectcache

@@ -25,8 +25,8 @@ Status DramTier::Insert(const ChunkKey& key, std::shared_ptr<const std::string> 
   return Status();
 }
 
-std::vector<std::shared_ptr<const DramTier::Entry>> DramTier::Prefix(
-    std::span<const ChunkKey> keys, const KvLayout* layout) {
+std::vector<std::shared_ptr<const DramTier::Entry>> DramTier::Prefix(std::span<const ChunkKey> keys,
+                                                                     const KvLayout* layout) {
   std::vector<std::shared_ptr<const Entry>> out;
   std::lock_guard lock(mu_);
   for (const ChunkKey& key : keys) {

@@ -53,9 +53,9 @@ class DramTier {
   };
   const uint64_t capacity_;
   mutable std::mutex mu_;
-  uint64_t bytes_ = 0;                            // guarded by mu_
-  std::list<ChunkKey> lru_;                       // guarded by mu_; most recent first
-  std::unordered_map<ChunkKey, Slot> entries_;    // guarded by mu_
+  uint64_t bytes_ = 0;                          // guarded by mu_
+  std::list<ChunkKey> lru_;                     // guarded by mu_; most recent first
+  std::unordered_map<ChunkKey, Slot> entries_;  // guarded by mu_
 };
 
 }  // namespace objectcache::client

@@ -165,8 +165,9 @@ Status Fetcher::Aggregated(const FetchTarget& t, const FetchEvents& events) cons
   for (auto& [endpoint, positions] : SplitByEndpoint(t.keys)) {
     const size_t n = std::min(streams, positions.size());
     for (size_t k = 0; k < n; ++k) {
-      parts.emplace_back(endpoint, std::vector<size_t>(positions.begin() + positions.size() * k / n,
-                                                       positions.begin() + positions.size() * (k + 1) / n));
+      parts.emplace_back(endpoint,
+                         std::vector<size_t>(positions.begin() + positions.size() * k / n,
+                                             positions.begin() + positions.size() * (k + 1) / n));
     }
   }
   Combiner combiner(parts, t.keys.size(), t.layers, events);
@@ -233,8 +234,8 @@ Status Get(ConnectionPool* pool, size_t endpoint, const std::string& path, uint6
            const std::function<Status(std::span<const std::byte>)>& on_body) {
   std::vector<std::pair<std::string, std::string>> headers;
   if (length) {
-    headers.emplace_back("Range", "bytes=" + std::to_string(offset) + "-" +
-                                      std::to_string(offset + *length - 1));
+    headers.emplace_back(
+        "Range", "bytes=" + std::to_string(offset) + "-" + std::to_string(offset + *length - 1));
   }
   std::unique_ptr<S3Connection> conn = pool->Take(endpoint);
   OC_ASSIGN_OR_RETURN(S3Response res, conn->Send("GET", path, {}, "", on_body, headers));
@@ -283,8 +284,7 @@ Status Fetcher::PlainLayerwise(const FetchTarget& t, const FetchEvents& events) 
   }
   events.hits(static_cast<uint32_t>(headers.size()));
   for (uint32_t layer = t.layers.first; layer < t.layers.last; ++layer) {
-    for (const Status& s :
-         ParallelFor(headers.size(), options_.parallel, [&](size_t j) -> Status {
+    for (const Status& s : ParallelFor(headers.size(), options_.parallel, [&](size_t j) -> Status {
            std::span<std::byte> dest(t.slot(layer, j), slice);
            const Status got = WithRetries([&] {
              size_t filled = 0;
@@ -316,34 +316,34 @@ Status Fetcher::PlainChunkwise(const FetchTarget& t, const FetchEvents& events) 
       const size_t i = base + k;
       const ChunkHeader geometry = ChunkGeometry(layout, t.keys[i]);
       return WithRetries([&]() -> Status {
-        ChunkStreamVerifier verifier({.layout = &layout,
-                                      .key = &t.keys[i],
-                                      .object_bytes = geometry.ObjectBytes()});
+        ChunkStreamVerifier verifier(
+            {.layout = &layout, .key = &t.keys[i], .object_bytes = geometry.ObjectBytes()});
         uint64_t pos = 0;
-        const Status got = Get(
-            pool_, EndpointFor(t.keys[i]), "/" + bucket_ + "/" + t.keys[i].ToHex(), 0,
-            std::nullopt, [&](std::span<const std::byte> b) -> Status {
-              if (Status v = verifier.Feed(b); !v.ok()) return v;
-              // Scatter the parts of layer slices in the range to their slots.
-              for (uint64_t off = 0; off < b.size();) {
-                const uint64_t at = pos + off;
-                if (at < geometry.data_offset) {
-                  off += geometry.data_offset - at;
-                  continue;
-                }
-                const uint64_t layer = (at - geometry.data_offset) / geometry.layer_stride;
-                const uint64_t within = (at - geometry.data_offset) % geometry.layer_stride;
-                const uint64_t len = std::min<uint64_t>(
-                    b.size() - off, within < slice ? slice - within : geometry.layer_stride - within);
-                if (within < slice && layer >= t.layers.first && layer < t.layers.last) {
-                  std::memcpy(t.slot(static_cast<uint32_t>(layer), i) + within, b.data() + off,
-                              len);
-                }
-                off += len;
-              }
-              pos += b.size();
-              return Status();
-            });
+        const Status got =
+            Get(pool_, EndpointFor(t.keys[i]), "/" + bucket_ + "/" + t.keys[i].ToHex(), 0,
+                std::nullopt, [&](std::span<const std::byte> b) -> Status {
+                  if (Status v = verifier.Feed(b); !v.ok()) return v;
+                  // Scatter the parts of layer slices in the range to their slots.
+                  for (uint64_t off = 0; off < b.size();) {
+                    const uint64_t at = pos + off;
+                    if (at < geometry.data_offset) {
+                      off += geometry.data_offset - at;
+                      continue;
+                    }
+                    const uint64_t layer = (at - geometry.data_offset) / geometry.layer_stride;
+                    const uint64_t within = (at - geometry.data_offset) % geometry.layer_stride;
+                    const uint64_t len = std::min<uint64_t>(
+                        b.size() - off,
+                        within < slice ? slice - within : geometry.layer_stride - within);
+                    if (within < slice && layer >= t.layers.first && layer < t.layers.last) {
+                      std::memcpy(t.slot(static_cast<uint32_t>(layer), i) + within, b.data() + off,
+                                  len);
+                    }
+                    off += len;
+                  }
+                  pos += b.size();
+                  return Status();
+                });
         if (!got.ok()) return got;
         return verifier.Finish();
       });
@@ -378,8 +378,7 @@ Result<size_t> Fetcher::Lookup(std::span<const ChunkKey> keys) const {
   return size_t{GlobalPrefix(parts, part_hits, keys.size())};
 }
 
-Status Fetcher::BatchStore(
-    std::span<const std::pair<ChunkKey, const std::string*>> records) const {
+Status Fetcher::BatchStore(std::span<const std::pair<ChunkKey, const std::string*>> records) const {
   std::vector<ChunkKey> keys;
   for (const auto& r : records) keys.push_back(r.first);
   for (const auto& [endpoint, positions] : SplitByEndpoint(keys)) {

@@ -51,11 +51,11 @@ Driver& TheDriver() {
       drv->loaded = UnavailableError("no CUDA driver (libcuda.so.1): " + std::string(::dlerror()));
       return drv;
     }
-#define OC_CUDA_LOAD(fn)                                                                        \
-  drv->fn##_ = reinterpret_cast<decltype(&fn)>(::dlsym(lib, OC_CUDA_NAME(fn)));                \
-  if (!drv->fn##_) {                                                                            \
-    drv->loaded = UnavailableError(std::string("the CUDA driver lacks ") + OC_CUDA_NAME(fn));   \
-    return drv;                                                                                 \
+#define OC_CUDA_LOAD(fn)                                                                      \
+  drv->fn##_ = reinterpret_cast<decltype(&fn)>(::dlsym(lib, OC_CUDA_NAME(fn)));               \
+  if (!drv->fn##_) {                                                                          \
+    drv->loaded = UnavailableError(std::string("the CUDA driver lacks ") + OC_CUDA_NAME(fn)); \
+    return drv;                                                                               \
   }
     OC_CUDA_LOAD(cuInit)
     OC_CUDA_LOAD(cuDeviceGet)
@@ -106,7 +106,8 @@ Status Current(int device) {
     }
     CUdevice dev;
     OC_RETURN_IF_ERROR(Check(d.cuDeviceGet_(&dev, device), "cuDeviceGet"));
-    OC_RETURN_IF_ERROR(Check(d.cuDevicePrimaryCtxRetain_(&d.context, dev), "cuDevicePrimaryCtxRetain"));
+    OC_RETURN_IF_ERROR(
+        Check(d.cuDevicePrimaryCtxRetain_(&d.context, dev), "cuDevicePrimaryCtxRetain"));
     d.device = device;
   }
   return Check(d.cuCtxSetCurrent_(d.context), "cuCtxSetCurrent");

@@ -14,8 +14,6 @@ Status UnregisterHostMemory(void*) { return Init(0); }
 
 bool CudaAvailable() { return false; }
 
-Result<std::unique_ptr<PageBackend>> NewCudaPageBackend(int, uint64_t) {
-  return cuda::Init(0);
-}
+Result<std::unique_ptr<PageBackend>> NewCudaPageBackend(int, uint64_t) { return cuda::Init(0); }
 
 }  // namespace objectcache

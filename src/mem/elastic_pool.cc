@@ -22,14 +22,12 @@ uint64_t PhysicalBudget::limit() const { return limit_.load(); }
 namespace {
 
 double Now() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
 class ElasticPoolImpl final : public ElasticPool {
  public:
-  ElasticPoolImpl(std::unique_ptr<PageBackend> backend, ElasticPoolOptions options,
-                  std::byte* base)
+  ElasticPoolImpl(std::unique_ptr<PageBackend> backend, ElasticPoolOptions options, std::byte* base)
       : backend_(std::move(backend)),
         options_(std::move(options)),
         page_(backend_->page_bytes()),
@@ -185,10 +183,9 @@ class ElasticPoolImpl final : public ElasticPool {
   }
 
   bool ShouldMapLocked() const {
-    return !grow_blocked_ && free_mapped_ < WantFreeLocked() && (mapped_pages_ + 1) * page_ <= limit_ &&
-           mapped_pages_ < pages_.size() &&
-           (!options_.budget ||
-            options_.budget->used() + page_ <= options_.budget->limit());
+    return !grow_blocked_ && free_mapped_ < WantFreeLocked() &&
+           (mapped_pages_ + 1) * page_ <= limit_ && mapped_pages_ < pages_.size() &&
+           (!options_.budget || options_.budget->used() + page_ <= options_.budget->limit());
   }
 
   bool ShouldUnmapLocked() const {
@@ -197,8 +194,7 @@ class ElasticPoolImpl final : public ElasticPool {
     if (mapped_pages_ * page_ > limit_) return true;  // over a lowered limit
     if (demand_ > 0) return false;
     // Keep the band [min, max] of spares; above max, unmap down to it.
-    return spare > options_.max_spare_pages &&
-           free_mapped_ - blocks_per_page_ >= LowWaterLocked();
+    return spare > options_.max_spare_pages && free_mapped_ - blocks_per_page_ >= LowWaterLocked();
   }
 
   bool HasWorkLocked() const { return ShouldMapLocked() || ShouldUnmapLocked(); }
@@ -282,21 +278,21 @@ class ElasticPoolImpl final : public ElasticPool {
 
   mutable std::mutex mu_;
   std::condition_variable work_cv_, ready_cv_, settle_cv_;
-  std::vector<Page> pages_;            // guarded by mu_
-  std::set<uint64_t> with_free_;       // guarded by mu_: mapped pages with a free block
-  uint64_t free_mapped_ = 0;           // guarded by mu_
-  uint64_t used_ = 0;                  // guarded by mu_
-  uint64_t mapped_pages_ = 0;          // guarded by mu_: includes pages being mapped
-  uint64_t mapping_pages_ = 0;         // guarded by mu_: pages being mapped
-  uint64_t demand_ = 0;                // guarded by mu_: blocks waiting allocations want
-  uint64_t limit_;                     // guarded by mu_
-  uint64_t maps_ = 0, unmaps_ = 0;     // guarded by mu_
+  std::vector<Page> pages_;                     // guarded by mu_
+  std::set<uint64_t> with_free_;                // guarded by mu_: mapped pages with a free block
+  uint64_t free_mapped_ = 0;                    // guarded by mu_
+  uint64_t used_ = 0;                           // guarded by mu_
+  uint64_t mapped_pages_ = 0;                   // guarded by mu_: includes pages being mapped
+  uint64_t mapping_pages_ = 0;                  // guarded by mu_: pages being mapped
+  uint64_t demand_ = 0;                         // guarded by mu_: blocks waiting allocations want
+  uint64_t limit_;                              // guarded by mu_
+  uint64_t maps_ = 0, unmaps_ = 0;              // guarded by mu_
   double map_seconds_ = 0, unmap_seconds_ = 0;  // guarded by mu_
-  Status map_error_;                   // guarded by mu_: the last failed page operation
-  bool grow_blocked_ = false;          // guarded by mu_: a map failed; cleared by SetLimit
-  bool busy_ = false;                  // guarded by mu_: a page operation is in flight
-  bool stopping_ = false;              // guarded by mu_
-  std::thread mapper_;                 // last: starts after everything it uses
+  Status map_error_;                            // guarded by mu_: the last failed page operation
+  bool grow_blocked_ = false;                   // guarded by mu_: a map failed; cleared by SetLimit
+  bool busy_ = false;                           // guarded by mu_: a page operation is in flight
+  bool stopping_ = false;                       // guarded by mu_
+  std::thread mapper_;                          // last: starts after everything it uses
 };
 
 }  // namespace

@@ -201,9 +201,9 @@ TEST(CudaPoolTest, MapsDevicePagesAndCopiesThroughThem) {
   }
   auto backend = NewCudaPageBackend();
   ASSERT_TRUE(backend.has_value()) << backend.error().ToString();
-  auto pool = ElasticPool::Create(std::move(*backend), {.reserve_bytes = 64 * kPage,
-                                                        .block_bytes = kBlock,
-                                                        .limit_bytes = 8 * kPage});
+  auto pool = ElasticPool::Create(
+      std::move(*backend),
+      {.reserve_bytes = 64 * kPage, .block_bytes = kBlock, .limit_bytes = 8 * kPage});
   ASSERT_TRUE(pool.has_value()) << pool.error().ToString();
   auto blocks = (*pool)->Allocate(3 * kPerPage);
   ASSERT_TRUE(blocks.has_value()) << blocks.error().ToString();

@@ -28,7 +28,8 @@ class HostPageBackend final : public PageBackend {
     if (bytes == 0 || bytes % options_.page_bytes != 0) {
       return InvalidArgumentError("a reservation is a whole number of pages");
     }
-    if (::ftruncate(fd_, static_cast<off_t>(bytes)) != 0) return ErrnoError("sizing the memfd", errno);
+    if (::ftruncate(fd_, static_cast<off_t>(bytes)) != 0)
+      return ErrnoError("sizing the memfd", errno);
     void* p = ::mmap(nullptr, bytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (p == MAP_FAILED) return ErrnoError("reserving address space", errno);
     return static_cast<std::byte*>(p);
@@ -41,7 +42,8 @@ class HostPageBackend final : public PageBackend {
     if (at == MAP_FAILED) return ErrnoError("mapping a page", errno);
     if (options_.register_for_device) {
       Status s = cuda::RegisterHostMemory(base + index * p, p);
-      if (!s.ok() && s.code() != StatusCode::kUnimplemented && s.code() != StatusCode::kUnavailable) {
+      if (!s.ok() && s.code() != StatusCode::kUnimplemented &&
+          s.code() != StatusCode::kUnavailable) {
         (void)Unmap(base, index);
         return s;
       }

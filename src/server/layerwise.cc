@@ -219,15 +219,17 @@ asio::awaitable<S3Result<void>> S3Handler::LayerwiseRetrieve(Ctx& c) {
     }
     std::vector<ChunkKey> keys(req->keys.begin() + start, req->keys.begin() + start + n);
     std::vector<ChunkHeader> hs(headers->begin() + start, headers->begin() + start + n);
-    windows[i % 2]->Start(pool_, [this, layer, reads = std::move(reads), keys = std::move(keys),
-                                  hs = std::move(hs)]() mutable -> Status {
-      OC_RETURN_IF_ERROR(store_->RetrieveRanges(reads));
-      for (size_t k = 0; k < reads.size(); ++k) {
-        OC_RETURN_IF_ERROR(reads[k].status.Annotate("chunk " + keys[k].ToHex()));
-        OC_RETURN_IF_ERROR(VerifyLayerSlice(hs[k], layer, reads[k].dest));
-      }
-      return Status();
-    });
+    windows[i % 2]->Start(
+        pool_,
+        [this, layer, reads = std::move(reads), keys = std::move(keys),
+         hs = std::move(hs)]() mutable -> Status {
+          OC_RETURN_IF_ERROR(store_->RetrieveRanges(reads));
+          for (size_t k = 0; k < reads.size(); ++k) {
+            OC_RETURN_IF_ERROR(reads[k].status.Annotate("chunk " + keys[k].ToHex()));
+            OC_RETURN_IF_ERROR(VerifyLayerSlice(hs[k], layer, reads[k].dest));
+          }
+          return Status();
+        });
   };
   XXH3_state_t checksum;
   Status failure;
