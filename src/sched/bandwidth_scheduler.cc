@@ -1,0 +1,177 @@
+#include "sched/bandwidth_scheduler.h"
+
+#include <algorithm>
+#include <numeric>
+
+namespace objectcache::sched {
+
+Result<Policy> ParsePolicy(std::string_view name) {
+  if (name == "equal") return Policy::kEqual;
+  if (name == "bytes") return Policy::kBytes;
+  if (name == "compute-aware") return Policy::kComputeAware;
+  return InvalidArgumentError("unknown scheduling policy '" + std::string(name) +
+                              "' (equal, bytes, compute-aware)");
+}
+
+const char* PolicyName(Policy policy) {
+  switch (policy) {
+    case Policy::kEqual:
+      return "equal";
+    case Policy::kBytes:
+      return "bytes";
+    case Policy::kComputeAware:
+      return "compute-aware";
+  }
+  return "?";
+}
+
+std::vector<double> AllocateRates(Policy policy, double cap, std::span<const Transfer> ts) {
+  std::vector<double> rates(ts.size(), 0.0);
+  std::vector<size_t> active;
+  for (size_t i = 0; i < ts.size(); ++i) {
+    if (!ts[i].stalled) active.push_back(i);
+  }
+  if (active.empty()) return rates;
+  if (cap == kUnlimited) {
+    for (size_t i : active) rates[i] = kUnlimited;
+    return rates;
+  }
+  const double equal = cap / static_cast<double>(active.size());
+  switch (policy) {
+    case Policy::kEqual:
+      for (size_t i : active) rates[i] = equal;
+      break;
+    case Policy::kBytes: {
+      double total = 0;
+      for (size_t i : active) total += static_cast<double>(ts[i].total_bytes);
+      for (size_t i : active) {
+        rates[i] = total > 0 ? cap * static_cast<double>(ts[i].total_bytes) / total : equal;
+      }
+      break;
+    }
+    case Policy::kComputeAware: {
+      auto need = [&](size_t i) { return ts[i].need > 0 ? ts[i].need : equal; };
+      double sum = 0;
+      for (size_t i : active) sum += need(i);
+      if (sum <= cap) {
+        const double extra = (cap - sum) / static_cast<double>(active.size());
+        for (size_t i : active) rates[i] = need(i) + extra;
+        break;
+      }
+      // Oversubscribed: least remaining time at full pace first.
+      std::sort(active.begin(), active.end(), [&](size_t a, size_t b) {
+        const double ta = static_cast<double>(ts[a].remaining_bytes) / need(a);
+        const double tb = static_cast<double>(ts[b].remaining_bytes) / need(b);
+        return ta != tb ? ta < tb : a < b;
+      });
+      double left = cap;
+      for (size_t i : active) {
+        rates[i] = std::min(need(i), left);
+        left -= rates[i];
+      }
+      break;
+    }
+  }
+  return rates;
+}
+
+Pacer::Pacer(Policy policy, double cap, ClockFn clock, double stall_after)
+    : policy_(policy), cap_(cap), clock_(std::move(clock)), stall_after_(stall_after) {}
+
+uint64_t Pacer::Begin(uint64_t total_bytes, double need) {
+  std::lock_guard lock(mu_);
+  const uint64_t id = next_id_++;
+  Active a;
+  a.t = {.total_bytes = total_bytes, .remaining_bytes = total_bytes, .need = need};
+  a.next = clock_();
+  active_.emplace(id, a);
+  ReallocateLocked();
+  return id;
+}
+
+void Pacer::End(uint64_t id) {
+  std::lock_guard lock(mu_);
+  if (active_.erase(id) > 0) ReallocateLocked();
+}
+
+Pacer::Grant Pacer::Reserve(uint64_t id, uint64_t bytes) {
+  std::lock_guard lock(mu_);
+  const double now = clock_();
+  CheckStallsLocked(now);
+  auto it = active_.find(id);
+  if (it == active_.end()) return {};
+  Active& a = it->second;
+  // A transfer the scheduler deferred (rate 0) waits for its turn: it asks again shortly.
+  if (a.rate <= 0) return {.wait = stall_after_ / 4, .granted = false};
+  a.t.remaining_bytes -= std::min<uint64_t>(bytes, a.t.remaining_bytes);
+  stats_.bytes += bytes;
+  if (cap_ == kUnlimited) return {};
+  const double start = std::max(now, a.next);
+  a.next = start + static_cast<double>(bytes) / a.rate;
+  // The remaining-bytes order of compute-aware changes as bytes go.
+  if (policy_ == Policy::kComputeAware) ReallocateLocked();
+  return {.wait = start - now, .granted = true};
+}
+
+void Pacer::WriteStarted(uint64_t id) {
+  std::lock_guard lock(mu_);
+  auto it = active_.find(id);
+  if (it != active_.end()) it->second.write_began = clock_();
+}
+
+void Pacer::WriteFinished(uint64_t id) {
+  std::lock_guard lock(mu_);
+  auto it = active_.find(id);
+  if (it == active_.end()) return;
+  it->second.write_began = -1;
+  if (it->second.t.stalled) {
+    it->second.t.stalled = false;  // reading again
+    it->second.next = std::max(it->second.next, clock_());
+    ReallocateLocked();
+  }
+}
+
+double Pacer::Rate(uint64_t id) {
+  std::lock_guard lock(mu_);
+  auto it = active_.find(id);
+  return it == active_.end() ? 0 : it->second.rate;
+}
+
+PacerStats Pacer::Stats() {
+  std::lock_guard lock(mu_);
+  return stats_;
+}
+
+void Pacer::CheckStallsLocked(double now) {
+  bool changed = false;
+  for (auto& [id, a] : active_) {
+    if (!a.t.stalled && a.write_began >= 0 && now - a.write_began > stall_after_) {
+      a.t.stalled = true;
+      stats_.stalls++;
+      changed = true;
+    }
+  }
+  if (changed) ReallocateLocked();
+}
+
+void Pacer::ReallocateLocked() {
+  std::vector<Transfer> ts;
+  for (const auto& [id, a] : active_) ts.push_back(a.t);
+  const std::vector<double> rates = AllocateRates(policy_, cap_, ts);
+  const double now = clock_();
+  size_t i = 0;
+  for (auto& [id, a] : active_) {
+    const double rate = rates[i++];
+    // What a transfer still owes for bytes already sent is repaid at its new rate, so a
+    // transfer whose share grows goes faster at once (and one whose share shrinks, slower).
+    if (a.next > now && a.rate > 0 && a.rate != kUnlimited && rate > 0 && rate != kUnlimited) {
+      a.next = now + (a.next - now) * a.rate / rate;
+    } else if (rate == kUnlimited || a.next < now) {
+      a.next = std::min(a.next, now);
+    }
+    a.rate = rate;
+  }
+  stats_.reallocations++;
+}
+
+}  // namespace objectcache::sched

@@ -1,0 +1,109 @@
+// Sharing a bandwidth cap among concurrent layerwise transfers (docs/scheduler.md).
+//
+// AllocateRates is the rule: given the cap and what is known of each active transfer, the rate
+// each gets under a policy (equal shares, shares by bytes, or compute-aware). Pacer applies it
+// on a server: transfers begin and end, each asks before it sends a piece how long to wait, and
+// rates are recomputed whenever the set changes. Time comes from an injected clock, so tests
+// run on simulated time.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <limits>
+#include <map>
+#include <mutex>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "objectcache/status.h"
+
+namespace objectcache::sched {
+
+enum class Policy { kEqual, kBytes, kComputeAware };
+Result<Policy> ParsePolicy(std::string_view name);  // "equal", "bytes", "compute-aware"
+const char* PolicyName(Policy policy);
+
+inline constexpr double kUnlimited = std::numeric_limits<double>::infinity();
+
+struct Transfer {
+  uint64_t total_bytes = 0;
+  uint64_t remaining_bytes = 0;
+  // The rate that keeps pace with the requester's compute (its per-layer bytes over its
+  // per-layer compute time); 0 when the request did not say.
+  double need = 0;
+  bool stalled = false;  // its client stopped reading: it gets nothing until it reads again
+};
+
+// Bytes per second for each transfer; the sum never exceeds `cap` (kUnlimited: every transfer
+// gets kUnlimited). Stalled transfers get 0 under every policy.
+//   equal          cap / active
+//   bytes          cap x total_bytes / sum of total_bytes
+//   compute-aware  when the needs fit, each its need, and what is left in equal parts; when
+//                  they do not, in order of least remaining time at its need (remaining bytes /
+//                  need), each its need until the cap runs out; the rest wait (rate 0: their
+//                  admission is deferred). A transfer that did not say its need is taken to
+//                  need an equal share.
+std::vector<double> AllocateRates(Policy policy, double cap, std::span<const Transfer> transfers);
+
+// Seconds since a fixed point.
+using ClockFn = std::function<double()>;
+
+struct PacerStats {
+  uint64_t bytes = 0;        // reserved so far
+  uint64_t reallocations = 0;
+  uint64_t stalls = 0;       // transfers found stalled
+};
+
+// Virtual-time pacing of transfers under one cap. Thread-safe.
+//
+// A transfer's next piece may start at max(now, its next time), which then advances by
+// bytes / its rate. The rates always sum to at most the cap, and when they change, what a
+// transfer still owes is repaid at its new rate; so over any interval of length T all
+// transfers together send at most cap x T plus one piece per transfer. A transfer whose write
+// has not finished `stall_after` seconds after it began is marked stalled and its share goes
+// to the others until the write completes.
+class Pacer {
+ public:
+  Pacer(Policy policy, double cap, ClockFn clock, double stall_after = 0.05);
+
+  uint64_t Begin(uint64_t total_bytes, double need);
+  void End(uint64_t id);  // finished or cancelled: its share goes back at once
+  // When `bytes` more of transfer `id` may go: wait `wait` seconds, then send if `granted`
+  // (the bytes count as sent then); if not granted (the scheduler deferred this transfer),
+  // ask again after the wait.
+  struct Grant {
+    double wait = 0;
+    bool granted = true;
+  };
+  Grant Reserve(uint64_t id, uint64_t bytes);
+  void WriteStarted(uint64_t id);
+  void WriteFinished(uint64_t id);
+
+  double Rate(uint64_t id);
+  double cap() const { return cap_; }
+  Policy policy() const { return policy_; }
+  PacerStats Stats();
+
+ private:
+  struct Active {
+    Transfer t;
+    double next = 0;          // virtual time its next byte may go
+    double rate = kUnlimited;
+    double write_began = -1;  // -1: no write in flight
+  };
+  void ReallocateLocked();
+  void CheckStallsLocked(double now);
+
+  const Policy policy_;
+  const double cap_;
+  const ClockFn clock_;
+  const double stall_after_;
+  std::mutex mu_;
+  std::map<uint64_t, Active> active_;  // guarded by mu_
+  uint64_t next_id_ = 1;              // guarded by mu_
+  PacerStats stats_;                  // guarded by mu_
+};
+
+}  // namespace objectcache::sched

@@ -1,0 +1,145 @@
+#include "sched/bandwidth_scheduler.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+namespace objectcache::sched {
+namespace {
+
+TEST(AllocateRatesTest, EqualAndBytesMatchHandComputedShares) {
+  std::vector<Transfer> ts(4, Transfer{.total_bytes = 100, .remaining_bytes = 100});
+  EXPECT_EQ(AllocateRates(Policy::kEqual, 100, ts), (std::vector<double>{25, 25, 25, 25}));
+  ts[1].stalled = true;  // a stalled transfer's share goes to the others
+  std::vector<double> r = AllocateRates(Policy::kEqual, 90, ts);
+  EXPECT_EQ(r, (std::vector<double>{30, 0, 30, 30}));
+  std::vector<Transfer> sized = {{.total_bytes = 100, .remaining_bytes = 100},
+                                 {.total_bytes = 300, .remaining_bytes = 300}};
+  EXPECT_EQ(AllocateRates(Policy::kBytes, 100, sized), (std::vector<double>{25, 75}));
+  EXPECT_EQ(AllocateRates(Policy::kEqual, kUnlimited, sized)[0], kUnlimited);
+}
+
+TEST(AllocateRatesTest, ComputeAwareGivesNeedsAndSharesWhatIsLeft) {
+  // Needs 20 and 30; the third did not say (taken as an equal share, 100 / 3).
+  std::vector<Transfer> ts = {{.total_bytes = 10, .remaining_bytes = 10, .need = 20},
+                              {.total_bytes = 10, .remaining_bytes = 10, .need = 30},
+                              {.total_bytes = 10, .remaining_bytes = 10, .need = 0}};
+  std::vector<double> r = AllocateRates(Policy::kComputeAware, 100, ts);
+  const double extra = (100 - 20 - 30 - 100.0 / 3) / 3;
+  EXPECT_DOUBLE_EQ(r[0], 20 + extra);
+  EXPECT_DOUBLE_EQ(r[1], 30 + extra);
+  EXPECT_DOUBLE_EQ(r[2], 100.0 / 3 + extra);
+}
+
+TEST(AllocateRatesTest, ComputeAwareServesLeastRemainingTimeFirstWhenOversubscribed) {
+  // Remaining time at full pace: A 600/60 = 10 s, B 100/50 = 2 s, C 200/40 = 5 s.
+  std::vector<Transfer> ts = {{.total_bytes = 600, .remaining_bytes = 600, .need = 60},
+                              {.total_bytes = 100, .remaining_bytes = 100, .need = 50},
+                              {.total_bytes = 200, .remaining_bytes = 200, .need = 40}};
+  EXPECT_EQ(AllocateRates(Policy::kComputeAware, 100, ts), (std::vector<double>{10, 50, 40}));
+  // Tighter: B whole, C the rest, A deferred.
+  EXPECT_EQ(AllocateRates(Policy::kComputeAware, 70, ts), (std::vector<double>{0, 50, 20}));
+}
+
+// Drives transfers through a Pacer on simulated time: each asks for its next piece as soon as
+// the previous one was sent; returns (start time, bytes) of every piece sent.
+struct Sim {
+  double now = 0;
+  Pacer pacer;
+  explicit Sim(Policy p, double cap) : pacer(p, cap, [this] { return now; }) {}
+};
+
+TEST(PacerTest, TheCapIsNeverExceededOverAnyWindow) {
+  constexpr double kCap = 1000;  // bytes per simulated second
+  constexpr uint64_t kPiece = 10;
+  for (Policy policy : {Policy::kEqual, Policy::kBytes, Policy::kComputeAware}) {
+    SCOPED_TRACE(PolicyName(policy));
+    Sim sim(policy, kCap);
+    struct T {
+      uint64_t total;
+      double need, ready;  // ready: arrival, then when it may ask for its next piece
+      uint64_t left = 0, id = 0;  // id 0: not begun, or ended
+    };
+    std::vector<T> ts = {{2000, 300, 0}, {500, 0, 0.3}, {1000, 900, 0.7}};
+    for (T& t : ts) t.left = t.total;
+    std::vector<std::pair<double, uint64_t>> sent;
+    auto pending = [](const T& t) { return t.left > 0 || t.id != 0; };
+    for (int steps = 0; steps < 100000; ++steps) {
+      auto next = std::min_element(ts.begin(), ts.end(), [&](const T& a, const T& b) {
+        return (pending(a) ? a.ready : 1e18) < (pending(b) ? b.ready : 1e18);
+      });
+      if (!pending(*next)) break;
+      sim.now = next->ready;
+      if (next->left == 0) {  // its last piece is through: it ends
+        sim.pacer.End(next->id);
+        next->id = 0;
+        continue;
+      }
+      if (next->id == 0) next->id = sim.pacer.Begin(next->total, next->need);  // arrives
+      Pacer::Grant g = sim.pacer.Reserve(next->id, kPiece);
+      next->ready = sim.now + g.wait;
+      if (!g.granted) continue;
+      sent.emplace_back(next->ready, kPiece);
+      next->left -= kPiece;
+      if (next->left == 0) next->ready += kPiece / sim.pacer.Rate(next->id);
+    }
+    uint64_t total = 0;
+    for (auto& [t, b] : sent) total += b;
+    ASSERT_EQ(total, 3500u);
+    std::sort(sent.begin(), sent.end());
+    for (double window : {0.01, 0.1, 0.5, 1.0}) {
+      for (size_t i = 0; i < sent.size(); ++i) {
+        uint64_t bytes = 0;
+        for (size_t j = i; j < sent.size() && sent[j].first < sent[i].first + window; ++j) {
+          bytes += sent[j].second;
+        }
+        ASSERT_LE(bytes, kCap * window + ts.size() * kPiece + 1e-6)
+            << "window " << window << " at " << sent[i].first;
+      }
+    }
+    // Work-conserving: all 3500 bytes took about 3.5 s, not longer.
+    EXPECT_LE(sent.back().first, 3.5 + 0.05);
+  }
+}
+
+TEST(PacerTest, AFinishedOrCancelledTransferReturnsItsShareAtOnce) {
+  Sim sim(Policy::kEqual, 100);
+  const uint64_t a = sim.pacer.Begin(1000, 0), b = sim.pacer.Begin(1000, 0);
+  EXPECT_EQ(sim.pacer.Rate(a), 50);
+  sim.pacer.End(a);
+  EXPECT_EQ(sim.pacer.Rate(b), 100);
+  // A transfer deferred by compute-aware is admitted the moment the one ahead ends.
+  Sim ca(Policy::kComputeAware, 100);
+  const uint64_t small = ca.pacer.Begin(100, 100), big = ca.pacer.Begin(10000, 100);
+  EXPECT_EQ(ca.pacer.Rate(big), 0);
+  EXPECT_FALSE(ca.pacer.Reserve(big, 10).granted);
+  ca.pacer.End(small);
+  EXPECT_EQ(ca.pacer.Rate(big), 100);
+  EXPECT_TRUE(ca.pacer.Reserve(big, 10).granted);
+}
+
+TEST(PacerTest, AClientThatStopsReadingDoesNotHoldTheCapHostage) {
+  Sim sim(Policy::kComputeAware, 100);
+  // The reader that stops is first in line (least remaining time) and takes the whole cap.
+  const uint64_t stuck = sim.pacer.Begin(100, 100), other = sim.pacer.Begin(5000, 100);
+  EXPECT_EQ(sim.pacer.Rate(stuck), 100);
+  EXPECT_EQ(sim.pacer.Rate(other), 0);
+  ASSERT_TRUE(sim.pacer.Reserve(stuck, 10).granted);
+  sim.pacer.WriteStarted(stuck);  // ... and never finishes
+  sim.now = 0.2;                   // beyond the stall threshold (0.05 s)
+  EXPECT_TRUE(sim.pacer.Reserve(other, 10).granted);
+  EXPECT_EQ(sim.pacer.Rate(other), 100);
+  EXPECT_EQ(sim.pacer.Rate(stuck), 0);
+  EXPECT_EQ(sim.pacer.Stats().stalls, 1u);
+  // Reading again, it is back in line.
+  sim.pacer.WriteFinished(stuck);
+  EXPECT_EQ(sim.pacer.Rate(stuck), 100);
+}
+
+TEST(PacerTest, BadPolicyNamesAreRefused) {
+  EXPECT_FALSE(ParsePolicy("fair").has_value());
+  EXPECT_EQ(*ParsePolicy("compute-aware"), Policy::kComputeAware);
+}
+
+}  // namespace
+}  // namespace objectcache::sched
