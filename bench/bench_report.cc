@@ -24,6 +24,12 @@ void RunBench(const std::function<Status()>& body) {
 }
 
 ChildProcess::ChildProcess(const std::vector<std::string>& argv, const std::string& log) {
+  // Everything the child needs is built before fork: between fork and exec a child of a
+  // multithreaded process may only make async-signal-safe calls (no malloc: another thread
+  // may have held its lock at the fork).
+  std::vector<char*> args;
+  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
   pid_ = ::fork();
   if (pid_ == 0) {
     int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
@@ -31,9 +37,6 @@ ChildProcess::ChildProcess(const std::vector<std::string>& argv, const std::stri
       ::dup2(fd, 1);
       ::dup2(fd, 2);
     }
-    std::vector<char*> args;
-    for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-    args.push_back(nullptr);
     ::execv(args[0], args.data());
     ::_exit(127);
   }
