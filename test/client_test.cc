@@ -411,5 +411,37 @@ TEST_F(ClientTest, EveryModeDeliversIntoBlocksNamedByABlockTable) {
   }
 }
 
+TEST_F(ClientTest, AServerUnderABandwidthCapDeliversEveryByteToConcurrentRetrievals) {
+  // The same store behind a server that paces layerwise responses under one cap.
+  server_.reset();
+  for (const char* policy : {"equal", "bytes", "compute-aware"}) {
+    SCOPED_TRACE(policy);
+    server_ = std::make_unique<testing::ServerProcess>(
+        dir_, port_, std::vector<std::string>{"--bandwidth-cap", "400MB", "--sched-policy", policy});
+    ASSERT_EQ(server_->port(), port_);
+    auto c = MakeClient();
+    std::vector<Regions> regions(3, Regions(*this, 32));
+    std::vector<std::unique_ptr<LayerwiseRetrieval>> running;
+    for (size_t i = 0; i < regions.size(); ++i) {
+      LayerwiseRequest req = Request(&regions[i], 0, 32, RetrievalMode::kAggregatedLayerwise);
+      req.compute_seconds_per_layer = i == 2 ? 0 : 0.001 * (i + 1);  // the last one says nothing
+      running.push_back(*c->RetrieveLayerwise(std::move(req)));
+    }
+    for (size_t i = 0; i < running.size(); ++i) {
+      ASSERT_TRUE(running[i]->Wait().ok()) << running[i]->Wait().ToString();
+      ExpectPrefix(regions[i], 0, 32, 4);
+    }
+    // A descriptor with a nonsensical compute time is refused.
+    client::S3Connection conn(*client::S3Endpoint::Parse(endpoint_), client::S3Credentials{});
+    auto bad = conn.Send("POST", "/kvc", {{"layerwise", ""}},
+                         R"({"version": 1, "keys": [")" + keys_[0].ToHex() +
+                             R"("], "layers": [0, 1], "compute_seconds_per_layer": -1})",
+                         [](auto) { return Status(); });
+    ASSERT_TRUE(bad.has_value());
+    EXPECT_EQ(bad->status, 400u);
+    server_.reset();
+  }
+}
+
 }  // namespace
 }  // namespace objectcache

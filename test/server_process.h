@@ -11,23 +11,30 @@
 #include <fstream>
 #include <string>
 #include <thread>
+#include <vector>
 
 namespace objectcache::testing {
 
 class ServerProcess {
  public:
-  // Starts the server with its store in `dir` (which it creates) on `port` (0: any free one);
-  // port() is 0 on failure.
-  explicit ServerProcess(const std::string& dir, int port = 0) : store_(dir + "/store") {
+  // Starts the server with its store in `dir` (which it creates) on `port` (0: any free one),
+  // with `extra` arguments after the others (e.g. {"--bandwidth-cap", "1GB"}); port() is 0 on
+  // failure.
+  explicit ServerProcess(const std::string& dir, int port = 0,
+                         const std::vector<std::string>& extra = {})
+      : store_(dir + "/store") {
     std::filesystem::create_directories(dir);
     const std::string port_file = dir + "/port";
     std::filesystem::remove(port_file);
     const std::string listen = "127.0.0.1:" + std::to_string(port);
+    std::vector<const char*> argv = {OBJECTCACHE_PATH, "serve", "--anonymous", "--listen",
+                                     listen.c_str(), "--store", store_.c_str(), "--port-file",
+                                     port_file.c_str(), "--log-level", "error"};
+    for (const std::string& e : extra) argv.push_back(e.c_str());
+    argv.push_back(nullptr);
     pid_ = ::fork();
     if (pid_ == 0) {
-      ::execl(OBJECTCACHE_PATH, OBJECTCACHE_PATH, "serve", "--anonymous", "--listen",
-              listen.c_str(), "--store", store_.c_str(), "--port-file", port_file.c_str(),
-              "--log-level", "error", nullptr);
+      ::execv(OBJECTCACHE_PATH, const_cast<char* const*>(argv.data()));
       ::_exit(127);
     }
     for (int i = 0; i < 200 && !std::filesystem::exists(port_file); ++i) {

@@ -100,6 +100,10 @@ struct LayerwiseRequest {
   RetrievalMode mode = RetrievalMode::kAggregatedLayerwise;
   // Instead of regions: each slice's own place. The memory must outlive the retrieval.
   SliceDestinationFn destination;
+  // The engine's compute time per layer for this prompt (0: not said). A server sharing a
+  // bandwidth cap compute-aware gives the retrieval the rate that keeps pace with it
+  // (docs/scheduler.md).
+  double compute_seconds_per_layer = 0;
 };
 
 // One retrieval in flight. Thread-safe; its destructor waits for the retrieval to end.

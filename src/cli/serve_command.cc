@@ -10,6 +10,7 @@
 
 #include "cli/cli_support.h"
 #include "objectcache/store_registry.h"
+#include "sched/bandwidth_scheduler.h"
 #include "server/http_server.h"
 #include "server/log.h"
 #include "server/s3_handler.h"
@@ -35,6 +36,8 @@ struct ServeFlags {
   std::string io_buffer = "1MiB";
   std::string log_level = "info";
   std::string port_file;
+  std::string bandwidth_cap = "unlimited";
+  std::string sched_policy = "compute-aware";
 };
 
 Status RunServe(const ServeFlags& f) {
@@ -68,6 +71,8 @@ Status RunServe(const ServeFlags& f) {
   s3.virtual_host_domains = f.virtual_host_domains;
   s3.region = f.region;
   s3.blocking_threads = f.blocking_threads;
+  OC_ASSIGN_OR_RETURN(s3.bandwidth_cap, sched::ParseBandwidth(f.bandwidth_cap));
+  OC_ASSIGN_OR_RETURN(s3.policy, sched::ParsePolicy(f.sched_policy));
   OC_ASSIGN_OR_RETURN(uint64_t io_buffer, ParseByteSize(f.io_buffer));
   s3.io_buffer_bytes = static_cast<size_t>(std::clamp<uint64_t>(io_buffer, 4096, 64 << 20));
   std::string access = f.access_key, secret = f.secret_key;
@@ -171,6 +176,12 @@ void AddServeCommand(CLI::App* app) {
       ->capture_default_str();
   cmd->add_option("--log-level", f->log_level, "debug, info, warn or error")->capture_default_str();
   cmd->add_option("--port-file", f->port_file, "Write the port actually listened on to this file");
+  cmd->add_option("--bandwidth-cap", f->bandwidth_cap,
+                  "One cap for all layerwise responses together (50Gbit, 2GB, unlimited)")
+      ->capture_default_str();
+  cmd->add_option("--sched-policy", f->sched_policy,
+                  "How the cap is shared: equal, bytes, compute-aware (docs/scheduler.md)")
+      ->capture_default_str();
   cmd->callback([f] { RunCommand([&] { return RunServe(*f); }); });
 }
 

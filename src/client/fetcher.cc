@@ -184,6 +184,9 @@ Status Fetcher::Aggregated(const FetchTarget& t, const FetchEvents& events) cons
       body["keys"] = keys;
       body["layers"] = {next, t.layers.last};
       body["layout"] = layout;
+      if (t.compute_seconds_per_layer > 0) {
+        body["compute_seconds_per_layer"] = t.compute_seconds_per_layer;
+      }
       LayerStreamDecoder decoder(
           [&](const LayerStreamHeader& h) -> Result<LayerPlacement> {
             if (h.first_layer != next || h.layer_count != t.layers.last - next ||

@@ -34,6 +34,7 @@ struct FetchTarget {
   LayerRange layers;
   // The first byte of keys[j]'s slice of layer `layer` (LayerSliceBytes of room).
   std::function<std::byte*(uint32_t layer, uint64_t j)> slot;
+  double compute_seconds_per_layer = 0;  // told to the server's scheduler when set
 };
 
 // Reported by a fetch: the hit count once, then each layer in order once verified in place.

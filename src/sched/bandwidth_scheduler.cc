@@ -25,6 +25,29 @@ const char* PolicyName(Policy policy) {
   return "?";
 }
 
+Result<double> ParseBandwidth(std::string_view text) {
+  if (text == "unlimited" || text.empty()) return kUnlimited;
+  size_t pos = 0;
+  double value = 0;
+  try {
+    value = std::stod(std::string(text), &pos);
+  } catch (...) {
+    pos = 0;
+  }
+  const std::string unit(text.substr(pos));
+  static const std::pair<const char*, double> kUnits[] = {
+      {"bit", 1.0 / 8}, {"Kbit", 1e3 / 8}, {"Mbit", 1e6 / 8}, {"Gbit", 1e9 / 8},
+      {"B", 1},         {"KB", 1e3},       {"MB", 1e6},       {"GB", 1e9},
+      {"KiB", 1024.0},  {"MiB", 1048576.0}, {"GiB", 1073741824.0}};
+  if (pos > 0 && value > 0) {
+    for (const auto& [name, scale] : kUnits) {
+      if (unit == name) return value * scale;
+    }
+  }
+  return InvalidArgumentError("bandwidth '" + std::string(text) +
+                              "' is not 'unlimited' or a rate such as 50Gbit, 800Mbit, 2GB, 1GiB");
+}
+
 std::vector<double> AllocateRates(Policy policy, double cap, std::span<const Transfer> ts) {
   std::vector<double> rates(ts.size(), 0.0);
   std::vector<size_t> active;

@@ -47,6 +47,10 @@ struct Transfer {
 //                  need an equal share.
 std::vector<double> AllocateRates(Policy policy, double cap, std::span<const Transfer> transfers);
 
+// "unlimited", or a rate: "50Gbit", "800Mbit", "2.5GB", "1GiB" (per second; bit units are
+// decimal, "B" units decimal, "iB" units binary). Bytes per second; InvalidArgument otherwise.
+Result<double> ParseBandwidth(std::string_view text);
+
 // Seconds since a fixed point.
 using ClockFn = std::function<double()>;
 

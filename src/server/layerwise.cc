@@ -29,7 +29,11 @@ struct LayerwiseRequest {
   std::vector<ChunkKey> keys;
   uint32_t first = 0, last = 0;
   std::optional<ModelPreset> model;
+  double compute_seconds_per_layer = 0;  // the requester's, for the scheduler; 0: not said
 };
+
+// Pieces a paced response is sent in: the unit of the bandwidth scheduler's pacing.
+constexpr size_t kPacedPiece = 1 << 20;
 
 S3Result<LayerwiseRequest> ParseRequest(std::string_view body, size_t max_keys) {
   nlohmann::json j = nlohmann::json::parse(body, nullptr, false);
@@ -62,6 +66,12 @@ S3Result<LayerwiseRequest> ParseRequest(std::string_view body, size_t max_keys) 
                                                 : ParseModelJson(layout->dump());
     if (!m) return Fail("InvalidArgument", "\"layout\": " + m.error().message());
     r.model = *m;
+  }
+  if (auto t = j.find("compute_seconds_per_layer"); t != j.end()) {
+    if (!t->is_number() || !(t->get<double>() > 0) || !(t->get<double>() < 3600)) {
+      return Fail("InvalidArgument", "\"compute_seconds_per_layer\" must be a positive number");
+    }
+    r.compute_seconds_per_layer = t->get<double>();
   }
   return r;
 }
@@ -116,6 +126,46 @@ class WindowRead : public std::enable_shared_from_this<WindowRead> {
   asio::steady_timer timer_;
   bool done_ = false;
   Status status_;
+};
+
+// A layerwise response's place in the bandwidth scheduler, for as long as the response lasts
+// (its share returns when the coroutine ends, however it ends).
+class PacedTransfer {
+ public:
+  PacedTransfer(sched::Pacer* pacer, uint64_t bytes, double need)
+      : pacer_(pacer), id_(pacer->Begin(bytes, need)) {}
+  ~PacedTransfer() { pacer_->End(id_); }
+  PacedTransfer(const PacedTransfer&) = delete;
+  PacedTransfer& operator=(const PacedTransfer&) = delete;
+
+  // Sends `bytes` through `ex` at the pace the scheduler sets, a piece at a time.
+  asio::awaitable<Status> Write(HttpExchange& ex, std::span<const std::byte> bytes) {
+    if (pacer_->cap() == sched::kUnlimited) co_return co_await ex.WriteBody(bytes);
+    asio::steady_timer timer(co_await asio::this_coro::executor);
+    while (!bytes.empty()) {
+      const std::span<const std::byte> piece = bytes.first(std::min(bytes.size(), kPacedPiece));
+      for (;;) {
+        const sched::Pacer::Grant g = pacer_->Reserve(id_, piece.size());
+        if (g.wait > 0) {
+          timer.expires_after(std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+              std::chrono::duration<double>(g.wait)));
+          boost::system::error_code ec;
+          co_await timer.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+        }
+        if (g.granted) break;
+      }
+      pacer_->WriteStarted(id_);
+      Status s = co_await ex.WriteBody(piece);
+      pacer_->WriteFinished(id_);
+      if (!s.ok()) co_return s;
+      bytes = bytes.subspan(piece.size());
+    }
+    co_return Status();
+  }
+
+ private:
+  sched::Pacer* pacer_;
+  const uint64_t id_;
 };
 
 }  // namespace
@@ -196,6 +246,11 @@ asio::awaitable<S3Result<void>> S3Handler::LayerwiseRetrieve(Ctx& c) {
   if (!(co_await c.ex.BeginResponse(200, std::move(h), std::nullopt)).ok())
     co_return S3Result<void>();
   if (!(co_await c.ex.WriteBody(AsBytes(head.str()))).ok()) co_return S3Result<void>();
+  const uint64_t payload = uint64_t{hits} * slice * (req->last - req->first);
+  PacedTransfer paced(&pacer_, payload,
+                      req->compute_seconds_per_layer > 0
+                          ? static_cast<double>(hits * slice) / req->compute_seconds_per_layer
+                          : 0);
 
   // Per layer: the frame header, the payload a window of chunks at a time, the trailer. The
   // store reads the next window while this one is sent: two windows per response at most.
@@ -255,7 +310,7 @@ asio::awaitable<S3Result<void>> S3Handler::LayerwiseRetrieve(Ctx& c) {
     // trailer marks the frame failed and an error record follows.
     if (!failure.ok()) std::fill(dest.begin(), dest.end(), std::byte{0});
     XXH3_64bits_update(&checksum, dest.data(), dest.size());
-    if (!(co_await c.ex.WriteBody(dest)).ok()) co_return S3Result<void>();
+    if (!(co_await paced.Write(c.ex, dest)).ok()) co_return S3Result<void>();
     if (start + n == hits) {
       ByteWriter ft;
       PutFrameTrailer(&ft, static_cast<uint32_t>(failure.code()), XXH3_64bits_digest(&checksum));

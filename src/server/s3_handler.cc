@@ -42,6 +42,12 @@ S3Handler::S3Handler(Store* store, ServerMetrics* metrics, S3Options options)
     : store_(store),
       metrics_(metrics),
       options_(std::move(options)),
+      pacer_(options_.policy, options_.bandwidth_cap,
+             [] {
+               return std::chrono::duration<double>(
+                          std::chrono::steady_clock::now().time_since_epoch())
+                   .count();
+             }),
       pool_(std::max(1u, options_.blocking_threads)) {
   if (options_.anonymous) {
     LogWarn(

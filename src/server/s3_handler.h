@@ -29,6 +29,7 @@
 #include "s3/sigv4.h"
 #include "server/http_server.h"
 #include "server/metrics.h"
+#include "sched/bandwidth_scheduler.h"
 #include "server/object_attributes.h"
 
 namespace objectcache::server {
@@ -45,6 +46,10 @@ struct S3Options {
   size_t io_buffer_bytes = 1 << 20;  // per request, for streaming bodies
   size_t max_lookup_keys = 8192;
   size_t layerwise_window_bytes = 4 << 20;  // read-ahead per layerwise response
+  // One cap for all layerwise responses together (bytes/s), shared by `policy`
+  // (docs/scheduler.md). Unlimited: no pacing.
+  double bandwidth_cap = sched::kUnlimited;
+  sched::Policy policy = sched::Policy::kComputeAware;
 };
 
 // `return Fail("NoSuchKey", "...")` from a function returning S3Result<T>.
@@ -126,6 +131,7 @@ class S3Handler final : public RequestHandler {
   Store* store_;
   ServerMetrics* metrics_;
   S3Options options_;
+  sched::Pacer pacer_;  // layerwise responses under the bandwidth cap
   asio::thread_pool pool_;
   std::atomic<uint64_t> request_counter_{0};
   static constexpr std::chrono::seconds kBucketCacheTtl{2};
