@@ -363,6 +363,7 @@ void AddBenchCommands(CLI::App* app) {
   AddS3BenchCommand(bench);
   AddTtftBenchCommand(bench);
   AddMemBenchCommand(bench);
+  AddSchedBenchCommand(bench);
 }
 
 }  // namespace objectcache::bench

@@ -9,6 +9,7 @@
 //   bench s3      objectcache serve against nginx: GET/PUT throughput and latency
 //   bench ttft    emulated prefill TTFT: Local-DRAM-LW against S3-CW, S3-LW, S3Agg-CW and
 //                 S3Agg-LW over a grid of models, contexts, hit ratios and granularities
+//   bench sched   bandwidth cap shared by equal, bytes and compute-aware: added TTFT
 //   bench mem     elastic KV pool vs a static one: page costs, allocation, memory given back
 #pragma once
 
@@ -21,6 +22,8 @@ void AddBenchCommands(CLI::App* app);
 void AddS3BenchCommand(CLI::App* bench);
 // Registers `bench ttft` under the `bench` command.
 void AddTtftBenchCommand(CLI::App* bench);
+// Registers `bench sched` under the `bench` command.
+void AddSchedBenchCommand(CLI::App* bench);
 // Registers `bench mem` under the `bench` command.
 void AddMemBenchCommand(CLI::App* bench);
 // Registers `demo`: the TTFT experiment on one model, the README's main job.

@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "bench/bench_report.h"
+#include "bench/kv_fixture.h"
 #include "bench/svg_chart.h"
 #include "client/s3_connection.h"
 #include "engine/prefill.h"
@@ -64,121 +65,6 @@ class Progress {
   const bool enabled_;
   size_t done_ = 0;
 };
-
-// Deterministic KV bytes for chunk `index` of a run (xorshift64*).
-void FillKv(std::string* kv, uint64_t seed) {
-  uint64_t x = seed * 0x9e3779b97f4a7c15ull + 1;
-  for (size_t j = 0; j + 8 <= kv->size(); j += 8) {
-    x ^= x >> 12;
-    x ^= x << 25;
-    x ^= x >> 27;
-    const uint64_t v = x * 0x2545f4914f6cdd1dull;
-    std::memcpy(kv->data() + j, &v, 8);
-  }
-}
-
-// One (model, granularity) group: its bucket holds the longest prefix any cell of the grid
-// needs; every (context, hit) cell uses a leading part of it.
-struct PrefixSet {
-  ModelPreset model;
-  std::vector<ChunkKey> keys;
-  std::vector<uint64_t> checksums;   // [chunk * layers + layer]: XXH3-64 of what was stored
-  std::vector<std::string> regions;  // one per layer, room for every chunk's slice
-
-  Status Check(size_t chunks) const {
-    const uint64_t slice = model.layout.LayerSliceBytes();
-    const uint32_t layers = model.layout.num_layers;
-    for (uint32_t l = 0; l < layers; ++l) {
-      for (size_t c = 0; c < chunks; ++c) {
-        if (LayerChecksum(AsBytes(regions[l]).subspan(c * slice, slice)) !=
-            checksums[c * layers + l]) {
-          return DataLossError("layer " + std::to_string(l) + " of chunk " + std::to_string(c) +
-                               " differs from what was stored");
-        }
-      }
-    }
-    return Status();
-  }
-};
-
-Status CreateBucket(const client::S3Endpoint& endpoint, const std::string& bucket,
-                    const ModelPreset& model) {
-  client::S3Connection conn(endpoint, client::S3Credentials::FromEnvironment());
-  OC_ASSIGN_OR_RETURN(client::S3Response res,
-                      conn.Send("PUT", "/" + bucket, {}, "", [](auto) { return Status(); },
-                                {{"x-objectcache-kv-layout", ModelToJson(model)}}));
-  if (res.status == 200 || res.status == 409) return Status();  // 409: it is there already
-  return UnavailableError("creating bucket " + bucket + " failed: " + res.error_body);
-}
-
-// The server of one (model, granularity) group, on a fresh local store, unless --endpoint.
-struct GroupServer {
-  std::unique_ptr<ChildProcess> process;
-  std::string endpoint;
-};
-
-Result<GroupServer> StartServer(const TtftConfig& config, const fs::path& root) {
-  GroupServer s;
-  if (!config.endpoint.empty()) {
-    s.endpoint = config.endpoint;
-    return s;
-  }
-  std::error_code ec;
-  fs::remove_all(root / "store", ec);
-  fs::remove(root / "port", ec);
-  const std::string self = fs::read_symlink("/proc/self/exe").string();
-  s.process = std::make_unique<ChildProcess>(
-      std::vector<std::string>{self, "serve", "--anonymous", "--listen", "127.0.0.1:0",
-                               "--port-file", (root / "port").string(), "--store",
-                               (root / "store").string(), "--log-level", "error"},
-      (root / "serve.log").string());
-  // The server writes its port once it listens.
-  uint16_t port = 0;
-  for (int i = 0; i < 1200 && port == 0 && s.process->Running(); ++i) {
-    std::ifstream(root / "port") >> port;
-    if (port == 0) std::this_thread::sleep_for(std::chrono::milliseconds(25));
-  }
-  if (port == 0) {
-    return UnavailableError("objectcache serve did not start (see " +
-                            (root / "serve.log").string() + ")");
-  }
-  s.endpoint = "http://127.0.0.1:" + std::to_string(port);
-  return s;
-}
-
-// Stores `chunks` chunks of a fresh prompt through `writer` (which keeps them in its DRAM
-// tier too) and allocates the regions.
-Result<PrefixSet> StorePrefix(const ModelPreset& model, size_t chunks, uint64_t seed,
-                              Client* writer) {
-  PrefixSet p;
-  p.model = model;
-  const KvLayout& layout = model.layout;
-  std::vector<uint32_t> tokens(chunks * layout.tokens_per_chunk);
-  uint64_t x = seed;
-  for (uint32_t& t : tokens) {
-    x = x * 6364136223846793005ull + 1442695040888963407ull;
-    t = static_cast<uint32_t>((x >> 33) % 128256);
-  }
-  p.keys = KeyNamespace(model.name, layout).KeysForTokens(tokens);
-  const uint64_t slice = layout.LayerSliceBytes();
-  std::string kv(layout.ChunkKvBytes(), '\0');
-  for (size_t c = 0; c < p.keys.size(); ++c) {
-    FillKv(&kv, seed ^ (c + 1));
-    for (uint32_t l = 0; l < layout.num_layers; ++l) {
-      p.checksums.push_back(LayerChecksum(AsBytes(kv).subspan(l * slice, slice)));
-    }
-    OC_ASSIGN_OR_RETURN(std::string object, EncodeChunkObject(layout, p.keys[c], AsBytes(kv)));
-    writer->StoreAsync(p.keys[c], std::move(object));
-  }
-  writer->Flush();
-  const ClientStats st = writer->Stats();
-  if (st.failed + st.dropped > 0 || st.stored < chunks) {
-    return InternalError("storing the prefix failed: " + std::to_string(st.failed) + " failed, " +
-                         std::to_string(st.dropped) + " dropped");
-  }
-  p.regions.assign(layout.num_layers, std::string(chunks * slice, '\0'));
-  return p;
-}
 
 RetrievalMode ModeOf(const std::string& mode) {
   if (mode == "S3-CW") return RetrievalMode::kPlainChunkwise;
@@ -375,10 +261,12 @@ Status RunTtftExperiment(const TtftConfig& config) {
         }
       }
       if (max_chunks == 0) continue;
-      OC_ASSIGN_OR_RETURN(GroupServer server, StartServer(config, root));
+      ServerChild server{.process = nullptr, .endpoint = config.endpoint};
+      if (config.endpoint.empty()) {
+        OC_ASSIGN_OR_RETURN(server, StartServer(root, /*fresh=*/true));
+      }
       const std::string bucket = "ttft-" + model_name + "-g" + std::to_string(g);
-      OC_ASSIGN_OR_RETURN(client::S3Endpoint ep, client::S3Endpoint::Parse(server.endpoint));
-      OC_RETURN_IF_ERROR(CreateBucket(ep, bucket, model));
+      OC_RETURN_IF_ERROR(CreateBucket(server.endpoint, bucket, model));
       const uint64_t object_bytes = ChunkGeometry(model.layout, ChunkKey()).ObjectBytes();
       // The writer keeps every chunk in its DRAM tier: Local-DRAM-LW reads from there.
       OC_ASSIGN_OR_RETURN(std::unique_ptr<Client> local,

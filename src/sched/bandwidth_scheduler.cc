@@ -48,7 +48,7 @@ Result<double> ParseBandwidth(std::string_view text) {
                               "' is not 'unlimited' or a rate such as 50Gbit, 800Mbit, 2GB, 1GiB");
 }
 
-std::vector<double> AllocateRates(Policy policy, double cap, std::span<const Transfer> ts) {
+std::vector<double> AllocateRates(Policy policy, double cap, std::span<Transfer> ts) {
   std::vector<double> rates(ts.size(), 0.0);
   std::vector<size_t> active;
   for (size_t i = 0; i < ts.size(); ++i) {
@@ -74,21 +74,48 @@ std::vector<double> AllocateRates(Policy policy, double cap, std::span<const Tra
     }
     case Policy::kComputeAware: {
       auto need = [&](size_t i) { return ts[i].need > 0 ? ts[i].need : equal; };
-      double sum = 0;
-      for (size_t i : active) sum += need(i);
-      if (sum <= cap) {
-        const double extra = (cap - sum) / static_cast<double>(active.size());
-        for (size_t i : active) rates[i] = need(i) + extra;
+      for (Transfer& t : ts) t.in_pace = t.in_pace && !t.stalled;
+      // Admitted transfers keep their need; if the cap no longer covers them all (it was
+      // lowered), the largest needs lose their place first.
+      std::vector<size_t> kept, others;
+      for (size_t i : active) (ts[i].in_pace ? kept : others).push_back(i);
+      std::sort(kept.begin(), kept.end(), [&](size_t a, size_t b) { return need(a) < need(b); });
+      double left = cap;
+      for (size_t i : kept) {
+        if (need(i) <= left) {
+          left -= need(i);
+        } else {
+          ts[i].in_pace = false;
+          others.push_back(i);
+        }
+      }
+      // New admissions: smallest need first, while they fit.
+      std::sort(others.begin(), others.end(), [&](size_t a, size_t b) {
+        return need(a) != need(b) ? need(a) < need(b) : a < b;
+      });
+      std::vector<size_t> behind;
+      for (size_t i : others) {
+        if (behind.empty() && need(i) <= left) {
+          ts[i].in_pace = true;
+          left -= need(i);
+        } else {
+          behind.push_back(i);
+        }
+      }
+      for (size_t i : active) {
+        if (ts[i].in_pace) rates[i] = need(i);
+      }
+      if (behind.empty()) {  // everyone keeps pace: share what is left
+        for (size_t i : active) rates[i] += left / static_cast<double>(active.size());
         break;
       }
-      // Oversubscribed: least remaining time at full pace first.
-      std::sort(active.begin(), active.end(), [&](size_t a, size_t b) {
-        const double ta = static_cast<double>(ts[a].remaining_bytes) / need(a);
-        const double tb = static_cast<double>(ts[b].remaining_bytes) / need(b);
-        return ta != tb ? ta < tb : a < b;
+      // The rest: fewest remaining bytes first (shortest job first), each at most its need.
+      std::sort(behind.begin(), behind.end(), [&](size_t a, size_t b) {
+        return ts[a].remaining_bytes != ts[b].remaining_bytes
+                   ? ts[a].remaining_bytes < ts[b].remaining_bytes
+                   : a < b;
       });
-      double left = cap;
-      for (size_t i : active) {
+      for (size_t i : behind) {
         rates[i] = std::min(need(i), left);
         left -= rates[i];
       }
@@ -184,6 +211,7 @@ void Pacer::ReallocateLocked() {
   const double now = clock_();
   size_t i = 0;
   for (auto& [id, a] : active_) {
+    a.t.in_pace = ts[i].in_pace;
     const double rate = rates[i++];
     // What a transfer still owes for bytes already sent is repaid at its new rate, so a
     // transfer whose share grows goes faster at once (and one whose share shrinks, slower).

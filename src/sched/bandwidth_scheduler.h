@@ -34,18 +34,23 @@ struct Transfer {
   // per-layer compute time); 0 when the request did not say.
   double need = 0;
   bool stalled = false;  // its client stopped reading: it gets nothing until it reads again
+  // Compute-aware: admitted to keep pace (it gets its need for as long as it lasts). Set by
+  // AllocateRates; fed back into the next allocation so admitted transfers are not preempted.
+  bool in_pace = false;
 };
 
 // Bytes per second for each transfer; the sum never exceeds `cap` (kUnlimited: every transfer
 // gets kUnlimited). Stalled transfers get 0 under every policy.
 //   equal          cap / active
 //   bytes          cap x total_bytes / sum of total_bytes
-//   compute-aware  when the needs fit, each its need, and what is left in equal parts; when
-//                  they do not, in order of least remaining time at its need (remaining bytes /
-//                  need), each its need until the cap runs out; the rest wait (rate 0: their
-//                  admission is deferred). A transfer that did not say its need is taken to
-//                  need an equal share.
-std::vector<double> AllocateRates(Policy policy, double cap, std::span<const Transfer> transfers);
+//   compute-aware  transfers already admitted to keep pace keep their need; then others are
+//                  admitted, smallest need first, while their needs fit (a transfer kept in
+//                  pace adds almost nothing to its TTFT). What is left goes to the rest, fewest
+//                  remaining bytes first, each at most its need; those left with nothing wait
+//                  (their admission is deferred). When everyone keeps pace, what is left is
+//                  shared equally. A transfer that did not say its need is taken to need an
+//                  equal share. Sets each transfer's in_pace.
+std::vector<double> AllocateRates(Policy policy, double cap, std::span<Transfer> transfers);
 
 // "unlimited", or a rate: "50Gbit", "800Mbit", "2.5GB", "1GiB" (per second; bit units are
 // decimal, "B" units decimal, "iB" units binary). Bytes per second; InvalidArgument otherwise.

@@ -31,14 +31,35 @@ TEST(AllocateRatesTest, ComputeAwareGivesNeedsAndSharesWhatIsLeft) {
   EXPECT_DOUBLE_EQ(r[2], 100.0 / 3 + extra);
 }
 
-TEST(AllocateRatesTest, ComputeAwareServesLeastRemainingTimeFirstWhenOversubscribed) {
-  // Remaining time at full pace: A 600/60 = 10 s, B 100/50 = 2 s, C 200/40 = 5 s.
+TEST(AllocateRatesTest, ComputeAwareKeepsAsManyInPaceAsFitThenShortestFirst) {
+  // Needs 60, 50, 40 (150 in all); remaining bytes 600, 100, 200.
   std::vector<Transfer> ts = {{.total_bytes = 600, .remaining_bytes = 600, .need = 60},
                               {.total_bytes = 100, .remaining_bytes = 100, .need = 50},
                               {.total_bytes = 200, .remaining_bytes = 200, .need = 40}};
+  // Cap 100: C (40) and B (50) keep pace; A gets the 10 left.
   EXPECT_EQ(AllocateRates(Policy::kComputeAware, 100, ts), (std::vector<double>{10, 50, 40}));
-  // Tighter: B whole, C the rest, A deferred.
-  EXPECT_EQ(AllocateRates(Policy::kComputeAware, 70, ts), (std::vector<double>{0, 50, 20}));
+  for (Transfer& t : ts) t.in_pace = false;  // each case from scratch
+  // Cap 70: only C keeps pace (40); of the others B has fewer bytes left: it gets the 30
+  // left, and A waits.
+  EXPECT_EQ(AllocateRates(Policy::kComputeAware, 70, ts), (std::vector<double>{0, 30, 40}));
+  // Cap 30: nobody's need fits; B (fewest bytes) gets 30, the others wait.
+  for (Transfer& t : ts) t.in_pace = false;
+  EXPECT_EQ(AllocateRates(Policy::kComputeAware, 30, ts), (std::vector<double>{0, 30, 0}));
+}
+
+TEST(AllocateRatesTest, ComputeAwareDoesNotPreemptATransferKeptInPace) {
+  // A keeps pace at 60 of 100; B arrives needing 50: A is not preempted for B's smaller need.
+  std::vector<Transfer> ts = {{.total_bytes = 600, .remaining_bytes = 600, .need = 60}};
+  EXPECT_EQ(AllocateRates(Policy::kComputeAware, 100, ts), (std::vector<double>{100}));
+  EXPECT_TRUE(ts[0].in_pace);
+  ts.push_back({.total_bytes = 100, .remaining_bytes = 100, .need = 50});
+  EXPECT_EQ(AllocateRates(Policy::kComputeAware, 100, ts), (std::vector<double>{60, 40}));
+  EXPECT_TRUE(ts[0].in_pace);
+  EXPECT_FALSE(ts[1].in_pace);
+  // A stalled transfer loses its place.
+  ts[0].stalled = true;
+  EXPECT_EQ(AllocateRates(Policy::kComputeAware, 100, ts), (std::vector<double>{0, 100}));
+  EXPECT_FALSE(ts[0].in_pace);
 }
 
 // Drives transfers through a Pacer on simulated time: each asks for its next piece as soon as
@@ -131,8 +152,11 @@ TEST(PacerTest, AClientThatStopsReadingDoesNotHoldTheCapHostage) {
   EXPECT_EQ(sim.pacer.Rate(other), 100);
   EXPECT_EQ(sim.pacer.Rate(stuck), 0);
   EXPECT_EQ(sim.pacer.Stats().stalls, 1u);
-  // Reading again, it is back in line.
+  // Reading again, it is back in line, behind the transfer admitted meanwhile (which is not
+  // preempted), and gets the cap when that one ends.
   sim.pacer.WriteFinished(stuck);
+  EXPECT_EQ(sim.pacer.Rate(other), 100);
+  sim.pacer.End(other);
   EXPECT_EQ(sim.pacer.Rate(stuck), 100);
 }
 

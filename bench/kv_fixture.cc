@@ -1,0 +1,125 @@
+#include "bench/kv_fixture.h"
+
+#include <cstring>
+#include <fstream>
+#include <thread>
+
+#include "client/s3_connection.h"
+#include "objectcache/chunk_object.h"
+#include "objectcache/store.h"
+
+namespace objectcache::bench {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Deterministic KV bytes (xorshift64*).
+void FillKv(std::string* kv, uint64_t seed) {
+  uint64_t x = seed * 0x9e3779b97f4a7c15ull + 1;
+  for (size_t j = 0; j + 8 <= kv->size(); j += 8) {
+    x ^= x >> 12;
+    x ^= x << 25;
+    x ^= x >> 27;
+    const uint64_t v = x * 0x2545f4914f6cdd1dull;
+    std::memcpy(kv->data() + j, &v, 8);
+  }
+}
+
+}  // namespace
+
+Status PrefixSet::Check(size_t chunks) const {
+  const uint64_t slice = model.layout.LayerSliceBytes();
+  const uint32_t layers = model.layout.num_layers;
+  for (uint32_t l = 0; l < layers; ++l) {
+    for (size_t c = 0; c < chunks; ++c) {
+      if (LayerChecksum(AsBytes(regions[l]).subspan(c * slice, slice)) !=
+          checksums[c * layers + l]) {
+        return DataLossError("layer " + std::to_string(l) + " of chunk " + std::to_string(c) +
+                             " differs from what was stored");
+      }
+    }
+  }
+  return Status();
+}
+
+Result<PrefixSet> StorePrefix(const ModelPreset& model, size_t chunks, uint64_t seed,
+                              Client* writer) {
+  PrefixSet p;
+  p.model = model;
+  const KvLayout& layout = model.layout;
+  std::vector<uint32_t> tokens(chunks * layout.tokens_per_chunk);
+  uint64_t x = seed;
+  for (uint32_t& t : tokens) {
+    x = x * 6364136223846793005ull + 1442695040888963407ull;
+    t = static_cast<uint32_t>((x >> 33) % 128256);
+  }
+  p.keys = KeyNamespace(model.name, layout).KeysForTokens(tokens);
+  const uint64_t slice = layout.LayerSliceBytes();
+  const ClientStats before = writer->Stats();
+  std::string kv(layout.ChunkKvBytes(), '\0');
+  for (size_t c = 0; c < p.keys.size(); ++c) {
+    FillKv(&kv, seed ^ (c + 1));
+    for (uint32_t l = 0; l < layout.num_layers; ++l) {
+      p.checksums.push_back(LayerChecksum(AsBytes(kv).subspan(l * slice, slice)));
+    }
+    OC_ASSIGN_OR_RETURN(std::string object, EncodeChunkObject(layout, p.keys[c], AsBytes(kv)));
+    writer->StoreAsync(p.keys[c], std::move(object));
+    if (c % 128 == 127) writer->Flush();  // bounded memory: the queue never drops
+  }
+  writer->Flush();
+  const ClientStats st = writer->Stats();
+  const uint64_t failed = st.failed - before.failed, dropped = st.dropped - before.dropped;
+  if (failed + dropped > 0 || st.stored - before.stored < chunks) {
+    return InternalError("storing the prefix failed: " + std::to_string(failed) + " failed, " +
+                         std::to_string(dropped) + " dropped");
+  }
+  p.regions.assign(layout.num_layers, std::string(chunks * slice, '\0'));
+  return p;
+}
+
+Status CreateBucket(const std::string& endpoint, const std::string& bucket,
+                    const ModelPreset& model) {
+  OC_ASSIGN_OR_RETURN(client::S3Endpoint ep, client::S3Endpoint::Parse(endpoint));
+  client::S3Connection conn(ep, client::S3Credentials::FromEnvironment());
+  OC_ASSIGN_OR_RETURN(client::S3Response res,
+                      conn.Send("PUT", "/" + bucket, {}, "", [](auto) { return Status(); },
+                                {{"x-objectcache-kv-layout", ModelToJson(model)}}));
+  if (res.status == 200 || res.status == 409) return Status();  // 409: it is there already
+  return UnavailableError("creating bucket " + bucket + " failed: " + res.error_body);
+}
+
+Result<ServerChild> StartServer(const fs::path& dir, bool fresh,
+                                const std::vector<std::string>& extra) {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (fresh) fs::remove_all(dir / "store", ec);
+  fs::remove(dir / "port", ec);
+  std::vector<std::string> argv = {fs::read_symlink("/proc/self/exe").string(),
+                                   "serve",
+                                   "--anonymous",
+                                   "--listen",
+                                   "127.0.0.1:0",
+                                   "--port-file",
+                                   (dir / "port").string(),
+                                   "--store",
+                                   (dir / "store").string(),
+                                   "--log-level",
+                                   "error"};
+  argv.insert(argv.end(), extra.begin(), extra.end());
+  ServerChild s;
+  s.process = std::make_unique<ChildProcess>(argv, (dir / "serve.log").string());
+  // The server writes its port once it listens.
+  uint16_t port = 0;
+  for (int i = 0; i < 1200 && port == 0 && s.process->Running(); ++i) {
+    std::ifstream(dir / "port") >> port;
+    if (port == 0) std::this_thread::sleep_for(std::chrono::milliseconds(25));
+  }
+  if (port == 0) {
+    return UnavailableError("objectcache serve did not start (see " +
+                            (dir / "serve.log").string() + ")");
+  }
+  s.endpoint = "http://127.0.0.1:" + std::to_string(port);
+  return s;
+}
+
+}  // namespace objectcache::bench

@@ -1,0 +1,47 @@
+// What the TTFT and scheduler benchmarks share: prompt prefixes with deterministic KV stored
+// through a client and checked byte for byte on the way back, buckets bound to a layout, and
+// `objectcache serve` as a child process.
+#pragma once
+
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "bench/bench_report.h"
+#include "objectcache/client.h"
+
+namespace objectcache::bench {
+
+// A prompt's cached prefix: its keys, the XXH3-64 of every slice stored, and one region per
+// layer to retrieve into.
+struct PrefixSet {
+  ModelPreset model;
+  std::vector<ChunkKey> keys;
+  std::vector<uint64_t> checksums;   // [chunk * layers + layer]
+  std::vector<std::string> regions;  // one per layer, room for every chunk's slice
+
+  // DataLoss unless the first `chunks` chunks' slices in the regions are what was stored.
+  Status Check(size_t chunks) const;
+};
+
+// Stores `chunks` chunks of a fresh random prompt (seeded) through `writer` and allocates
+// the regions.
+Result<PrefixSet> StorePrefix(const ModelPreset& model, size_t chunks, uint64_t seed,
+                              Client* writer);
+
+// Creates `bucket` bound to the layout on the server at `endpoint` (existing is fine).
+Status CreateBucket(const std::string& endpoint, const std::string& bucket,
+                    const ModelPreset& model);
+
+struct ServerChild {
+  std::unique_ptr<ChildProcess> process;
+  std::string endpoint;  // http://127.0.0.1:PORT
+};
+
+// Starts `objectcache serve --anonymous` on the store in dir/store (removed first when
+// `fresh`), with `extra` arguments; waits until it listens.
+Result<ServerChild> StartServer(const std::filesystem::path& dir, bool fresh,
+                                const std::vector<std::string>& extra = {});
+
+}  // namespace objectcache::bench
