@@ -42,6 +42,18 @@ struct Workload {
 
 const std::vector<Workload>& Workloads() {
   static const std::vector<Workload> w = {
+      // Six half-cached prompts at once: each could keep pace alone, together they cannot.
+      {"crowd",
+       {{4096, 0.5, 0},
+        {4096, 0.5, 0},
+        {6144, 0.5, 0},
+        {6144, 0.5, 0},
+        {8192, 0.5, 0},
+        {8192, 0.5, 0}}},
+      // A short prompt, a long one half cached, a long one mostly cached, at once: the one late
+      // request finishes when all bytes are through under any work-conserving policy, so
+      // compute-aware can gain little here (docs/scheduler.md).
+      {"mixed", {{4096, 0.5, 0}, {16384, 0.5, 0}, {16384, 0.875, 0}}},
       {"burst", {{4096, 0.5, 0}, {4096, 0.875, 0}, {8192, 0.5, 0}, {8192, 0.875, 0}}},
       {"staggered",
        {{2048, 0.875, 0},
@@ -131,7 +143,7 @@ Status RunSched(const SchedFlags& f) {
     }
   }
   if (workloads.empty()) {
-    return InvalidArgumentError("no such workload (burst, staggered, long-and-short)");
+    return InvalidArgumentError("no such workload (crowd, mixed, burst, staggered, long-and-short)");
   }
   const fs::path root = fs::absolute(f.dir);
 
@@ -292,7 +304,7 @@ void AddSchedBenchCommand(CLI::App* bench) {
       "Gbit/s, each under the equal, bytes and compute-aware policies; added TTFT per request");
   s->add_option("--repeats", f->repeats, "Runs per policy, interleaved")->capture_default_str();
   s->add_option("--gpu", f->gpu, "GPU profile: h100, h200")->capture_default_str();
-  s->add_option("--workload", f->workloads, "burst, staggered, long-and-short (default: all)")
+  s->add_option("--workload", f->workloads, "crowd, mixed, burst, staggered, long-and-short (default: all)")
       ->delimiter(',');
   s->add_option("--dir", f->dir, "Scratch directory")->capture_default_str();
   s->add_option("--json", f->json, "Write metrics and rows to this JSON file");

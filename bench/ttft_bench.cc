@@ -75,6 +75,9 @@ void AddTtftBenchCommand(CLI::App* bench) {
   t->add_option("--csv", f->config.csv, "Write the rows to this CSV file");
   t->add_option("--svg", f->config.svg, "Write a bar chart of TTFT to this SVG file");
   t->add_flag("--no-progress", f->no_progress, "No progress bar");
+  t->add_flag("--cap-sweep", f->config.cap_sweep,
+              "S3Agg-LW TTFT of the first cell against the server's bandwidth cap, from 1/4 to 4x "
+              "the perfect-overlap bandwidth, and unlimited");
   t->callback([f] { RunBench([&] { return RunTtft(*f); }); });
 }
 

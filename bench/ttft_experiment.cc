@@ -152,6 +152,94 @@ std::string Replace(std::string path, const std::string& ext) {
   return fs::path(path).replace_extension(ext).string();
 }
 
+// TTFT of the grid's first cell, S3Agg-LW, against the server's bandwidth cap: from a quarter
+// of the perfect-overlap bandwidth (bytes per layer / compute per layer) to four times it,
+// and unlimited.
+Status RunCapSweep(const TtftConfig& config, const engine::GpuProfile& gpu, double link,
+                   double dilation) {
+  const TtftGrid& grid = config.grid;
+  OC_ASSIGN_OR_RETURN(ModelPreset model, FindModelPreset(grid.models.at(0)));
+  OC_ASSIGN_OR_RETURN(engine::ModelCompute compute, engine::FindModelCompute(model.name));
+  model.layout.tokens_per_chunk = grid.granularities.at(0);
+  const uint64_t context = grid.contexts.at(0);
+  const double hit = grid.hits.at(0);
+  const size_t chunks = static_cast<size_t>(context * hit) / model.layout.tokens_per_chunk;
+  if (chunks == 0) return InvalidArgumentError("the cell has no cached chunk");
+  const engine::PrefillPlan plan{.model = compute,
+                                 .gpu = gpu,
+                                 .cached_tokens = chunks * model.layout.tokens_per_chunk,
+                                 .new_tokens = context - chunks * model.layout.tokens_per_chunk,
+                                 .dilation = dilation};
+  const double per_layer =
+      engine::LayerFlops(compute, plan.cached_tokens, plan.new_tokens) / gpu.flops_per_second *
+      dilation;
+  const double overlap = static_cast<double>(chunks * model.layout.LayerSliceBytes()) / per_layer;
+  const fs::path root = fs::absolute(config.dir);
+  std::vector<double> factors = {0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 2.0, 4.0, 0.0};  // 0: none
+  std::printf("cell: %s %s hit %.3f G%u; perfect overlap needs %.2f Gbit/s\n\n%-14s %10s %10s\n",
+              model.name.c_str(), ContextLabel(context).c_str(), hit,
+              model.layout.tokens_per_chunk, overlap * 8 / 1e9, "cap Gbit/s", "ttft ms",
+              "added ms");
+  PrefixSet prefix;
+  BarChart chart{.title = "S3Agg-LW TTFT against the server's bandwidth cap",
+                 .subtitle = model.name + " " + ContextLabel(context) + ", perfect overlap at " +
+                             std::to_string(overlap * 8 / 1e9).substr(0, 5) + " Gbit/s",
+                 .value_label = "TTFT (ms)",
+                 .series = {"S3Agg-LW"},
+                 .groups = {}};
+  nlohmann::ordered_json rows = nlohmann::ordered_json::array();
+  const double ideal_ms = per_layer * model.layout.num_layers * 1e3;
+  bool stored = false;
+  for (double factor : factors) {
+    const double cap = factor * overlap;
+    char cap_arg[32];
+    std::snprintf(cap_arg, sizeof(cap_arg), "%.0fB", cap);
+    OC_ASSIGN_OR_RETURN(
+        ServerChild server,
+        StartServer(root, /*fresh=*/!stored,
+                    {"--bandwidth-cap", factor > 0 ? std::string(cap_arg) : "unlimited"}));
+    OC_RETURN_IF_ERROR(CreateBucket(server.endpoint, "sweep", model));
+    OC_ASSIGN_OR_RETURN(std::unique_ptr<Client> client,
+                        Client::Create({.endpoints = {server.endpoint}, .bucket = "sweep"}));
+    if (!stored) {
+      OC_ASSIGN_OR_RETURN(prefix, StorePrefix(model, chunks, 99, client.get()));
+      stored = true;
+    }
+    std::vector<double> ttft;
+    for (int r = 0; r < config.repeats; ++r) {
+      OC_ASSIGN_OR_RETURN(RunResult run, RunOnce(client.get(), RetrievalMode::kAggregatedLayerwise,
+                                                 &prefix, chunks, plan));
+      ttft.push_back(run.ttft_ms);
+    }
+    const double t = Median(ttft);
+    const std::string label =
+        factor > 0 ? std::to_string(cap * 8 / 1e9).substr(0, 5) + " Gbit/s" +
+                         (factor == 1.0 ? " = perfect overlap" : "")
+                   : "unlimited";
+    std::printf("%-14s %10.1f %10.1f%s\n", factor > 0 ? label.substr(0, 6).c_str() : "unlimited",
+                t, t - ideal_ms, factor == 1.0 ? "   <- perfect overlap" : "");
+    chart.groups.push_back({.label = label, .values = {{"S3Agg-LW", t}}});
+    rows.push_back({{"cap_gbps", factor > 0 ? cap * 8 / 1e9 : -1},
+                    {"cap_over_overlap", factor},
+                    {"ttft_ms", t},
+                    {"added_ms", t - ideal_ms}});
+  }
+  std::printf("\nadded = TTFT minus compute alone (%.1f ms); link %.2f Gbit/s, compute x %.2f\n",
+              ideal_ms, link * 8 / 1e9, dilation);
+  nlohmann::ordered_json j;
+  j["benchmark"] = "ttft-cap-sweep";
+  j["overlap_gbps"] = overlap * 8 / 1e9;
+  j["rows"] = rows;
+  OC_RETURN_IF_ERROR(WriteJsonFile(config.json, j));
+  const std::string svg = !config.svg.empty() || config.json.empty()
+                              ? config.svg
+                              : Replace(config.json, ".svg");
+  if (!svg.empty()) OC_RETURN_IF_ERROR(WriteBarChartSvg(svg, chart));
+  std::error_code ec;
+  fs::remove_all(root / "store", ec);
+  return Status();
+}
+
 }  // namespace
 
 double MeasureLoopbackBytesPerSecond(double seconds) {
@@ -236,6 +324,7 @@ Status RunTtftExperiment(const TtftConfig& config) {
           : 1.0;
   std::printf("link: one TCP stream over loopback %.2f Gbit/s; testbed %s: compute x %.2f\n",
               link * 8 / 1e9, config.testbed.c_str(), dilation);
+  if (config.cap_sweep) return RunCapSweep(config, gpu, link, dilation);
 
   const fs::path root = fs::absolute(config.dir);
   std::error_code ec;

@@ -35,6 +35,9 @@ struct TtftConfig {
   std::string endpoint;  // empty: start `objectcache serve` on a local store in `dir`
   std::string dir = "./objectcache-bench-ttft";
   bool progress = true;  // a progress bar when stderr is a terminal
+  // Instead of the grid: S3Agg-LW TTFT of the grid's first cell against a server bandwidth cap
+  // from well below to well above the perfect-overlap bandwidth (docs/scheduler.md).
+  bool cap_sweep = false;
   std::string json, csv, svg;
 };
 

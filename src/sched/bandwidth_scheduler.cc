@@ -73,7 +73,9 @@ std::vector<double> AllocateRates(Policy policy, double cap, std::span<Transfer>
       break;
     }
     case Policy::kComputeAware: {
-      auto need = [&](size_t i) { return ts[i].need > 0 ? ts[i].need : equal; };
+      // A request kept exactly at its need stalls at every hiccup of the path; it is given a
+      // margin above it.
+      auto need = [&](size_t i) { return ts[i].need > 0 ? ts[i].need * kPaceMargin : equal; };
       for (Transfer& t : ts) t.in_pace = t.in_pace && !t.stalled;
       // Admitted transfers keep their need; if the cap no longer covers them all (it was
       // lowered), the largest needs lose their place first.

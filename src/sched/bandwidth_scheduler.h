@@ -26,6 +26,8 @@ Result<Policy> ParsePolicy(std::string_view name);  // "equal", "bytes", "comput
 const char* PolicyName(Policy policy);
 
 inline constexpr double kUnlimited = std::numeric_limits<double>::infinity();
+// Compute-aware gives a request this multiple of its stated need (jitter headroom).
+inline constexpr double kPaceMargin = 1.2;
 
 struct Transfer {
   uint64_t total_bytes = 0;
@@ -49,7 +51,8 @@ struct Transfer {
 //                  remaining bytes first, each at most its need; those left with nothing wait
 //                  (their admission is deferred). When everyone keeps pace, what is left is
 //                  shared equally. A transfer that did not say its need is taken to need an
-//                  equal share. Sets each transfer's in_pace.
+//                  equal share. Needs count with a margin (kPaceMargin). Sets each
+//                  transfer's in_pace.
 std::vector<double> AllocateRates(Policy policy, double cap, std::span<Transfer> transfers);
 
 // "unlimited", or a rate: "50Gbit", "800Mbit", "2.5GB", "1GiB" (per second; bit units are

@@ -7,6 +7,11 @@
 namespace objectcache::sched {
 namespace {
 
+void ExpectRates(const std::vector<double>& got, const std::vector<double>& want) {
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-9) << i;
+}
+
 TEST(AllocateRatesTest, EqualAndBytesMatchHandComputedShares) {
   std::vector<Transfer> ts(4, Transfer{.total_bytes = 100, .remaining_bytes = 100});
   EXPECT_EQ(AllocateRates(Policy::kEqual, 100, ts), (std::vector<double>{25, 25, 25, 25}));
@@ -21,44 +26,48 @@ TEST(AllocateRatesTest, EqualAndBytesMatchHandComputedShares) {
 
 TEST(AllocateRatesTest, ComputeAwareGivesNeedsAndSharesWhatIsLeft) {
   // Needs 20 and 30; the third did not say (taken as an equal share, 100 / 3).
-  std::vector<Transfer> ts = {{.total_bytes = 10, .remaining_bytes = 10, .need = 20},
-                              {.total_bytes = 10, .remaining_bytes = 10, .need = 30},
-                              {.total_bytes = 10, .remaining_bytes = 10, .need = 0}};
+  // (Stated needs are written as n / kPaceMargin: the scheduler gives n.)
+  std::vector<Transfer> ts = {
+      {.total_bytes = 10, .remaining_bytes = 10, .need = 20 / kPaceMargin},
+      {.total_bytes = 10, .remaining_bytes = 10, .need = 30 / kPaceMargin},
+      {.total_bytes = 10, .remaining_bytes = 10, .need = 0}};
   std::vector<double> r = AllocateRates(Policy::kComputeAware, 100, ts);
   const double extra = (100 - 20 - 30 - 100.0 / 3) / 3;
-  EXPECT_DOUBLE_EQ(r[0], 20 + extra);
-  EXPECT_DOUBLE_EQ(r[1], 30 + extra);
-  EXPECT_DOUBLE_EQ(r[2], 100.0 / 3 + extra);
+  EXPECT_NEAR(r[0], 20 + extra, 1e-9);
+  EXPECT_NEAR(r[1], 30 + extra, 1e-9);
+  EXPECT_NEAR(r[2], 100.0 / 3 + extra, 1e-9);
 }
 
 TEST(AllocateRatesTest, ComputeAwareKeepsAsManyInPaceAsFitThenShortestFirst) {
   // Needs 60, 50, 40 (150 in all); remaining bytes 600, 100, 200.
-  std::vector<Transfer> ts = {{.total_bytes = 600, .remaining_bytes = 600, .need = 60},
-                              {.total_bytes = 100, .remaining_bytes = 100, .need = 50},
-                              {.total_bytes = 200, .remaining_bytes = 200, .need = 40}};
+  const double m = kPaceMargin;
+  std::vector<Transfer> ts = {{.total_bytes = 600, .remaining_bytes = 600, .need = 60 / m},
+                              {.total_bytes = 100, .remaining_bytes = 100, .need = 50 / m},
+                              {.total_bytes = 200, .remaining_bytes = 200, .need = 40 / m}};
   // Cap 100: C (40) and B (50) keep pace; A gets the 10 left.
-  EXPECT_EQ(AllocateRates(Policy::kComputeAware, 100, ts), (std::vector<double>{10, 50, 40}));
+  ExpectRates(AllocateRates(Policy::kComputeAware, 100, ts), {10, 50, 40});
   for (Transfer& t : ts) t.in_pace = false;  // each case from scratch
   // Cap 70: only C keeps pace (40); of the others B has fewer bytes left: it gets the 30
   // left, and A waits.
-  EXPECT_EQ(AllocateRates(Policy::kComputeAware, 70, ts), (std::vector<double>{0, 30, 40}));
+  ExpectRates(AllocateRates(Policy::kComputeAware, 70, ts), {0, 30, 40});
   // Cap 30: nobody's need fits; B (fewest bytes) gets 30, the others wait.
   for (Transfer& t : ts) t.in_pace = false;
-  EXPECT_EQ(AllocateRates(Policy::kComputeAware, 30, ts), (std::vector<double>{0, 30, 0}));
+  ExpectRates(AllocateRates(Policy::kComputeAware, 30, ts), {0, 30, 0});
 }
 
 TEST(AllocateRatesTest, ComputeAwareDoesNotPreemptATransferKeptInPace) {
   // A keeps pace at 60 of 100; B arrives needing 50: A is not preempted for B's smaller need.
-  std::vector<Transfer> ts = {{.total_bytes = 600, .remaining_bytes = 600, .need = 60}};
-  EXPECT_EQ(AllocateRates(Policy::kComputeAware, 100, ts), (std::vector<double>{100}));
+  const double m = kPaceMargin;
+  std::vector<Transfer> ts = {{.total_bytes = 600, .remaining_bytes = 600, .need = 60 / m}};
+  ExpectRates(AllocateRates(Policy::kComputeAware, 100, ts), {100});
   EXPECT_TRUE(ts[0].in_pace);
-  ts.push_back({.total_bytes = 100, .remaining_bytes = 100, .need = 50});
-  EXPECT_EQ(AllocateRates(Policy::kComputeAware, 100, ts), (std::vector<double>{60, 40}));
+  ts.push_back({.total_bytes = 100, .remaining_bytes = 100, .need = 50 / m});
+  ExpectRates(AllocateRates(Policy::kComputeAware, 100, ts), {60, 40});
   EXPECT_TRUE(ts[0].in_pace);
   EXPECT_FALSE(ts[1].in_pace);
   // A stalled transfer loses its place.
   ts[0].stalled = true;
-  EXPECT_EQ(AllocateRates(Policy::kComputeAware, 100, ts), (std::vector<double>{0, 100}));
+  ExpectRates(AllocateRates(Policy::kComputeAware, 100, ts), {0, 100});
   EXPECT_FALSE(ts[0].in_pace);
 }
 
@@ -141,23 +150,25 @@ TEST(PacerTest, AFinishedOrCancelledTransferReturnsItsShareAtOnce) {
 
 TEST(PacerTest, AClientThatStopsReadingDoesNotHoldTheCapHostage) {
   Sim sim(Policy::kComputeAware, 100);
-  // The reader that stops is first in line (least remaining time) and takes the whole cap.
-  const uint64_t stuck = sim.pacer.Begin(100, 100), other = sim.pacer.Begin(5000, 100);
-  EXPECT_EQ(sim.pacer.Rate(stuck), 100);
-  EXPECT_EQ(sim.pacer.Rate(other), 0);
+  // Both need 80 of the 100; the one that will stop reading came first and keeps pace.
+  const double need = 80 / kPaceMargin;
+  const uint64_t stuck = sim.pacer.Begin(100, need), other = sim.pacer.Begin(5000, need);
+  EXPECT_NEAR(sim.pacer.Rate(stuck), 80, 1e-9);
+  EXPECT_NEAR(sim.pacer.Rate(other), 20, 1e-9);
   ASSERT_TRUE(sim.pacer.Reserve(stuck, 10).granted);
   sim.pacer.WriteStarted(stuck);  // ... and never finishes
   sim.now = 0.2;                   // beyond the stall threshold (0.05 s)
   EXPECT_TRUE(sim.pacer.Reserve(other, 10).granted);
-  EXPECT_EQ(sim.pacer.Rate(other), 100);
+  EXPECT_NEAR(sim.pacer.Rate(other), 100, 1e-9);  // its need, and what is left
   EXPECT_EQ(sim.pacer.Rate(stuck), 0);
   EXPECT_EQ(sim.pacer.Stats().stalls, 1u);
-  // Reading again, it is back in line, behind the transfer admitted meanwhile (which is not
-  // preempted), and gets the cap when that one ends.
+  // Reading again, it is back in line, behind the transfer that now keeps pace (which is not
+  // preempted), and gets the whole cap when that one ends.
   sim.pacer.WriteFinished(stuck);
-  EXPECT_EQ(sim.pacer.Rate(other), 100);
+  EXPECT_NEAR(sim.pacer.Rate(other), 80, 1e-9);
+  EXPECT_NEAR(sim.pacer.Rate(stuck), 20, 1e-9);
   sim.pacer.End(other);
-  EXPECT_EQ(sim.pacer.Rate(stuck), 100);
+  EXPECT_NEAR(sim.pacer.Rate(stuck), 100, 1e-9);
 }
 
 TEST(PacerTest, BadPolicyNamesAreRefused) {
