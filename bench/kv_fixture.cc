@@ -115,8 +115,8 @@ Result<ServerChild> StartServer(const fs::path& dir, bool fresh,
     if (port == 0) std::this_thread::sleep_for(std::chrono::milliseconds(25));
   }
   if (port == 0) {
-    return UnavailableError("objectcache serve did not start (see " +
-                            (dir / "serve.log").string() + ")");
+    return UnavailableError("objectcache serve did not start (see " + (dir / "serve.log").string() +
+                            ")");
   }
   s.endpoint = "http://127.0.0.1:" + std::to_string(port);
   return s;

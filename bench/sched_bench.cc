@@ -3,8 +3,8 @@
 // bytes, compute-aware), in the same run; per-request added TTFT of an emulated prefill.
 // docs/scheduler.md has the rule; docs/engine.md the emulated engine and time dilation.
 #include <algorithm>
-#include <cstring>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <map>
 #include <thread>
@@ -143,7 +143,8 @@ Status RunSched(const SchedFlags& f) {
     }
   }
   if (workloads.empty()) {
-    return InvalidArgumentError("no such workload (crowd, mixed, burst, staggered, long-and-short)");
+    return InvalidArgumentError(
+        "no such workload (crowd, mixed, burst, staggered, long-and-short)");
   }
   const fs::path root = fs::absolute(f.dir);
 
@@ -181,7 +182,8 @@ Status RunSched(const SchedFlags& f) {
     PrefixSet probe = *biggest;
     probe.regions.assign(model.layout.num_layers,
                          std::string(largest * model.layout.LayerSliceBytes(), '\0'));
-    LayerwiseRequest req{.model = model, .keys = probe.keys, .layers = {0, model.layout.num_layers}};
+    LayerwiseRequest req{
+        .model = model, .keys = probe.keys, .layers = {0, model.layout.num_layers}};
     for (std::string& r : probe.regions) req.regions.push_back(AsWritableBytes(r));
     std::vector<double> rates;
     for (int i = 0; i < 3; ++i) {
@@ -194,11 +196,12 @@ Status RunSched(const SchedFlags& f) {
     OC_RETURN_IF_ERROR(probe.Check(largest));
     const double link = Median(rates);
     // Scale: this path stands for the paper's 100 Gbit/s link.
-    const double dilation = (kPaperLinkGbps * 1e9 / 8 / link) *
-                            (gpu.flops_per_second / h100.flops_per_second);
-    std::printf("server path: %.2f Gbit/s (one unpaced layerwise retrieval) stands for the "
-                "paper's %.0f Gbit/s; compute x %.2f\n",
-                link * 8 / 1e9, kPaperLinkGbps, dilation);
+    const double dilation =
+        (kPaperLinkGbps * 1e9 / 8 / link) * (gpu.flops_per_second / h100.flops_per_second);
+    std::printf(
+        "server path: %.2f Gbit/s (one unpaced layerwise retrieval) stands for the "
+        "paper's %.0f Gbit/s; compute x %.2f\n",
+        link * 8 / 1e9, kPaperLinkGbps, dilation);
     for (size_t wi = 0; wi < workloads.size(); ++wi) {
       for (size_t i = 0; i < tenants[wi].size(); ++i) {
         Tenant& t = tenants[wi][i];
@@ -208,9 +211,8 @@ Status RunSched(const SchedFlags& f) {
                   .cached_tokens = t.chunks * model.layout.tokens_per_chunk,
                   .new_tokens = r.context - t.chunks * model.layout.tokens_per_chunk,
                   .dilation = dilation};
-        t.compute_per_layer =
-            engine::LayerFlops(compute, t.plan.cached_tokens, t.plan.new_tokens) /
-            gpu.flops_per_second * dilation;
+        t.compute_per_layer = engine::LayerFlops(compute, t.plan.cached_tokens, t.plan.new_tokens) /
+                              gpu.flops_per_second * dilation;
       }
     }
     path_rate = link;
@@ -274,15 +276,16 @@ Status RunSched(const SchedFlags& f) {
                         {"ratio_vs_equal", vs_equal},
                         {"added_ms", per_request}});
       }
-      const std::string tag = workloads[wi].name + "_" + std::to_string(static_cast<int>(paper_cap));
-      report.Metric("equal_over_compute_aware_" + tag,
-                    mean[sched::Policy::kEqual] /
-                        std::max(1e-3, mean[sched::Policy::kComputeAware]),
-                    "x", "mean added TTFT");
-      report.Metric("bytes_over_compute_aware_" + tag,
-                    mean[sched::Policy::kBytes] /
-                        std::max(1e-3, mean[sched::Policy::kComputeAware]),
-                    "x", "mean added TTFT");
+      const std::string tag =
+          workloads[wi].name + "_" + std::to_string(static_cast<int>(paper_cap));
+      report.Metric(
+          "equal_over_compute_aware_" + tag,
+          mean[sched::Policy::kEqual] / std::max(1e-3, mean[sched::Policy::kComputeAware]), "x",
+          "mean added TTFT");
+      report.Metric(
+          "bytes_over_compute_aware_" + tag,
+          mean[sched::Policy::kBytes] / std::max(1e-3, mean[sched::Policy::kComputeAware]), "x",
+          "mean added TTFT");
       for (Tenant& t : tenants[wi]) t.prefix.regions.clear();
     }
   }
@@ -304,7 +307,8 @@ void AddSchedBenchCommand(CLI::App* bench) {
       "Gbit/s, each under the equal, bytes and compute-aware policies; added TTFT per request");
   s->add_option("--repeats", f->repeats, "Runs per policy, interleaved")->capture_default_str();
   s->add_option("--gpu", f->gpu, "GPU profile: h100, h200")->capture_default_str();
-  s->add_option("--workload", f->workloads, "crowd, mixed, burst, staggered, long-and-short (default: all)")
+  s->add_option("--workload", f->workloads,
+                "crowd, mixed, burst, staggered, long-and-short (default: all)")
       ->delimiter(',');
   s->add_option("--dir", f->dir, "Scratch directory")->capture_default_str();
   s->add_option("--json", f->json, "Write metrics and rows to this JSON file");

@@ -47,7 +47,8 @@ Status WriteBarChartSvg(const std::string& path, const BarChart& chart) {
     << "\" font-family=\"sans-serif\" font-size=\"11\">\n"
     << "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n"
     << "<text x=\"10\" y=\"22\" font-size=\"15\" font-weight=\"bold\">" << XmlEscape(chart.title)
-    << "</text>\n<text x=\"10\" y=\"40\" fill=\"#555\">" << XmlEscape(chart.subtitle) << "</text>\n";
+    << "</text>\n<text x=\"10\" y=\"40\" fill=\"#555\">" << XmlEscape(chart.subtitle)
+    << "</text>\n";
   // Grid lines and value labels.
   for (double v = 0; v <= axis_max + step / 2; v += step) {
     o << "<line x1=\"" << x_of(v) << "\" y1=\"" << kTop - 5 << "\" x2=\"" << x_of(v) << "\" y2=\""

@@ -170,16 +170,14 @@ Status RunCapSweep(const TtftConfig& config, const engine::GpuProfile& gpu, doub
                                  .cached_tokens = chunks * model.layout.tokens_per_chunk,
                                  .new_tokens = context - chunks * model.layout.tokens_per_chunk,
                                  .dilation = dilation};
-  const double per_layer =
-      engine::LayerFlops(compute, plan.cached_tokens, plan.new_tokens) / gpu.flops_per_second *
-      dilation;
+  const double per_layer = engine::LayerFlops(compute, plan.cached_tokens, plan.new_tokens) /
+                           gpu.flops_per_second * dilation;
   const double overlap = static_cast<double>(chunks * model.layout.LayerSliceBytes()) / per_layer;
   const fs::path root = fs::absolute(config.dir);
   std::vector<double> factors = {0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 2.0, 4.0, 0.0};  // 0: none
   std::printf("cell: %s %s hit %.3f G%u; perfect overlap needs %.2f Gbit/s\n\n%-14s %10s %10s\n",
-              model.name.c_str(), ContextLabel(context).c_str(), hit,
-              model.layout.tokens_per_chunk, overlap * 8 / 1e9, "cap Gbit/s", "ttft ms",
-              "added ms");
+              model.name.c_str(), ContextLabel(context).c_str(), hit, model.layout.tokens_per_chunk,
+              overlap * 8 / 1e9, "cap Gbit/s", "ttft ms", "added ms");
   PrefixSet prefix;
   BarChart chart{.title = "S3Agg-LW TTFT against the server's bandwidth cap",
                  .subtitle = model.name + " " + ContextLabel(context) + ", perfect overlap at " +
@@ -212,12 +210,11 @@ Status RunCapSweep(const TtftConfig& config, const engine::GpuProfile& gpu, doub
       ttft.push_back(run.ttft_ms);
     }
     const double t = Median(ttft);
-    const std::string label =
-        factor > 0 ? std::to_string(cap * 8 / 1e9).substr(0, 5) + " Gbit/s" +
-                         (factor == 1.0 ? " = perfect overlap" : "")
-                   : "unlimited";
-    std::printf("%-14s %10.1f %10.1f%s\n", factor > 0 ? label.substr(0, 6).c_str() : "unlimited",
-                t, t - ideal_ms, factor == 1.0 ? "   <- perfect overlap" : "");
+    const std::string label = factor > 0 ? std::to_string(cap * 8 / 1e9).substr(0, 5) + " Gbit/s" +
+                                               (factor == 1.0 ? " = perfect overlap" : "")
+                                         : "unlimited";
+    std::printf("%-14s %10.1f %10.1f%s\n", factor > 0 ? label.substr(0, 6).c_str() : "unlimited", t,
+                t - ideal_ms, factor == 1.0 ? "   <- perfect overlap" : "");
     chart.groups.push_back({.label = label, .values = {{"S3Agg-LW", t}}});
     rows.push_back({{"cap_gbps", factor > 0 ? cap * 8 / 1e9 : -1},
                     {"cap_over_overlap", factor},
@@ -231,9 +228,8 @@ Status RunCapSweep(const TtftConfig& config, const engine::GpuProfile& gpu, doub
   j["overlap_gbps"] = overlap * 8 / 1e9;
   j["rows"] = rows;
   OC_RETURN_IF_ERROR(WriteJsonFile(config.json, j));
-  const std::string svg = !config.svg.empty() || config.json.empty()
-                              ? config.svg
-                              : Replace(config.json, ".svg");
+  const std::string svg =
+      !config.svg.empty() || config.json.empty() ? config.svg : Replace(config.json, ".svg");
   if (!svg.empty()) OC_RETURN_IF_ERROR(WriteBarChartSvg(svg, chart));
   std::error_code ec;
   fs::remove_all(root / "store", ec);

@@ -417,7 +417,8 @@ TEST_F(ClientTest, AServerUnderABandwidthCapDeliversEveryByteToConcurrentRetriev
   for (const char* policy : {"equal", "bytes", "compute-aware"}) {
     SCOPED_TRACE(policy);
     server_ = std::make_unique<testing::ServerProcess>(
-        dir_, port_, std::vector<std::string>{"--bandwidth-cap", "400MB", "--sched-policy", policy});
+        dir_, port_,
+        std::vector<std::string>{"--bandwidth-cap", "400MB", "--sched-policy", policy});
     ASSERT_EQ(server_->port(), port_);
     auto c = MakeClient();
     std::vector<Regions> regions(3, Regions(*this, 32));

@@ -27,9 +27,10 @@ class ServerProcess {
     const std::string port_file = dir + "/port";
     std::filesystem::remove(port_file);
     const std::string listen = "127.0.0.1:" + std::to_string(port);
-    std::vector<const char*> argv = {OBJECTCACHE_PATH, "serve", "--anonymous", "--listen",
-                                     listen.c_str(), "--store", store_.c_str(), "--port-file",
-                                     port_file.c_str(), "--log-level", "error"};
+    std::vector<const char*> argv = {OBJECTCACHE_PATH, "serve",        "--anonymous",
+                                     "--listen",       listen.c_str(), "--store",
+                                     store_.c_str(),   "--port-file",  port_file.c_str(),
+                                     "--log-level",    "error"};
     for (const std::string& e : extra) argv.push_back(e.c_str());
     argv.push_back(nullptr);
     pid_ = ::fork();

@@ -163,14 +163,13 @@ class ClientImpl final : public Client {
                                      copy_local(layer);
                                      st->LayerReady(layer);
                                    }};
-    const client::FetchTarget target{.model = &req.model,
-                                     .keys = std::span(req.keys).subspan(local.size()),
-                                     .layers = r,
-                                     .slot =
-                                         [&](uint32_t layer, uint64_t j) {
-                                           return req.destination(layer, local.size() + j);
-                                         },
-                                     .compute_seconds_per_layer = req.compute_seconds_per_layer};
+    const client::FetchTarget target{
+        .model = &req.model,
+        .keys = std::span(req.keys).subspan(local.size()),
+        .layers = r,
+        .slot = [&](uint32_t layer,
+                    uint64_t j) { return req.destination(layer, local.size() + j); },
+        .compute_seconds_per_layer = req.compute_seconds_per_layer};
     Status s;
     switch (req.mode) {
       case RetrievalMode::kAggregatedLayerwise:

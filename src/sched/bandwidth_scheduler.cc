@@ -36,8 +36,8 @@ Result<double> ParseBandwidth(std::string_view text) {
   }
   const std::string unit(text.substr(pos));
   static const std::pair<const char*, double> kUnits[] = {
-      {"bit", 1.0 / 8}, {"Kbit", 1e3 / 8}, {"Mbit", 1e6 / 8}, {"Gbit", 1e9 / 8},
-      {"B", 1},         {"KB", 1e3},       {"MB", 1e6},       {"GB", 1e9},
+      {"bit", 1.0 / 8}, {"Kbit", 1e3 / 8},  {"Mbit", 1e6 / 8},    {"Gbit", 1e9 / 8},
+      {"B", 1},         {"KB", 1e3},        {"MB", 1e6},          {"GB", 1e9},
       {"KiB", 1024.0},  {"MiB", 1048576.0}, {"GiB", 1073741824.0}};
   if (pos > 0 && value > 0) {
     for (const auto& [name, scale] : kUnits) {
@@ -92,9 +92,8 @@ std::vector<double> AllocateRates(Policy policy, double cap, std::span<Transfer>
         }
       }
       // New admissions: smallest need first, while they fit.
-      std::sort(others.begin(), others.end(), [&](size_t a, size_t b) {
-        return need(a) != need(b) ? need(a) < need(b) : a < b;
-      });
+      std::sort(others.begin(), others.end(),
+                [&](size_t a, size_t b) { return need(a) != need(b) ? need(a) < need(b) : a < b; });
       std::vector<size_t> behind;
       for (size_t i : others) {
         if (behind.empty() && need(i) <= left) {

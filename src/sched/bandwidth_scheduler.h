@@ -63,9 +63,9 @@ Result<double> ParseBandwidth(std::string_view text);
 using ClockFn = std::function<double()>;
 
 struct PacerStats {
-  uint64_t bytes = 0;        // reserved so far
+  uint64_t bytes = 0;  // reserved so far
   uint64_t reallocations = 0;
-  uint64_t stalls = 0;       // transfers found stalled
+  uint64_t stalls = 0;  // transfers found stalled
 };
 
 // Virtual-time pacing of transfers under one cap. Thread-safe.
@@ -101,7 +101,7 @@ class Pacer {
  private:
   struct Active {
     Transfer t;
-    double next = 0;          // virtual time its next byte may go
+    double next = 0;  // virtual time its next byte may go
     double rate = kUnlimited;
     double write_began = -1;  // -1: no write in flight
   };
@@ -114,8 +114,8 @@ class Pacer {
   const double stall_after_;
   std::mutex mu_;
   std::map<uint64_t, Active> active_;  // guarded by mu_
-  uint64_t next_id_ = 1;              // guarded by mu_
-  PacerStats stats_;                  // guarded by mu_
+  uint64_t next_id_ = 1;               // guarded by mu_
+  PacerStats stats_;                   // guarded by mu_
 };
 
 }  // namespace objectcache::sched

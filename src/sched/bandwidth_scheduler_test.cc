@@ -27,10 +27,9 @@ TEST(AllocateRatesTest, EqualAndBytesMatchHandComputedShares) {
 TEST(AllocateRatesTest, ComputeAwareGivesNeedsAndSharesWhatIsLeft) {
   // Needs 20 and 30; the third did not say (taken as an equal share, 100 / 3).
   // (Stated needs are written as n / kPaceMargin: the scheduler gives n.)
-  std::vector<Transfer> ts = {
-      {.total_bytes = 10, .remaining_bytes = 10, .need = 20 / kPaceMargin},
-      {.total_bytes = 10, .remaining_bytes = 10, .need = 30 / kPaceMargin},
-      {.total_bytes = 10, .remaining_bytes = 10, .need = 0}};
+  std::vector<Transfer> ts = {{.total_bytes = 10, .remaining_bytes = 10, .need = 20 / kPaceMargin},
+                              {.total_bytes = 10, .remaining_bytes = 10, .need = 30 / kPaceMargin},
+                              {.total_bytes = 10, .remaining_bytes = 10, .need = 0}};
   std::vector<double> r = AllocateRates(Policy::kComputeAware, 100, ts);
   const double extra = (100 - 20 - 30 - 100.0 / 3) / 3;
   EXPECT_NEAR(r[0], 20 + extra, 1e-9);
@@ -87,7 +86,7 @@ TEST(PacerTest, TheCapIsNeverExceededOverAnyWindow) {
     Sim sim(policy, kCap);
     struct T {
       uint64_t total;
-      double need, ready;  // ready: arrival, then when it may ask for its next piece
+      double need, ready;         // ready: arrival, then when it may ask for its next piece
       uint64_t left = 0, id = 0;  // id 0: not begun, or ended
     };
     std::vector<T> ts = {{2000, 300, 0}, {500, 0, 0.3}, {1000, 900, 0.7}};
@@ -157,7 +156,7 @@ TEST(PacerTest, AClientThatStopsReadingDoesNotHoldTheCapHostage) {
   EXPECT_NEAR(sim.pacer.Rate(other), 20, 1e-9);
   ASSERT_TRUE(sim.pacer.Reserve(stuck, 10).granted);
   sim.pacer.WriteStarted(stuck);  // ... and never finishes
-  sim.now = 0.2;                   // beyond the stall threshold (0.05 s)
+  sim.now = 0.2;                  // beyond the stall threshold (0.05 s)
   EXPECT_TRUE(sim.pacer.Reserve(other, 10).granted);
   EXPECT_NEAR(sim.pacer.Rate(other), 100, 1e-9);  // its need, and what is left
   EXPECT_EQ(sim.pacer.Rate(stuck), 0);

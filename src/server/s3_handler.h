@@ -27,9 +27,9 @@
 #include "s3/s3_error.h"
 #include "s3/s3_request.h"
 #include "s3/sigv4.h"
+#include "sched/bandwidth_scheduler.h"
 #include "server/http_server.h"
 #include "server/metrics.h"
-#include "sched/bandwidth_scheduler.h"
 #include "server/object_attributes.h"
 
 namespace objectcache::server {
