@@ -106,7 +106,8 @@ struct LayerwiseRequest {
   double compute_seconds_per_layer = 0;
 };
 
-// One retrieval in flight. Thread-safe; its destructor waits for the retrieval to end.
+// One retrieval in flight. Thread-safe; its destructor waits for the retrieval to end. It must
+// be destroyed before the Client that started it.
 class LayerwiseRetrieval {
  public:
   virtual ~LayerwiseRetrieval() = default;
