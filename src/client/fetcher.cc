@@ -179,6 +179,7 @@ Status Fetcher::Aggregated(const FetchTarget& t, const FetchEvents& events) cons
     uint32_t next = t.layers.first;  // the first layer this part has not delivered yet
     std::optional<uint32_t> first_hits;
     return WithRetries([&]() -> Status {
+      if (next == t.layers.last) return Status();  // all delivered; only the end was lost
       nlohmann::json body;
       body["version"] = 1;
       body["keys"] = keys;
@@ -195,7 +196,8 @@ Status Fetcher::Aggregated(const FetchTarget& t, const FetchEvents& events) cons
             }
             // A resumed request must still cover what the first one promised.
             if (first_hits && h.hits < *first_hits) {
-              return UnavailableError("the cached prefix shrank while resuming a retrieval");
+              return FailedPreconditionError(
+                  "the cached prefix shrank while resuming a retrieval");
             }
             if (!first_hits) {
               first_hits = h.hits;
