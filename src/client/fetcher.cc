@@ -196,8 +196,7 @@ Status Fetcher::Aggregated(const FetchTarget& t, const FetchEvents& events) cons
             }
             // A resumed request must still cover what the first one promised.
             if (first_hits && h.hits < *first_hits) {
-              return FailedPreconditionError(
-                  "the cached prefix shrank while resuming a retrieval");
+              return FailedPreconditionError("the cached prefix shrank while resuming a retrieval");
             }
             if (!first_hits) {
               first_hits = h.hits;
