@@ -65,6 +65,8 @@ const std::vector<Workload>& Workloads() {
         {2048, 0.5, 160},
         {8192, 0.5, 200}}},
       {"long-and-short", {{16384, 0.875, 0}, {2048, 0.5, 20}, {2048, 0.5, 40}, {2048, 0.5, 60}}},
+      // Not in the default set: two small prompts, for the CI smoke test.
+      {"smoke", {{2048, 0.5, 0}, {2048, 0.875, 10}}},
   };
   return w;
 }
@@ -150,14 +152,14 @@ Status RunSched(const SchedFlags& f) {
   OC_ASSIGN_OR_RETURN(engine::GpuProfile h100, engine::FindGpuProfile("h100"));
   std::vector<Workload> workloads;
   for (const Workload& w : Workloads()) {
-    if (f.workloads.empty() ||
+    if ((f.workloads.empty() && w.name != "smoke") ||
         std::find(f.workloads.begin(), f.workloads.end(), w.name) != f.workloads.end()) {
       workloads.push_back(w);
     }
   }
   if (workloads.empty()) {
     return InvalidArgumentError(
-        "no such workload (crowd, mixed, burst, staggered, long-and-short)");
+        "no such workload (crowd, mixed, burst, staggered, long-and-short, smoke)");
   }
   const fs::path root = fs::absolute(f.dir);
 
@@ -329,7 +331,7 @@ void AddSchedBenchCommand(CLI::App* bench) {
   s->add_option("--repeats", f->repeats, "Runs per policy, interleaved")->capture_default_str();
   s->add_option("--gpu", f->gpu, "GPU profile: h100, h200")->capture_default_str();
   s->add_option("--workload", f->workloads,
-                "crowd, mixed, burst, staggered, long-and-short (default: all)")
+                "crowd, mixed, burst, staggered, long-and-short (default: these), smoke")
       ->delimiter(',');
   s->add_option("--path-gbps", f->path_gbps,
                 "Take this as what the server path carries (default: measure 4 concurrent "
