@@ -1,5 +1,6 @@
 // The network side of the client: the four ways to bring a cached prefix into the caller's
-// layer regions, over one or more endpoints, with retries of idempotent requests.
+// memory (a slot per chunk per layer), over one or more endpoints, with retries of idempotent
+// requests.
 //
 //   Aggregated      one POST ?layerwise per endpoint (docs/wire-format.md); each layer is
 //                   reported as soon as every endpoint's frame of it is in and verified.
