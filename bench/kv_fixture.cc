@@ -42,6 +42,23 @@ Status PrefixSet::Check(size_t chunks) const {
   return Status();
 }
 
+void PrefixSet::AllocateRegions(size_t chunks) {
+  regions.assign(model.layout.num_layers,
+                 std::string(chunks * model.layout.LayerSliceBytes(), '\0'));
+}
+
+void PrefixSet::ClearRegions(size_t chunks) {
+  for (std::string& r : regions) std::memset(r.data(), 0, chunks * model.layout.LayerSliceBytes());
+}
+
+LayerwiseRequest PrefixSet::Request(size_t chunks) {
+  LayerwiseRequest req{.model = model,
+                       .keys = {keys.begin(), keys.begin() + static_cast<long>(chunks)},
+                       .layers = {0, model.layout.num_layers}};
+  for (std::string& r : regions) req.regions.push_back(AsWritableBytes(r));
+  return req;
+}
+
 Result<PrefixSet> StorePrefix(const ModelPreset& model, size_t chunks, uint64_t seed,
                               Client* writer) {
   PrefixSet p;
@@ -73,7 +90,7 @@ Result<PrefixSet> StorePrefix(const ModelPreset& model, size_t chunks, uint64_t 
     return InternalError("storing the prefix failed: " + std::to_string(failed) + " failed, " +
                          std::to_string(dropped) + " dropped");
   }
-  p.regions.assign(layout.num_layers, std::string(chunks * slice, '\0'));
+  p.AllocateRegions(chunks);
   return p;
 }
 

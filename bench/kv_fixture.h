@@ -23,6 +23,12 @@ struct PrefixSet {
 
   // DataLoss unless the first `chunks` chunks' slices in the regions are what was stored.
   Status Check(size_t chunks) const;
+  // Regions with room for the first `chunks` chunks (regions.clear() frees them).
+  void AllocateRegions(size_t chunks);
+  // Zeroes the first `chunks` chunks' slices, so a run that misses one cannot pass Check.
+  void ClearRegions(size_t chunks);
+  // A retrieval of every layer of the first `chunks` chunks into the regions.
+  LayerwiseRequest Request(size_t chunks);
 };
 
 // Stores `chunks` chunks of a fresh random prompt (seeded) through `writer` and allocates

@@ -98,13 +98,12 @@ Result<std::vector<double>> RunWorkload(const std::string& endpoint, const Workl
                                         std::vector<Tenant>* tenants) {
   OC_ASSIGN_OR_RETURN(std::unique_ptr<Client> client,
                       Client::Create({.endpoints = {endpoint}, .bucket = "sched"}));
-  const uint64_t slice = (*tenants)[0].prefix.model.layout.LayerSliceBytes();
   std::vector<double> added(tenants->size());
   std::vector<Status> status(tenants->size());
   // Regions cleared before anyone arrives (clearing gigabytes while others run would steal
   // their CPU and show up as added TTFT).
   for (Tenant& t : *tenants) {
-    for (std::string& r : t.prefix.regions) std::memset(r.data(), 0, t.chunks * slice);
+    t.prefix.ClearRegions(t.chunks);
   }
   std::vector<std::thread> threads;
   const double t0 = NowSeconds();
@@ -114,10 +113,7 @@ Result<std::vector<double>> RunWorkload(const std::string& endpoint, const Workl
       std::this_thread::sleep_until(
           std::chrono::steady_clock::now() +
           std::chrono::duration<double>(t0 + w.requests[i].arrival_ms / 1e3 - NowSeconds()));
-      LayerwiseRequest req{.model = t.prefix.model,
-                           .keys = {t.prefix.keys.begin(), t.prefix.keys.begin() + t.chunks},
-                           .layers = {0, t.prefix.model.layout.num_layers}};
-      for (std::string& r : t.prefix.regions) req.regions.push_back(AsWritableBytes(r));
+      LayerwiseRequest req = t.prefix.Request(t.chunks);
       req.compute_seconds_per_layer = t.compute_per_layer;
       const double start = NowSeconds();
       Result<std::unique_ptr<LayerwiseRetrieval>> retrieval =
@@ -194,8 +190,7 @@ Status RunSched(const SchedFlags& f) {
     probes.resize(std::min<size_t>(probes.size(), kProbeStreams));
     uint64_t probe_bytes = 0;
     for (Tenant* t : probes) {
-      t->prefix.regions.assign(model.layout.num_layers,
-                               std::string(t->chunks * model.layout.LayerSliceBytes(), '\0'));
+      t->prefix.AllocateRegions(t->chunks);
       probe_bytes += t->chunks * model.layout.ChunkKvBytes();
     }
     std::vector<double> rates;
@@ -203,11 +198,8 @@ Status RunSched(const SchedFlags& f) {
       const double t0 = NowSeconds();
       std::vector<std::unique_ptr<LayerwiseRetrieval>> running;
       for (Tenant* t : probes) {
-        LayerwiseRequest req{.model = model,
-                             .keys = {t->prefix.keys.begin(), t->prefix.keys.begin() + t->chunks},
-                             .layers = {0, model.layout.num_layers}};
-        for (std::string& r : t->prefix.regions) req.regions.push_back(AsWritableBytes(r));
-        OC_ASSIGN_OR_RETURN(auto retrieval, writer->RetrieveLayerwise(std::move(req)));
+        OC_ASSIGN_OR_RETURN(auto retrieval,
+                            writer->RetrieveLayerwise(t->prefix.Request(t->chunks)));
         running.push_back(std::move(retrieval));
       }
       for (auto& r : running) OC_RETURN_IF_ERROR(r->Wait());
@@ -254,10 +246,7 @@ Status RunSched(const SchedFlags& f) {
     char cap_arg[32];
     std::snprintf(cap_arg, sizeof(cap_arg), "%.0fB", cap);
     for (size_t wi = 0; wi < workloads.size(); ++wi) {
-      for (Tenant& t : tenants[wi]) {
-        t.prefix.regions.assign(model.layout.num_layers,
-                                std::string(t.chunks * model.layout.LayerSliceBytes(), '\0'));
-      }
+      for (Tenant& t : tenants[wi]) t.prefix.AllocateRegions(t.chunks);
       // Per policy, per request: the added TTFT of each repeat.
       std::map<sched::Policy, std::vector<std::vector<double>>> runs;
       for (int r = 0; r < f.repeats; ++r) {

@@ -80,13 +80,9 @@ struct RunResult {
 // One prefill whose first `chunks` chunks come through `client` in `mode`; checks the bytes.
 Result<RunResult> RunOnce(Client* client, RetrievalMode mode, PrefixSet* p, size_t chunks,
                           const engine::PrefillPlan& plan) {
-  const uint64_t slice = p->model.layout.LayerSliceBytes();
-  for (std::string& region : p->regions) std::memset(region.data(), 0, chunks * slice);
-  LayerwiseRequest req{.model = p->model,
-                       .keys = {p->keys.begin(), p->keys.begin() + chunks},
-                       .layers = {0, p->model.layout.num_layers}};
+  p->ClearRegions(chunks);
+  LayerwiseRequest req = p->Request(chunks);
   req.mode = mode;
-  for (std::string& region : p->regions) req.regions.push_back(AsWritableBytes(region));
   const double t0 = NowSeconds();
   OC_ASSIGN_OR_RETURN(std::unique_ptr<LayerwiseRetrieval> retrieval,
                       client->RetrieveLayerwise(std::move(req)));

@@ -31,18 +31,21 @@ std::vector<Status> ParallelFor(size_t n, int workers, const std::function<Statu
   return out;
 }
 
-// The first prefix-ending result in `statuses` (a miss: NotFound), or the first other error.
-// Sets *hits to the index of the first miss when there is one before any other error.
-Status PrefixEnd(const std::vector<Status>& statuses, size_t base, std::optional<size_t>* hits) {
-  for (size_t i = 0; i < statuses.size(); ++i) {
-    if (statuses[i].ok()) continue;
-    if (statuses[i].code() == StatusCode::kNotFound) {
-      *hits = base + i;
-      return Status();
+// How many leading keys of `n` exist: fetch(i) for each, `parallel` at a time in waves of
+// 4 x parallel, stopping after the wave that holds the first miss (NotFound). The first error
+// that is not a miss, before the first miss, is returned instead.
+Result<size_t> PrefixInWaves(size_t n, int parallel, const std::function<Status(size_t)>& fetch) {
+  const size_t wave = static_cast<size_t>(std::max(1, parallel)) * 4;
+  for (size_t base = 0; base < n; base += wave) {
+    const size_t count = std::min(wave, n - base);
+    const std::vector<Status> st =
+        ParallelFor(count, parallel, [&](size_t k) { return fetch(base + k); });
+    for (size_t k = 0; k < count; ++k) {
+      if (st[k].code() == StatusCode::kNotFound) return base + k;
+      if (!st[k].ok()) return st[k];
     }
-    return statuses[i];
   }
-  return Status();
+  return n;
 }
 
 // Positions of a set of keys within the whole prefix, and the global prefix from each part's.
@@ -264,28 +267,21 @@ Status Fetcher::PlainLayerwise(const FetchTarget& t, const FetchEvents& events) 
   auto path = [&](size_t i) { return "/" + bucket_ + "/" + t.keys[i].ToHex(); };
   // The hit prefix: each chunk's header, a wave of requests at a time, up to the first miss
   // (or a header that is not a chunk of this key and layout, which ends the prefix too).
-  std::vector<ChunkHeader> headers;
-  std::optional<size_t> hits;
-  const size_t wave = static_cast<size_t>(std::max(1, options_.parallel)) * 4;
-  for (size_t base = 0; base < t.keys.size() && !hits; base += wave) {
-    const size_t n = std::min(wave, t.keys.size() - base);
-    std::vector<std::optional<ChunkHeader>> got(n);
-    std::vector<Status> st = ParallelFor(n, options_.parallel, [&](size_t k) -> Status {
-      const size_t i = base + k;
-      std::string header(kChunkHeaderRegion, '\0');
-      OC_RETURN_IF_ERROR(WithRetries([&] {
-        size_t filled = 0;
-        return Get(pool_, EndpointFor(t.keys[i]), path(i), 0, kChunkHeaderRegion,
-                   [&](auto b) { return Append(AsWritableBytes(header), &filled, b); });
+  std::vector<ChunkHeader> headers(t.keys.size());
+  OC_ASSIGN_OR_RETURN(
+      size_t hits, PrefixInWaves(t.keys.size(), options_.parallel, [&](size_t i) -> Status {
+        std::string header(kChunkHeaderRegion, '\0');
+        OC_RETURN_IF_ERROR(WithRetries([&] {
+          size_t filled = 0;
+          return Get(pool_, EndpointFor(t.keys[i]), path(i), 0, kChunkHeaderRegion,
+                     [&](auto b) { return Append(AsWritableBytes(header), &filled, b); });
+        }));
+        Result<ChunkHeader> h = DecodeChunkHeader(AsBytes(header), {&layout, &t.keys[i]});
+        if (!h) return NotFoundError("chunk " + t.keys[i].ToHex() + ": " + h.error().ToString());
+        headers[i] = std::move(*h);
+        return Status();
       }));
-      Result<ChunkHeader> h = DecodeChunkHeader(AsBytes(header), {&layout, &t.keys[i]});
-      if (!h) return NotFoundError("chunk " + t.keys[i].ToHex() + ": " + h.error().ToString());
-      got[k] = std::move(*h);
-      return Status();
-    });
-    OC_RETURN_IF_ERROR(PrefixEnd(st, base, &hits));
-    for (size_t k = 0; k < n && (!hits || base + k < *hits); ++k) headers.push_back(*got[k]);
-  }
+  headers.resize(hits);
   events.hits(static_cast<uint32_t>(headers.size()));
   for (uint32_t layer = t.layers.first; layer < t.layers.last; ++layer) {
     for (const Status& s : ParallelFor(headers.size(), options_.parallel, [&](size_t j) -> Status {
@@ -311,52 +307,42 @@ Status Fetcher::PlainChunkwise(const FetchTarget& t, const FetchEvents& events) 
   const uint64_t slice = layout.LayerSliceBytes();
   // Whole objects, a wave at a time, up to the first miss; each streams through a verifier
   // while its layer slices are scattered to their slots.
-  size_t hits = 0;
-  std::optional<size_t> miss;
-  const size_t wave = static_cast<size_t>(std::max(1, options_.parallel)) * 4;
-  for (size_t base = 0; base < t.keys.size() && !miss; base += wave) {
-    const size_t n = std::min(wave, t.keys.size() - base);
-    std::vector<Status> st = ParallelFor(n, options_.parallel, [&](size_t k) -> Status {
-      const size_t i = base + k;
-      const ChunkHeader geometry = ChunkGeometry(layout, t.keys[i]);
-      return WithRetries([&]() -> Status {
-        ChunkStreamVerifier verifier(
-            {.layout = &layout, .key = &t.keys[i], .object_bytes = geometry.ObjectBytes()});
-        uint64_t pos = 0;
-        const Status got =
-            Get(pool_, EndpointFor(t.keys[i]), "/" + bucket_ + "/" + t.keys[i].ToHex(), 0,
-                std::nullopt, [&](std::span<const std::byte> b) -> Status {
-                  if (Status v = verifier.Feed(b); !v.ok()) return v;
-                  // Scatter the parts of layer slices in the range to their slots.
-                  for (uint64_t off = 0; off < b.size();) {
-                    const uint64_t at = pos + off;
-                    if (at < geometry.data_offset) {
-                      off += geometry.data_offset - at;
-                      continue;
+  OC_ASSIGN_OR_RETURN(
+      size_t hits, PrefixInWaves(t.keys.size(), options_.parallel, [&](size_t i) -> Status {
+        const ChunkHeader geometry = ChunkGeometry(layout, t.keys[i]);
+        return WithRetries([&]() -> Status {
+          ChunkStreamVerifier verifier(
+              {.layout = &layout, .key = &t.keys[i], .object_bytes = geometry.ObjectBytes()});
+          uint64_t pos = 0;
+          const Status got =
+              Get(pool_, EndpointFor(t.keys[i]), "/" + bucket_ + "/" + t.keys[i].ToHex(), 0,
+                  std::nullopt, [&](std::span<const std::byte> b) -> Status {
+                    if (Status v = verifier.Feed(b); !v.ok()) return v;
+                    // Scatter the parts of layer slices in the range to their slots.
+                    for (uint64_t off = 0; off < b.size();) {
+                      const uint64_t at = pos + off;
+                      if (at < geometry.data_offset) {
+                        off += geometry.data_offset - at;
+                        continue;
+                      }
+                      const uint64_t layer = (at - geometry.data_offset) / geometry.layer_stride;
+                      const uint64_t within = (at - geometry.data_offset) % geometry.layer_stride;
+                      const uint64_t len = std::min<uint64_t>(
+                          b.size() - off,
+                          within < slice ? slice - within : geometry.layer_stride - within);
+                      if (within < slice && layer >= t.layers.first && layer < t.layers.last) {
+                        std::memcpy(t.slot(static_cast<uint32_t>(layer), i) + within,
+                                    b.data() + off, len);
+                      }
+                      off += len;
                     }
-                    const uint64_t layer = (at - geometry.data_offset) / geometry.layer_stride;
-                    const uint64_t within = (at - geometry.data_offset) % geometry.layer_stride;
-                    const uint64_t len = std::min<uint64_t>(
-                        b.size() - off,
-                        within < slice ? slice - within : geometry.layer_stride - within);
-                    if (within < slice && layer >= t.layers.first && layer < t.layers.last) {
-                      std::memcpy(t.slot(static_cast<uint32_t>(layer), i) + within, b.data() + off,
-                                  len);
-                    }
-                    off += len;
-                  }
-                  pos += b.size();
-                  return Status();
-                });
-        if (!got.ok()) return got;
-        return verifier.Finish();
-      });
-    });
-    std::optional<size_t> end;
-    OC_RETURN_IF_ERROR(PrefixEnd(st, base, &end));
-    miss = end;
-    hits = end ? *end : base + n;
-  }
+                    pos += b.size();
+                    return Status();
+                  });
+          if (!got.ok()) return got;
+          return verifier.Finish();
+        });
+      }));
   events.hits(static_cast<uint32_t>(hits));
   for (uint32_t layer = t.layers.first; layer < t.layers.last; ++layer) events.layer_ready(layer);
   return Status();

@@ -132,15 +132,19 @@ class WindowRead : public std::enable_shared_from_this<WindowRead> {
 // (its share returns when the coroutine ends, however it ends).
 class PacedTransfer {
  public:
+  // Without a cap nothing is paced, and the pacer (one lock for all workers) is left alone.
   PacedTransfer(sched::Pacer* pacer, uint64_t bytes, double need)
-      : pacer_(pacer), id_(pacer->Begin(bytes, need)) {}
-  ~PacedTransfer() { pacer_->End(id_); }
+      : pacer_(pacer->cap() == sched::kUnlimited ? nullptr : pacer),
+        id_(pacer_ ? pacer_->Begin(bytes, need) : 0) {}
+  ~PacedTransfer() {
+    if (pacer_) pacer_->End(id_);
+  }
   PacedTransfer(const PacedTransfer&) = delete;
   PacedTransfer& operator=(const PacedTransfer&) = delete;
 
   // Sends `bytes` through `ex` at the pace the scheduler sets, a piece at a time.
   asio::awaitable<Status> Write(HttpExchange& ex, std::span<const std::byte> bytes) {
-    if (pacer_->cap() == sched::kUnlimited) co_return co_await ex.WriteBody(bytes);
+    if (!pacer_) co_return co_await ex.WriteBody(bytes);
     asio::steady_timer timer(co_await asio::this_coro::executor);
     while (!bytes.empty()) {
       const std::span<const std::byte> piece = bytes.first(std::min(bytes.size(), kPacedPiece));
@@ -164,7 +168,7 @@ class PacedTransfer {
   }
 
  private:
-  sched::Pacer* pacer_;
+  sched::Pacer* const pacer_;  // null: no cap
   const uint64_t id_;
 };
 
