@@ -5,7 +5,9 @@
 //     opts: capacity=BYTES (suffixes K, M, G, T, KiB, MiB, GiB, TiB), durable=true|false,
 //           open_files=N (files kept open for recent reads, default 4096)
 //
-// Later backends (rados://, s3://) register here too. OpenStore is thread-safe.
+//   rados://POOL?conf=PATH&namespace=NS&id=USER&timeout=SECONDS
+//                                a pool of a Ceph cluster (src/store/rados/rados_store.h)
+// Parts above the store (the client's s3://) register their schemes here. OpenStore is thread-safe.
 #pragma once
 
 #include <functional>

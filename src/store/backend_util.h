@@ -3,6 +3,7 @@
 #pragma once
 
 #include <algorithm>
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <span>
@@ -51,8 +52,10 @@ void CollectListCandidates(const OrderedMap& shard, const ListOptions& options, 
 }
 
 // A writer that collects the value in memory and stores it with one store->Put at Commit: for
-// backends whose writes are one request (memory, plain S3). `store` must outlive it.
-std::unique_ptr<ObjectWriter> NewBufferedWriter(Store* store, std::string key, PutOptions options);
+// backends whose writes are one request (memory, plain S3, RADOS). `store` must outlive it.
+// Appends past `max_bytes` fail with ResourceExhausted (nothing is stored).
+std::unique_ptr<ObjectWriter> NewBufferedWriter(Store* store, std::string key, PutOptions options,
+                                                uint64_t max_bytes = UINT64_MAX);
 
 // The page made of the candidates of all shards.
 ListPage FinishListPage(std::vector<ObjectInfo> candidates, size_t max_keys);

@@ -70,9 +70,14 @@ namespace {
 
 class BufferedObjectWriter final : public ObjectWriter {
  public:
-  BufferedObjectWriter(Store* store, std::string key, PutOptions options)
-      : store_(store), key_(std::move(key)), options_(std::move(options)) {}
+  BufferedObjectWriter(Store* store, std::string key, PutOptions options, uint64_t max_bytes)
+      : store_(store), key_(std::move(key)), options_(std::move(options)), max_bytes_(max_bytes) {}
   Status Append(std::span<const std::byte> bytes) override {
+    if (bytes.size() > max_bytes_ - data_.size()) {
+      return ResourceExhaustedError("writing '" + key_ + "': more than the " +
+                                    std::to_string(max_bytes_) + " bytes " + store_->Uri() +
+                                    " keeps in one object");
+    }
     data_.append(reinterpret_cast<const char*>(bytes.data()), bytes.size());
     return Status();
   }
@@ -88,13 +93,16 @@ class BufferedObjectWriter final : public ObjectWriter {
   Store* store_;
   std::string key_;
   PutOptions options_;
+  uint64_t max_bytes_;
   std::string data_;
 };
 
 }  // namespace
 
-std::unique_ptr<ObjectWriter> NewBufferedWriter(Store* store, std::string key, PutOptions options) {
-  return std::make_unique<BufferedObjectWriter>(store, std::move(key), std::move(options));
+std::unique_ptr<ObjectWriter> NewBufferedWriter(Store* store, std::string key, PutOptions options,
+                                                uint64_t max_bytes) {
+  return std::make_unique<BufferedObjectWriter>(store, std::move(key), std::move(options),
+                                                max_bytes);
 }
 
 ListPage FinishListPage(std::vector<ObjectInfo> candidates, size_t max_keys) {

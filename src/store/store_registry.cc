@@ -8,6 +8,7 @@
 #include "core/query_string.h"
 #include "store/local/local_store.h"
 #include "store/memory/memory_store.h"
+#include "store/rados/rados_store.h"
 
 namespace objectcache {
 namespace {
@@ -105,6 +106,7 @@ Result<std::unique_ptr<Store>> OpenStore(std::string_view uri) {
   if (uri.empty()) return InvalidArgumentError("empty store URI");
   if (uri == "mem://" || uri == "mem:") return NewMemoryStore();
   if (uri.starts_with("file://")) return OpenFileUri(uri.substr(7));
+  if (uri.starts_with("rados://")) return OpenRadosUri(uri);
   size_t colon = uri.find("://");
   if (colon != std::string_view::npos) {
     StoreOpener open;
@@ -115,7 +117,7 @@ Result<std::unique_ptr<Store>> OpenStore(std::string_view uri) {
     }
     if (open) return open(uri);
     return InvalidArgumentError("unknown store URI scheme '" + std::string(uri.substr(0, colon)) +
-                                "://' (known: mem://, file://)");
+                                "://' (known: mem://, file://, rados://)");
   }
   // A bare path is a local store.
   return OpenFileUri(uri);

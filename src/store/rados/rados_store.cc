@@ -1,0 +1,430 @@
+#include "store/rados/rados_store.h"
+
+#include <rados/librados.hpp>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include "store/backend_util.h"
+
+namespace objectcache {
+namespace {
+
+// The store's attributes live in this xattr of the object, written with the data.
+constexpr char kAttributesXattr[] = "oc.attributes";
+// Asynchronous operations in flight per call at most.
+constexpr size_t kMaxInFlight = 256;
+
+Status RadosError(std::string_view context, int r) {
+  const int e = -r;
+  switch (e) {
+    case ERANGE:
+    case EOVERFLOW:  // an asserted version did not match
+      return Status(StatusCode::kAborted, std::string(context) + ": the object changed");
+    case EFBIG:
+    case E2BIG:
+      return ResourceExhaustedError(std::string(context) + ": larger than the OSDs accept (" +
+                                    std::strerror(e) + ")");
+    case ENOTCONN:
+    case ESHUTDOWN:
+    case ECONNREFUSED:
+    case ETIMEDOUT:
+      return UnavailableError(std::string(context) + ": the cluster did not answer (" +
+                              std::strerror(e) + ")");
+    default:
+      return ErrnoError(context, e);
+  }
+}
+
+std::string Context(std::string_view what, std::string_view key) {
+  std::string s(what);
+  s += " '";
+  s += key;
+  s += "' in RADOS";
+  return s;
+}
+
+// Wraps caller memory without copying; valid only while the memory is.
+librados::bufferlist StaticBuffer(std::span<const std::byte> bytes) {
+  librados::bufferlist bl;
+  if (!bytes.empty()) {
+    bl.push_back(ceph::buffer::create_static(
+        static_cast<unsigned>(bytes.size()),
+        const_cast<char*>(reinterpret_cast<const char*>(bytes.data()))));
+  }
+  return bl;
+}
+
+void CopyOut(librados::bufferlist& bl, std::span<std::byte> dest) {
+  auto it = bl.cbegin();
+  it.copy(static_cast<unsigned>(dest.size()), reinterpret_cast<char*>(dest.data()));
+}
+
+struct Completion {
+  std::unique_ptr<librados::AioCompletion, void (*)(librados::AioCompletion*)> c{
+      librados::Rados::aio_create_completion(), [](librados::AioCompletion* p) { p->release(); }};
+  int Wait() {
+    c->wait_for_complete();
+    return c->get_return_value();
+  }
+};
+
+// What one read operation on one object brings back: its size, mtime, version, attributes and
+// any number of ranges.
+struct ObjectRead {
+  librados::ObjectReadOperation op;
+  Completion done;
+  uint64_t size = 0;
+  time_t mtime = 0;
+  int stat_rval = 0;
+  librados::bufferlist attributes;
+  int attributes_rval = 0;
+  struct Range {
+    RangeRead* read;
+    librados::bufferlist bl;
+    int rval = 0;
+  };
+  std::vector<Range> ranges;
+};
+
+class RadosObjectReader;
+
+class RadosStore final : public Store {
+ public:
+  RadosStore(std::unique_ptr<librados::Rados> cluster, librados::IoCtx io,
+             RadosStoreOptions options)
+      : cluster_(std::move(cluster)), io_(std::move(io)), options_(std::move(options)) {}
+  ~RadosStore() override {
+    io_.close();
+    cluster_->shutdown();
+  }
+
+  StoreCapabilities Capabilities() const override {
+    return {.ranged_reads = true,
+            .persistent = true,
+            .evicts = false,
+            .capacity_bytes = std::nullopt,
+            .max_key_bytes = kMaxKeyBytes,
+            .tracks_usage = false,
+            .pinned_readers = false};
+  }
+  StoreUsage Usage() const override { return {}; }
+  std::string Uri() const override {
+    std::string uri = "rados://" + options_.pool;
+    if (!options_.ns.empty()) uri += "?namespace=" + options_.ns;
+    return uri;
+  }
+
+  Status Put(std::string_view key, std::span<const std::byte> value,
+             const PutOptions& options) override {
+    OC_RETURN_IF_ERROR(ValidateKey(key));
+    OC_RETURN_IF_ERROR(ValidateAttributes(options.attributes));
+    if (value.size() > kMaxRadosObjectBytes) {
+      return ResourceExhaustedError(Context("storing", key) + ": " + std::to_string(value.size()) +
+                                    " bytes exceed the RADOS backend's object limit of " +
+                                    std::to_string(kMaxRadosObjectBytes));
+    }
+    librados::ObjectWriteOperation op;
+    librados::bufferlist data = StaticBuffer(value);
+    op.write_full(data);
+    librados::bufferlist attributes;
+    attributes.append(options.attributes);
+    op.setxattr(kAttributesXattr, attributes);
+    const int r = io_.operate(std::string(key), &op);
+    if (r < 0) return RadosError(Context("storing", key), r);
+    return Status();
+  }
+
+  Result<ObjectInfo> Stat(std::string_view key) override {
+    OC_RETURN_IF_ERROR(ValidateKey(key));
+    uint64_t size = 0;
+    time_t mtime = 0;
+    const int r = io_.stat(std::string(key), &size, &mtime);
+    if (r < 0) return RadosError(Context("stat of", key), r);
+    return ObjectInfo{std::string(key), size};
+  }
+
+  Result<size_t> Retrieve(std::string_view key, std::span<std::byte> dest) override {
+    OC_RETURN_IF_ERROR(ValidateKey(key));
+    ObjectRead read;
+    read.op.stat(&read.size, &read.mtime, &read.stat_rval);
+    librados::bufferlist bl;
+    int rval = 0;
+    // Reads one byte more than fits, to tell "fits exactly" from "too large".
+    read.op.read(0, dest.size() + 1, &bl, &rval);
+    const int r = io_.operate(std::string(key), &read.op, nullptr);
+    if (r < 0) return RadosError(Context("reading", key), r);
+    if (read.size > dest.size()) {
+      return ResourceExhaustedError(Context("reading", key) + ": " + std::to_string(read.size) +
+                                    "-byte object, " + std::to_string(dest.size()) +
+                                    "-byte buffer");
+    }
+    if (bl.length() != read.size) return InternalError(Context("reading", key) + ": short read");
+    CopyOut(bl, dest.first(read.size));
+    return static_cast<size_t>(read.size);
+  }
+
+  Status RetrieveRanges(std::span<RangeRead> reads) override {
+    // One operation per distinct object: its size and all its ranges from one version.
+    std::map<std::string_view, std::unique_ptr<ObjectRead>> by_key;
+    for (RangeRead& r : reads) {
+      r.status = ValidateKey(r.key);
+      if (!r.status.ok()) continue;
+      auto& slot = by_key[r.key];
+      if (!slot) {
+        slot = std::make_unique<ObjectRead>();
+        slot->op.stat(&slot->size, &slot->mtime, &slot->stat_rval);
+      }
+      slot->ranges.push_back({&r, {}, 0});
+    }
+    for (auto& [key, read] : by_key) {
+      for (ObjectRead::Range& range : read->ranges) {
+        // A range past the end comes back short; the size read with it tells OutOfRange.
+        read->op.read(range.read->offset, range.read->dest.size(), &range.bl, &range.rval);
+      }
+    }
+    return RunReads(by_key, [](std::string_view key, ObjectRead& read, int r) {
+      for (ObjectRead::Range& range : read.ranges) {
+        RangeRead& out = *range.read;
+        if (r < 0) {
+          out.status = RadosError(Context("reading", key), r);
+          continue;
+        }
+        out.status = CheckRange(out, read.size);
+        if (!out.status.ok()) continue;
+        if (range.rval < 0 || range.bl.length() != out.dest.size()) {
+          out.status = InternalError(Context("reading", key) + ": short read");
+          continue;
+        }
+        CopyOut(range.bl, out.dest);
+      }
+    });
+  }
+
+  Result<std::vector<bool>> Exist(std::span<const std::string> keys) override {
+    std::map<std::string_view, std::unique_ptr<ObjectRead>> by_key;
+    for (const std::string& key : keys) {
+      OC_RETURN_IF_ERROR(ValidateKey(key));
+      auto& slot = by_key[key];
+      if (!slot) {
+        slot = std::make_unique<ObjectRead>();
+        slot->op.stat(&slot->size, &slot->mtime, &slot->stat_rval);
+      }
+    }
+    std::map<std::string_view, bool> present;
+    Status failed;
+    OC_RETURN_IF_ERROR(RunReads(by_key, [&](std::string_view key, ObjectRead&, int r) {
+      if (r < 0 && r != -ENOENT && failed.ok()) failed = RadosError(Context("stat of", key), r);
+      present[key] = r >= 0;
+    }));
+    OC_RETURN_IF_ERROR(failed);
+    std::vector<bool> out;
+    out.reserve(keys.size());
+    for (const std::string& key : keys) out.push_back(present[key]);
+    return out;
+  }
+
+  Status Delete(std::string_view key) override {
+    OC_RETURN_IF_ERROR(ValidateKey(key));
+    const int r = io_.remove(std::string(key));
+    if (r < 0) return RadosError(Context("deleting", key), r);
+    return Status();
+  }
+
+  Result<ListPage> List(const ListOptions& options) override {
+    // RADOS lists in hash order: enumerate the namespace, keep the candidates, sort.
+    std::vector<ObjectInfo> candidates;
+    try {
+      for (auto it = io_.nobjects_begin(); it != io_.nobjects_end(); ++it) {
+        const std::string& name = it->get_oid();
+        if (!name.starts_with(options.prefix)) continue;
+        if (!options.start_after.empty() && name <= options.start_after) continue;
+        candidates.push_back({name, 0});
+      }
+    } catch (const std::exception& e) {
+      return UnavailableError("listing RADOS pool " + options_.pool + ": " + e.what());
+    }
+    std::sort(candidates.begin(), candidates.end(),
+              [](const ObjectInfo& a, const ObjectInfo& b) { return a.key < b.key; });
+    if (candidates.size() > options.max_keys + 1) candidates.resize(options.max_keys + 1);
+    // Sizes for the page only (an object deleted meanwhile drops out).
+    std::vector<ObjectInfo> sized;
+    std::map<std::string_view, std::unique_ptr<ObjectRead>> by_key;
+    for (size_t i = 0; i < candidates.size() && i < options.max_keys; ++i) {
+      auto& slot = by_key[candidates[i].key];
+      slot = std::make_unique<ObjectRead>();
+      slot->op.stat(&slot->size, &slot->mtime, &slot->stat_rval);
+    }
+    Status failed;
+    OC_RETURN_IF_ERROR(RunReads(by_key, [&](std::string_view key, ObjectRead& read, int r) {
+      if (r >= 0) {
+        sized.push_back({std::string(key), read.size});
+      } else if (r != -ENOENT && failed.ok()) {
+        failed = RadosError(Context("stat of", key), r);
+      }
+    }));
+    OC_RETURN_IF_ERROR(failed);
+    ListPage page = FinishListPage(std::move(sized), options.max_keys);
+    page.truncated = candidates.size() > options.max_keys;
+    return page;
+  }
+
+  Result<std::unique_ptr<ObjectWriter>> NewWriter(std::string_view key,
+                                                  const PutOptions& options) override {
+    OC_RETURN_IF_ERROR(ValidateKey(key));
+    OC_RETURN_IF_ERROR(ValidateAttributes(options.attributes));
+    return NewBufferedWriter(this, std::string(key), options, kMaxRadosObjectBytes);
+  }
+
+  Result<std::unique_ptr<ObjectReader>> OpenReader(std::string_view key) override;
+
+  // Reads one object's current version: size, mtime, attributes and version.
+  Result<std::unique_ptr<ObjectRead>> StatWithAttributes(std::string_view key,
+                                                         uint64_t* version) {
+    OC_RETURN_IF_ERROR(ValidateKey(key));
+    auto read = std::make_unique<ObjectRead>();
+    read->op.stat(&read->size, &read->mtime, &read->stat_rval);
+    read->op.getxattr(kAttributesXattr, &read->attributes, &read->attributes_rval);
+    // An object written by another tool has no attributes xattr: that is "no attributes".
+    read->op.set_op_flags2(LIBRADOS_OP_FLAG_FAILOK);
+    const std::string oid(key);
+    int r = io_.aio_operate(oid, read->done.c.get(), &read->op, nullptr);
+    if (r >= 0) r = read->done.Wait();
+    if (r < 0) return RadosError(Context("opening", key), r);
+    *version = read->done.c->get_version64();
+    return read;
+  }
+
+  librados::IoCtx& io() { return io_; }
+
+ private:
+  // Starts every operation (at most kMaxInFlight at a time), waits for each and calls
+  // done(key, read, return value) in key order. Fails only if an operation cannot be started.
+  template <typename Done>
+  Status RunReads(std::map<std::string_view, std::unique_ptr<ObjectRead>>& by_key, Done done) {
+    std::vector<std::pair<std::string_view, ObjectRead*>> pending;
+    Status started;
+    auto drain = [&] {
+      for (auto& [key, read] : pending) done(key, *read, read->done.Wait());
+      pending.clear();
+    };
+    for (auto& [key, read] : by_key) {
+      const int r = io_.aio_operate(std::string(key), read->done.c.get(), &read->op, nullptr);
+      if (r < 0) {
+        if (started.ok()) started = RadosError(Context("reading", key), r);
+        break;
+      }
+      pending.emplace_back(key, read.get());
+      if (pending.size() >= kMaxInFlight) drain();
+    }
+    drain();
+    return started;
+  }
+
+  std::unique_ptr<librados::Rados> cluster_;
+  librados::IoCtx io_;
+  RadosStoreOptions options_;
+};
+
+class RadosObjectReader final : public ObjectReader {
+ public:
+  RadosObjectReader(RadosStore* store, std::string key, uint64_t version, uint64_t size,
+                    time_t mtime, std::string attributes)
+      : store_(store),
+        key_(std::move(key)),
+        version_(version),
+        size_(size),
+        mtime_(mtime),
+        attributes_(std::move(attributes)) {}
+
+  uint64_t size() const override { return size_; }
+  const std::string& attributes() const override { return attributes_; }
+  int64_t mtime() const override { return mtime_; }
+
+  Status ReadAt(uint64_t offset, std::span<std::byte> dest) const override {
+    RangeRead range{key_, offset, dest, {}};
+    OC_RETURN_IF_ERROR(CheckRange(range, size_));
+    if (dest.empty()) return Status();
+    // The version seen at open, or Aborted: never another version's bytes.
+    librados::ObjectReadOperation op;
+    op.assert_version(version_);
+    librados::bufferlist bl;
+    int rval = 0;
+    op.read(offset, dest.size(), &bl, &rval);
+    const int r = store_->io().operate(key_, &op, nullptr);
+    if (r < 0) return RadosError(Context("reading", key_), r);
+    if (bl.length() != dest.size()) return InternalError(Context("reading", key_) + ": short");
+    CopyOut(bl, dest);
+    return Status();
+  }
+
+ private:
+  RadosStore* store_;
+  std::string key_;
+  uint64_t version_;
+  uint64_t size_;
+  time_t mtime_;
+  std::string attributes_;
+};
+
+Result<std::unique_ptr<ObjectReader>> RadosStore::OpenReader(std::string_view key) {
+  uint64_t version = 0;
+  OC_ASSIGN_OR_RETURN(std::unique_ptr<ObjectRead> read, StatWithAttributes(key, &version));
+  std::string attributes;
+  if (read->attributes_rval >= 0) {
+    attributes.assign(read->attributes.c_str(), read->attributes.length());
+  }
+  return std::make_unique<RadosObjectReader>(this, std::string(key), version, read->size,
+                                             read->mtime, std::move(attributes));
+}
+
+}  // namespace
+
+bool RadosStoreAvailable() { return true; }
+
+Result<std::unique_ptr<Store>> OpenRadosStore(const RadosStoreOptions& options) {
+  if (options.pool.empty()) return InvalidArgumentError("rados:// store: no pool named");
+  if (options.timeout_seconds <= 0) {
+    return InvalidArgumentError("rados:// store: timeout must be a positive number of seconds");
+  }
+  auto cluster = std::make_unique<librados::Rados>();
+  int r = cluster->init(options.user.c_str());
+  if (r < 0) return RadosError("initialising librados for user " + options.user, r);
+  r = cluster->conf_read_file(options.conf_path.empty() ? nullptr : options.conf_path.c_str());
+  if (r < 0) {
+    return RadosError("reading Ceph configuration " +
+                          (options.conf_path.empty() ? std::string("(default search)")
+                                                     : options.conf_path),
+                      r);
+  }
+  const std::string timeout = std::to_string(options.timeout_seconds);
+  for (const char* option : {"rados_osd_op_timeout", "rados_mon_op_timeout", "client_mount_timeout"}) {
+    cluster->conf_set(option, timeout.c_str());
+  }
+  // librados logs to stderr by default; the server has its own log.
+  cluster->conf_set("log_to_stderr", "false");
+  cluster->conf_set("err_to_stderr", "false");
+  r = cluster->connect();
+  if (r < 0) return RadosError("connecting to the Ceph cluster", r);
+  librados::IoCtx io;
+  r = cluster->ioctx_create(options.pool.c_str(), io);
+  if (r == -ENOENT) {
+    cluster->shutdown();
+    return NotFoundError("RADOS pool '" + options.pool +
+                         "' does not exist (create it: ceph osd pool create " + options.pool + ")");
+  }
+  if (r < 0) {
+    cluster->shutdown();
+    return RadosError("opening RADOS pool " + options.pool, r);
+  }
+  io.set_namespace(options.ns);
+  return std::unique_ptr<Store>(
+      std::make_unique<RadosStore>(std::move(cluster), std::move(io), options));
+}
+
+}  // namespace objectcache
