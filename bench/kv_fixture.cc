@@ -1,5 +1,6 @@
 #include "bench/kv_fixture.h"
 
+#include <algorithm>
 #include <cstring>
 #include <fstream>
 #include <thread>
@@ -118,10 +119,11 @@ Result<ServerChild> StartServer(const fs::path& dir, bool fresh,
                                    "127.0.0.1:0",
                                    "--port-file",
                                    (dir / "port").string(),
-                                   "--store",
-                                   (dir / "store").string(),
                                    "--log-level",
                                    "error"};
+  if (std::find(extra.begin(), extra.end(), "--store") == extra.end()) {
+    argv.insert(argv.end(), {"--store", (dir / "store").string()});
+  }
   argv.insert(argv.end(), extra.begin(), extra.end());
   ServerChild s;
   s.process = std::make_unique<ChildProcess>(argv, (dir / "serve.log").string());

@@ -46,7 +46,7 @@ struct ServerChild {
 };
 
 // Starts `objectcache serve --anonymous` on the store in dir/store (removed first when
-// `fresh`), with `extra` arguments; waits until it listens.
+// `fresh`), with `extra` arguments (a --store there replaces dir/store); waits until it listens.
 Result<ServerChild> StartServer(const std::filesystem::path& dir, bool fresh,
                                 const std::vector<std::string>& extra = {});
 

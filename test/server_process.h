@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -18,8 +19,8 @@ namespace objectcache::testing {
 class ServerProcess {
  public:
   // Starts the server with its store in `dir` (which it creates) on `port` (0: any free one),
-  // with `extra` arguments after the others (e.g. {"--bandwidth-cap", "1GB"}); port() is 0 on
-  // failure.
+  // with `extra` arguments after the others (e.g. {"--bandwidth-cap", "1GB"}, or a --store of
+  // its own); port() is 0 on failure.
   explicit ServerProcess(const std::string& dir, int port = 0,
                          const std::vector<std::string>& extra = {})
       : store_(dir + "/store") {
@@ -27,10 +28,14 @@ class ServerProcess {
     const std::string port_file = dir + "/port";
     std::filesystem::remove(port_file);
     const std::string listen = "127.0.0.1:" + std::to_string(port);
-    std::vector<const char*> argv = {OBJECTCACHE_PATH, "serve",        "--anonymous",
-                                     "--listen",       listen.c_str(), "--store",
-                                     store_.c_str(),   "--port-file",  port_file.c_str(),
-                                     "--log-level",    "error"};
+    std::vector<const char*> argv = {OBJECTCACHE_PATH, "serve",       "--anonymous",
+                                     "--listen",       listen.c_str(), "--port-file",
+                                     port_file.c_str(), "--log-level", "error"};
+    // A --store among `extra` replaces the local store in `dir`.
+    if (std::find(extra.begin(), extra.end(), "--store") == extra.end()) {
+      argv.push_back("--store");
+      argv.push_back(store_.c_str());
+    }
     for (const std::string& e : extra) argv.push_back(e.c_str());
     argv.push_back(nullptr);
     pid_ = ::fork();

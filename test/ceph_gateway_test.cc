@@ -1,0 +1,223 @@
+// `objectcache serve --store rados://...` as a stateless gateway over a real single-node Ceph:
+// two gateways over one pool, the client spreading keys over both, and an OSD stopped in the
+// middle of a layerwise read. The shared cluster comes from the ctest fixture "ceph"
+// ($OBJECTCACHE_TEST_CEPH); the OSD test starts a cluster of its own (scripts/ceph-dev), so that
+// stopping its OSD disturbs no other test.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <condition_variable>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <random>
+#include <thread>
+
+#include "client/s3_connection.h"
+#include "objectcache/chunk_object.h"
+#include "objectcache/client.h"
+#include "store/scratch_dir.h"
+#include "test/server_process.h"
+
+namespace objectcache {
+namespace {
+
+std::string RadosUri(const std::string& ceph_dir, const std::string& ns, int timeout_s = 30) {
+  return "rados://objectcache?conf=" + ceph_dir + "/ceph.conf&namespace=" + ns +
+         "&timeout=" + std::to_string(timeout_s);
+}
+
+// Counts from the server's /metrics: requests of one operation.
+uint64_t RequestsServed(const std::string& endpoint, const std::string& op) {
+  client::S3Connection conn(*client::S3Endpoint::Parse(endpoint), client::S3Credentials{});
+  std::string body;
+  auto res = conn.Send("GET", "/metrics", {}, "", [&](std::span<const std::byte> b) {
+    body.append(reinterpret_cast<const char*>(b.data()), b.size());
+    return Status();
+  });
+  if (!res.has_value()) return 0;
+  const std::string needle = "objectcache_requests_total{op=\"" + op + "\"} ";
+  const size_t at = body.find(needle);
+  return at == std::string::npos ? 0 : std::stoull(body.substr(at + needle.size()));
+}
+
+class CephGatewayTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const char* ceph = std::getenv("OBJECTCACHE_TEST_CEPH");
+    if (!ceph) GTEST_SKIP() << "OBJECTCACHE_TEST_CEPH is not set: run under ctest";
+    ceph_dir_ = ceph;
+    dir_ = MakeScratchDir();
+    ns_ = "gateway-test-" + std::to_string(getpid()) + "-" +
+          ::testing::UnitTest::GetInstance()->current_test_info()->name();
+  }
+  void TearDown() override {
+    gateways_.clear();
+    if (!dir_.empty()) RemoveTree(dir_);
+  }
+
+  // Starts a gateway over the pool; returns its endpoint.
+  std::string StartGateway(const std::string& ceph_dir, int timeout_s = 30) {
+    const std::string name = dir_ + "/gw" + std::to_string(gateways_.size());
+    gateways_.push_back(std::make_unique<testing::ServerProcess>(
+        name, 0, std::vector<std::string>{"--store", RadosUri(ceph_dir, ns_, timeout_s)}));
+    EXPECT_GT(gateways_.back()->port(), 0) << "gateway did not start (" << name << ")";
+    return "http://" + gateways_.back()->endpoint();
+  }
+
+  void CreateBucket(const std::string& endpoint) {
+    client::S3Connection conn(*client::S3Endpoint::Parse(endpoint), client::S3Credentials{});
+    auto res = conn.Send("PUT", "/kvc", {}, "", [](auto) { return Status(); },
+                         {{"x-objectcache-kv-layout", "llama-3.1-8b"}});
+    ASSERT_TRUE(res.has_value()) << res.error().ToString();
+    ASSERT_TRUE(res->status == 200 || res->status == 409) << res->error_body;
+  }
+
+  std::unique_ptr<Client> MakeClient(std::vector<std::string> endpoints, int retries = 3) {
+    auto c = Client::Create({.endpoints = std::move(endpoints),
+                             .bucket = "kvc",
+                             .timeout = std::chrono::seconds(20),
+                             .retries = retries});
+    EXPECT_TRUE(c.has_value());
+    return std::move(*c);
+  }
+
+  // `chunks` chunks of a seeded prompt, stored through `writer`.
+  void StoreChunks(Client* writer, size_t chunks, uint64_t seed) {
+    std::mt19937_64 rng(seed);
+    std::vector<uint32_t> tokens(16 * chunks);
+    for (uint32_t& t : tokens) t = static_cast<uint32_t>(rng() % 128000);
+    keys_ = KeyNamespace(model_.name, model_.layout).KeysForTokens(tokens);
+    kv_.clear();
+    for (size_t i = 0; i < keys_.size(); ++i) {
+      std::string kv(model_.layout.ChunkKvBytes(), '\0');
+      for (size_t b = 0; b < kv.size(); b += 8) {
+        const uint64_t x = rng();
+        std::memcpy(kv.data() + b, &x, std::min<size_t>(8, kv.size() - b));
+      }
+      writer->StoreAsync(keys_[i], *EncodeChunkObject(model_.layout, keys_[i], AsBytes(kv)));
+      kv_.push_back(std::move(kv));
+      if (i % 32 == 31) writer->Flush();
+    }
+    writer->Flush();
+    ASSERT_EQ(writer->Stats().stored, keys_.size());
+  }
+
+  // Retrieves every layer of every key in `mode`; OK only if every byte is what was stored.
+  Status RetrieveAndCheck(Client* reader, RetrievalMode mode, LayerReadyFn on_layer = {}) {
+    const uint64_t slice = model_.layout.LayerSliceBytes();
+    const uint32_t layers = model_.layout.num_layers;
+    std::vector<std::string> regions(layers, std::string(keys_.size() * slice, '\0'));
+    LayerwiseRequest req{.model = model_, .keys = keys_, .layers = {0, layers}};
+    req.mode = mode;
+    req.on_layer = std::move(on_layer);
+    for (std::string& r : regions) req.regions.push_back(AsWritableBytes(r));
+    OC_ASSIGN_OR_RETURN(auto retrieval, reader->RetrieveLayerwise(std::move(req)));
+    OC_RETURN_IF_ERROR(retrieval->Wait());
+    OC_ASSIGN_OR_RETURN(uint32_t hits, retrieval->Hits());
+    if (hits != keys_.size()) return DataLossError("hits " + std::to_string(hits));
+    for (uint32_t l = 0; l < layers; ++l) {
+      for (size_t c = 0; c < keys_.size(); ++c) {
+        if (regions[l].compare(c * slice, slice, kv_[c], l * slice, slice) != 0) {
+          return DataLossError("wrong bytes at layer " + std::to_string(l) + " chunk " +
+                               std::to_string(c));
+        }
+      }
+    }
+    return Status();
+  }
+
+  ModelPreset model_ = *FindModelPreset("llama-3.1-8b");
+  std::string ceph_dir_, dir_, ns_;
+  std::vector<std::unique_ptr<testing::ServerProcess>> gateways_;
+  std::vector<ChunkKey> keys_;
+  std::vector<std::string> kv_;
+};
+
+TEST_F(CephGatewayTest, ChunksStoredThroughOneGatewayComeBackThroughTheOther) {
+  const std::string a = StartGateway(ceph_dir_), b = StartGateway(ceph_dir_);
+  CreateBucket(a);
+  StoreChunks(MakeClient({a}).get(), 24, 1);
+  auto via_b = MakeClient({b});
+  EXPECT_EQ(*via_b->Lookup(keys_), keys_.size());
+  for (RetrievalMode mode : {RetrievalMode::kAggregatedLayerwise, RetrievalMode::kPlainLayerwise,
+                             RetrievalMode::kPlainChunkwise}) {
+    Status s = RetrieveAndCheck(via_b.get(), mode);
+    EXPECT_TRUE(s.ok()) << RetrievalModeName(mode) << ": " << s.ToString();
+  }
+  EXPECT_EQ(RequestsServed(a, "LayerwiseRetrieve"), 0u);
+  EXPECT_GE(RequestsServed(b, "LayerwiseRetrieve"), 1u);
+}
+
+TEST_F(CephGatewayTest, AClientSpreadsKeysOverBothGatewaysAndGetsEveryByte) {
+  const std::string a = StartGateway(ceph_dir_), b = StartGateway(ceph_dir_);
+  CreateBucket(a);
+  auto both = MakeClient({a, b});
+  StoreChunks(both.get(), 40, 2);
+  // Each gateway took part of the batch stores and serves part of the retrieval.
+  EXPECT_GE(RequestsServed(a, "BatchStore"), 1u);
+  EXPECT_GE(RequestsServed(b, "BatchStore"), 1u);
+  Status s = RetrieveAndCheck(both.get(), RetrievalMode::kAggregatedLayerwise);
+  EXPECT_TRUE(s.ok()) << s.ToString();
+  EXPECT_GE(RequestsServed(a, "LayerwiseRetrieve"), 1u);
+  EXPECT_GE(RequestsServed(b, "LayerwiseRetrieve"), 1u);
+  // And either gateway alone sees all of it: the state is in the cluster, not in a gateway.
+  Status alone = RetrieveAndCheck(MakeClient({b}).get(), RetrievalMode::kAggregatedLayerwise);
+  EXPECT_TRUE(alone.ok()) << alone.ToString();
+}
+
+TEST_F(CephGatewayTest, OsdStoppedMidReadGivesAnErrorOrARetryNeverWrongBytes) {
+  // A cluster of this test's own: its OSD is stopped and started.
+  const std::string own = dir_ + "/ceph";
+  ASSERT_EQ(std::system((std::string(CEPH_DEV_PATH) + " start " + own + " --size 2GiB").c_str()), 0);
+  struct StopCluster {
+    std::string dir;
+    ~StopCluster() { (void)std::system((std::string(CEPH_DEV_PATH) + " stop " + dir).c_str()); }
+  } stop{own};
+  // Gateway reads give up after 3 s when the OSD does not answer.
+  const std::string gw = StartGateway(own, /*timeout_s=*/3);
+  CreateBucket(gw);
+  StoreChunks(MakeClient({gw}).get(), 64, 3);  // 128 MiB: more than socket buffers hold
+
+  // Hold the receiver at layer 0 while the OSD goes down, then let the stream go on.
+  auto reader = MakeClient({gw}, /*retries=*/2);
+  std::mutex mu;
+  std::condition_variable cv;
+  bool osd_down = false;
+  std::thread read([&] {
+    Status s = RetrieveAndCheck(reader.get(), RetrievalMode::kAggregatedLayerwise,
+                                [&](uint32_t layer, const Status&) {
+                                  if (layer != 0) return;
+                                  std::unique_lock lock(mu);
+                                  cv.wait(lock, [&] { return osd_down; });
+                                });
+    // Never wrong bytes: either every byte checked, or an error that is not DataLoss.
+    EXPECT_NE(s.code(), StatusCode::kDataLoss) << s.ToString();
+    if (!s.ok()) {
+      EXPECT_TRUE(s.code() == StatusCode::kUnavailable || s.code() == StatusCode::kInternal ||
+                  s.code() == StatusCode::kAborted)
+          << s.ToString();
+    }
+    std::printf("retrieval with the OSD stopped mid-stream: %s\n", s.ToString().c_str());
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  ASSERT_EQ(std::system((std::string(CEPH_DEV_PATH) + " osd-stop " + own).c_str()), 0);
+  {
+    std::lock_guard lock(mu);
+    osd_down = true;
+  }
+  cv.notify_all();
+  read.join();
+
+  // The OSD back: the same gateway, never restarted, serves every byte again.
+  ASSERT_EQ(std::system((std::string(CEPH_DEV_PATH) + " osd-start " + own).c_str()), 0);
+  Status again = Status(StatusCode::kUnavailable, "not tried");
+  for (int attempt = 0; attempt < 20 && !again.ok(); ++attempt) {
+    again = RetrieveAndCheck(MakeClient({gw}).get(), RetrievalMode::kAggregatedLayerwise);
+    if (!again.ok()) std::this_thread::sleep_for(std::chrono::seconds(1));
+  }
+  EXPECT_TRUE(again.ok()) << again.ToString();
+}
+
+}  // namespace
+}  // namespace objectcache
