@@ -364,6 +364,7 @@ void AddBenchCommands(CLI::App* app) {
   AddTtftBenchCommand(bench);
   AddMemBenchCommand(bench);
   AddSchedBenchCommand(bench);
+  AddBackendsBenchCommand(bench);
 }
 
 }  // namespace objectcache::bench

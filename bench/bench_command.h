@@ -11,6 +11,8 @@
 //                 S3Agg-LW over a grid of models, contexts, hit ratios and granularities
 //   bench sched   bandwidth cap shared by equal, bytes and compute-aware: added TTFT
 //   bench mem     elastic KV pool vs a static one: page costs, allocation, memory given back
+//   bench backends  on a Ceph cluster: radosgw with plain S3 against our gateway over RADOS
+//                 and over the local store; throughput and TTFT
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -24,6 +26,8 @@ void AddS3BenchCommand(CLI::App* bench);
 void AddTtftBenchCommand(CLI::App* bench);
 // Registers `bench sched` under the `bench` command.
 void AddSchedBenchCommand(CLI::App* bench);
+// Registers `bench backends` under the `bench` command.
+void AddBackendsBenchCommand(CLI::App* bench);
 // Registers `bench mem` under the `bench` command.
 void AddMemBenchCommand(CLI::App* bench);
 // Registers `demo`: the TTFT experiment on one model, the README's main job.

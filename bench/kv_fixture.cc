@@ -60,8 +60,37 @@ LayerwiseRequest PrefixSet::Request(size_t chunks) {
   return req;
 }
 
+ChunkSink ClientSink(Client* writer) {
+  auto before = std::make_shared<ClientStats>(writer->Stats());
+  auto queued = std::make_shared<size_t>(0);
+  return {.put =
+              [=](const ChunkKey& key, std::string object) {
+                writer->StoreAsync(key, std::move(object));
+                if (++*queued % 128 == 0) writer->Flush();  // bounded memory: nothing dropped
+                return Status();
+              },
+          .finish =
+              [=] {
+                writer->Flush();
+                const ClientStats st = writer->Stats();
+                const uint64_t failed = st.failed - before->failed,
+                               dropped = st.dropped - before->dropped;
+                if (failed + dropped > 0 || st.stored - before->stored < *queued) {
+                  return InternalError("storing the prefix failed: " + std::to_string(failed) +
+                                       " failed, " + std::to_string(dropped) + " dropped");
+                }
+                return Status();
+              }};
+}
+
+ChunkSink StoreSink(Store* store) {
+  return {.put = [store](const ChunkKey& key,
+                         std::string object) { return store->Put(key.ToHex(), AsBytes(object)); },
+          .finish = [] { return Status(); }};
+}
+
 Result<PrefixSet> StorePrefix(const ModelPreset& model, size_t chunks, uint64_t seed,
-                              Client* writer) {
+                              const std::vector<ChunkSink>& sinks) {
   PrefixSet p;
   p.model = model;
   const KvLayout& layout = model.layout;
@@ -73,7 +102,6 @@ Result<PrefixSet> StorePrefix(const ModelPreset& model, size_t chunks, uint64_t 
   }
   p.keys = KeyNamespace(model.name, layout).KeysForTokens(tokens);
   const uint64_t slice = layout.LayerSliceBytes();
-  const ClientStats before = writer->Stats();
   std::string kv(layout.ChunkKvBytes(), '\0');
   for (size_t c = 0; c < p.keys.size(); ++c) {
     FillKv(&kv, seed ^ (c + 1));
@@ -81,18 +109,16 @@ Result<PrefixSet> StorePrefix(const ModelPreset& model, size_t chunks, uint64_t 
       p.checksums.push_back(LayerChecksum(AsBytes(kv).subspan(l * slice, slice)));
     }
     OC_ASSIGN_OR_RETURN(std::string object, EncodeChunkObject(layout, p.keys[c], AsBytes(kv)));
-    writer->StoreAsync(p.keys[c], std::move(object));
-    if (c % 128 == 127) writer->Flush();  // bounded memory: the queue never drops
+    for (const ChunkSink& sink : sinks) OC_RETURN_IF_ERROR(sink.put(p.keys[c], object));
   }
-  writer->Flush();
-  const ClientStats st = writer->Stats();
-  const uint64_t failed = st.failed - before.failed, dropped = st.dropped - before.dropped;
-  if (failed + dropped > 0 || st.stored - before.stored < chunks) {
-    return InternalError("storing the prefix failed: " + std::to_string(failed) + " failed, " +
-                         std::to_string(dropped) + " dropped");
-  }
+  for (const ChunkSink& sink : sinks) OC_RETURN_IF_ERROR(sink.finish());
   p.AllocateRegions(chunks);
   return p;
+}
+
+Result<PrefixSet> StorePrefix(const ModelPreset& model, size_t chunks, uint64_t seed,
+                              Client* writer) {
+  return StorePrefix(model, chunks, seed, {ClientSink(writer)});
 }
 
 Status CreateBucket(const std::string& endpoint, const std::string& bucket,

@@ -4,12 +4,14 @@
 #pragma once
 
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "bench/bench_report.h"
 #include "objectcache/client.h"
+#include "objectcache/store.h"
 
 namespace objectcache::bench {
 
@@ -31,8 +33,21 @@ struct PrefixSet {
   LayerwiseRequest Request(size_t chunks);
 };
 
-// Stores `chunks` chunks of a fresh random prompt (seeded) through `writer` and allocates
-// the regions.
+// Where StorePrefix puts each chunk object: put(key, object) per chunk, then finish().
+struct ChunkSink {
+  std::function<Status(const ChunkKey& key, std::string object)> put;
+  std::function<Status()> finish;
+};
+// Write-behind batch stores through a client (flushed every 128 chunks; finish fails if any
+// chunk was dropped or refused).
+ChunkSink ClientSink(Client* writer);
+// Plain PUTs of each chunk object under its hex name (an s3:// store: any S3 server).
+ChunkSink StoreSink(Store* store);
+
+// Makes `chunks` chunks of a fresh random prompt (seeded), gives every chunk object to every
+// sink, and allocates the regions.
+Result<PrefixSet> StorePrefix(const ModelPreset& model, size_t chunks, uint64_t seed,
+                              const std::vector<ChunkSink>& sinks);
 Result<PrefixSet> StorePrefix(const ModelPreset& model, size_t chunks, uint64_t seed,
                               Client* writer);
 

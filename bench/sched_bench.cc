@@ -13,6 +13,7 @@
 #include "bench/bench_command.h"
 #include "bench/bench_report.h"
 #include "bench/kv_fixture.h"
+#include "bench/ttft_experiment.h"
 #include "engine/prefill.h"
 #include "objectcache/client.h"
 #include "sched/bandwidth_scheduler.h"
@@ -211,8 +212,7 @@ Status RunSched(const SchedFlags& f) {
     }
     const double link = f.path_gbps > 0 ? f.path_gbps * 1e9 / 8 : Median(rates);
     // Scale: this path stands for the paper's 100 Gbit/s link.
-    const double dilation =
-        (kPaperLinkGbps * 1e9 / 8 / link) * (gpu.flops_per_second / h100.flops_per_second);
+    const double dilation = PaperDilation(gpu, h100, link);
     std::printf(
         "server path: %.2f Gbit/s (%zu concurrent unpaced layerwise retrievals) stands for the "
         "paper's %.0f Gbit/s; compute x %.2f\n",

@@ -73,38 +73,6 @@ RetrievalMode ModeOf(const std::string& mode) {
   return RetrievalMode::kAggregatedLayerwise;  // S3Agg-LW; Local-DRAM-LW from the DRAM tier
 }
 
-struct RunResult {
-  double ttft_ms = 0, stall_ms = 0, first_layer_ms = 0;
-};
-
-// One prefill whose first `chunks` chunks come through `client` in `mode`; checks the bytes.
-Result<RunResult> RunOnce(Client* client, RetrievalMode mode, PrefixSet* p, size_t chunks,
-                          const engine::PrefillPlan& plan) {
-  p->ClearRegions(chunks);
-  LayerwiseRequest req = p->Request(chunks);
-  req.mode = mode;
-  const double t0 = NowSeconds();
-  OC_ASSIGN_OR_RETURN(std::unique_ptr<LayerwiseRetrieval> retrieval,
-                      client->RetrieveLayerwise(std::move(req)));
-  engine::PrefillResult result =
-      engine::RunPrefill(plan, [&](uint32_t l) { return retrieval->WaitForLayer(l); });
-  const double ttft = NowSeconds() - t0;
-  OC_RETURN_IF_ERROR(result.status);
-  OC_RETURN_IF_ERROR(retrieval->Wait());
-  OC_ASSIGN_OR_RETURN(uint32_t hits, retrieval->Hits());
-  if (hits != chunks) {
-    return DataLossError("expected " + std::to_string(chunks) + " hits, got " +
-                         std::to_string(hits));
-  }
-  OC_RETURN_IF_ERROR(p->Check(chunks));
-  double stall = 0;
-  for (double s : result.stall_seconds) stall += s;
-  return RunResult{
-      .ttft_ms = ttft * 1e3,
-      .stall_ms = stall * 1e3,
-      .first_layer_ms = result.stall_seconds.empty() ? 0 : result.stall_seconds[0] * 1e3};
-}
-
 Status WriteCsv(const std::string& path, const std::vector<TtftRow>& rows) {
   if (path.empty()) return Status();
   std::ofstream out(path);
@@ -201,7 +169,7 @@ Status RunCapSweep(const TtftConfig& config, const engine::GpuProfile& gpu, doub
     }
     std::vector<double> ttft;
     for (int r = 0; r < config.repeats; ++r) {
-      OC_ASSIGN_OR_RETURN(RunResult run, RunOnce(client.get(), RetrievalMode::kAggregatedLayerwise,
+      OC_ASSIGN_OR_RETURN(PrefillRun run, RunPrefillOnce(client.get(), RetrievalMode::kAggregatedLayerwise,
                                                  &prefix, chunks, plan));
       ttft.push_back(run.ttft_ms);
     }
@@ -233,6 +201,40 @@ Status RunCapSweep(const TtftConfig& config, const engine::GpuProfile& gpu, doub
 }
 
 }  // namespace
+
+Result<PrefillRun> RunPrefillOnce(Client* client, RetrievalMode mode, PrefixSet* p, size_t chunks,
+                          const engine::PrefillPlan& plan) {
+  p->ClearRegions(chunks);
+  LayerwiseRequest req = p->Request(chunks);
+  req.mode = mode;
+  const double t0 = NowSeconds();
+  OC_ASSIGN_OR_RETURN(std::unique_ptr<LayerwiseRetrieval> retrieval,
+                      client->RetrieveLayerwise(std::move(req)));
+  engine::PrefillResult result =
+      engine::RunPrefill(plan, [&](uint32_t l) { return retrieval->WaitForLayer(l); });
+  const double ttft = NowSeconds() - t0;
+  OC_RETURN_IF_ERROR(result.status);
+  OC_RETURN_IF_ERROR(retrieval->Wait());
+  OC_ASSIGN_OR_RETURN(uint32_t hits, retrieval->Hits());
+  if (hits != chunks) {
+    return DataLossError("expected " + std::to_string(chunks) + " hits, got " +
+                         std::to_string(hits));
+  }
+  OC_RETURN_IF_ERROR(p->Check(chunks));
+  double stall = 0;
+  for (double s : result.stall_seconds) stall += s;
+  return PrefillRun{
+      .ttft_ms = ttft * 1e3,
+      .stall_ms = stall * 1e3,
+      .first_layer_ms = result.stall_seconds.empty() ? 0 : result.stall_seconds[0] * 1e3};
+}
+
+
+double PaperDilation(const engine::GpuProfile& gpu, const engine::GpuProfile& h100,
+                     double link_bytes_per_second) {
+  return (kPaperLinkBytesPerSecond / link_bytes_per_second) *
+         (gpu.flops_per_second / h100.flops_per_second);
+}
 
 double MeasureLoopbackBytesPerSecond(double seconds) {
   const int listener = ::socket(AF_INET, SOCK_STREAM, 0);
@@ -310,10 +312,7 @@ Status RunTtftExperiment(const TtftConfig& config) {
   // The link, measured now; the dilation that makes link : compute the paper's.
   const double link = MeasureLoopbackBytesPerSecond(1.0);
   if (link <= 0) return UnavailableError("could not measure the loopback link");
-  const double dilation =
-      config.testbed == "paper"
-          ? (kPaperLinkBytesPerSecond / link) * (gpu.flops_per_second / h100.flops_per_second)
-          : 1.0;
+  const double dilation = config.testbed == "paper" ? PaperDilation(gpu, h100, link) : 1.0;
   std::printf("link: one TCP stream over loopback %.2f Gbit/s; testbed %s: compute x %.2f\n",
               link * 8 / 1e9, config.testbed.c_str(), dilation);
   if (config.cap_sweep) return RunCapSweep(config, gpu, link, dilation);
@@ -367,32 +366,32 @@ Status RunTtftExperiment(const TtftConfig& config) {
                                          .cached_tokens = chunks * g,
                                          .new_tokens = context - chunks * g,
                                          .dilation = dilation};
-          std::map<std::string, std::vector<RunResult>> results;
+          std::map<std::string, std::vector<PrefillRun>> results;
           for (int r = 0; r < config.repeats; ++r) {
             for (size_t k = 0; k < modes.size(); ++k) {
               const std::string& mode = modes[(k + r) % modes.size()];  // rotate the order
               progress.Step(model_name + " " + ContextLabel(context) + " G" + std::to_string(g) +
                             " " + mode);
               Client* via = mode == "Local-DRAM-LW" ? local.get() : remote.get();
-              OC_ASSIGN_OR_RETURN(RunResult run, RunOnce(via, ModeOf(mode), &prefix, chunks, plan));
+              OC_ASSIGN_OR_RETURN(PrefillRun run, RunPrefillOnce(via, ModeOf(mode), &prefix, chunks, plan));
               results[mode].push_back(run);
             }
           }
-          auto median = [&](const std::string& mode, double RunResult::*field) {
+          auto median = [&](const std::string& mode, double PrefillRun::*field) {
             std::vector<double> v;
-            for (const RunResult& run : results[mode]) v.push_back(run.*field);
+            for (const PrefillRun& run : results[mode]) v.push_back(run.*field);
             return Median(v);
           };
-          const double base = median("Local-DRAM-LW", &RunResult::ttft_ms);
+          const double base = median("Local-DRAM-LW", &PrefillRun::ttft_ms);
           for (const std::string& mode : modes) {
             TtftRow row{.model = model_name,
                         .context = context,
                         .hit = hit,
                         .granularity = g,
                         .mode = mode,
-                        .ttft_ms = median(mode, &RunResult::ttft_ms),
-                        .stall_ms = median(mode, &RunResult::stall_ms),
-                        .first_layer_ms = median(mode, &RunResult::first_layer_ms),
+                        .ttft_ms = median(mode, &PrefillRun::ttft_ms),
+                        .stall_ms = median(mode, &PrefillRun::stall_ms),
+                        .first_layer_ms = median(mode, &PrefillRun::first_layer_ms),
                         .cached_tokens = static_cast<uint32_t>(chunks * g)};
             row.added_ms = row.ttft_ms - base;
             row.added_pct = 100 * row.added_ms / base;

@@ -9,6 +9,9 @@
 #include <string>
 #include <vector>
 
+#include "bench/kv_fixture.h"
+#include "engine/prefill.h"
+#include "objectcache/client.h"
 #include "objectcache/status.h"
 
 namespace objectcache::bench {
@@ -60,6 +63,19 @@ struct TtftRow {
 
 // Runs the grid, prints the table (and the targets that the grid covers), writes the files.
 Status RunTtftExperiment(const TtftConfig& config);
+
+// One emulated prefill whose cached prefix (the first `chunks` chunks of `p`) comes through
+// `client` in `mode`; DataLoss unless every byte is what was stored.
+struct PrefillRun {
+  double ttft_ms = 0, stall_ms = 0, first_layer_ms = 0;
+};
+Result<PrefillRun> RunPrefillOnce(Client* client, RetrievalMode mode, PrefixSet* p, size_t chunks,
+                                  const engine::PrefillPlan& plan);
+
+// The factor on compute times that makes link : compute what the paper's testbed has (a
+// 100 Gbit/s link next to an H100) when the link carries `link_bytes_per_second`.
+double PaperDilation(const engine::GpuProfile& gpu, const engine::GpuProfile& h100,
+                     double link_bytes_per_second);
 
 // The rate of one TCP stream over loopback (what iperf3 -c 127.0.0.1 measures), in bytes/s.
 double MeasureLoopbackBytesPerSecond(double seconds);

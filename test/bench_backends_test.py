@@ -1,0 +1,50 @@
+#!/usr/bin/python3
+"""`objectcache bench backends` end to end on a small prefix against the real single-node Ceph of
+the ctest fixture ($OBJECTCACHE_TEST_CEPH): it exits 0 (every path checks every byte it
+received), and the JSON has a row per context and read path with the promised fields. The
+numbers are not asserted (they are measurements)."""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+PATHS = ["radosgw S3-CW", "radosgw S3-LW", "ours/rados S3-LW", "ours/rados S3Agg-LW",
+         "ours/local S3Agg-LW"]
+FIELDS = ["context", "path", "backend", "mode", "gbps", "ratio_vs_radosgw", "ttft_ms",
+          "added_ms"]
+
+
+def main():
+    binary = sys.argv[1]
+    ceph = os.environ["OBJECTCACHE_TEST_CEPH"]
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, "backends.json")
+        run = subprocess.run([binary, "bench", "backends", "--ceph", ceph, "--context", "256,512",
+                              "--repeats", "1", "--json", out, "--dir",
+                              os.path.join(tmp, "scratch")],
+                             capture_output=True, text=True, timeout=600)
+        print(run.stdout)
+        assert run.returncode == 0, run.stderr
+        report = json.load(open(out))
+        rows = report["rows"]
+        assert [(r["context"], r["path"]) for r in rows] == \
+            [(c, p) for c in (256, 512) for p in PATHS], rows
+        for r in rows:
+            for f in FIELDS:
+                assert f in r, (f, r)
+            assert r["gbps"] > 0 and r["ttft_ms"] > 0, r
+        assert all(r["ratio_vs_radosgw"] == 1 for r in rows if r["path"] == "radosgw S3-LW")
+        for metric in ["gbps_radosgw_lw_512", "gbps_rados_agg_lw_512", "ratio_vs_radosgw_512",
+                       "ttft_ms_rados_agg_lw_512"]:
+            assert metric in report["metrics"], report["metrics"]
+        # No cluster there: a clear error, nonzero exit.
+        bad = subprocess.run([binary, "bench", "backends", "--ceph", os.path.join(tmp, "none"),
+                              "--dir", os.path.join(tmp, "bad")], capture_output=True, text=True,
+                             timeout=60)
+        assert bad.returncode != 0 and "scripts/ceph-dev start" in bad.stderr, bad.stderr
+    print("ok")
+
+
+if __name__ == "__main__":
+    main()
