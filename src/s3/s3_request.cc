@@ -18,6 +18,38 @@ const std::string* S3Request::Query(std::string_view name) const {
   return nullptr;
 }
 
+bool IsValidUtf8(std::string_view s) {
+  size_t i = 0;
+  while (i < s.size()) {
+    const auto b = static_cast<unsigned char>(s[i]);
+    if (b < 0x80) {
+      ++i;
+      continue;
+    }
+    size_t n = 0;
+    uint32_t cp = 0;
+    if ((b & 0xE0) == 0xC0) {
+      n = 1, cp = b & 0x1F;
+    } else if ((b & 0xF0) == 0xE0) {
+      n = 2, cp = b & 0x0F;
+    } else if ((b & 0xF8) == 0xF0) {
+      n = 3, cp = b & 0x07;
+    } else {
+      return false;
+    }
+    for (size_t k = 1; k <= n; ++k) {
+      if (i + k >= s.size()) return false;
+      const auto c = static_cast<unsigned char>(s[i + k]);
+      if ((c & 0xC0) != 0x80) return false;
+      cp = (cp << 6) | (c & 0x3F);
+    }
+    static constexpr uint32_t kMin[] = {0, 0x80, 0x800, 0x10000};
+    if (cp < kMin[n] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return false;
+    i += n + 1;
+  }
+  return true;
+}
+
 bool PercentDecode(std::string_view in, std::string* out) {
   out->clear();
   out->reserve(in.size());

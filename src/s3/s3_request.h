@@ -27,6 +27,9 @@ struct S3Request {
 
 // Percent-decoding; false on a malformed escape.
 bool PercentDecode(std::string_view in, std::string* out);
+// Well-formed UTF-8 (no overlong forms, no surrogates, nothing above U+10FFFF): what S3 object
+// names must be (they appear in listings' XML).
+bool IsValidUtf8(std::string_view s);
 // AWS URI encoding: unreserved characters (A-Z a-z 0-9 - _ . ~) stay, everything else is %XX
 // (uppercase); '/' stays when `keep_slash`.
 std::string UriEncode(std::string_view in, bool keep_slash);

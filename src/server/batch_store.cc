@@ -90,6 +90,7 @@ asio::awaitable<S3Result<void>> S3Handler::BatchStore(Ctx& c) {
         continue;
       }
       std::string key(head.substr(8, key_len));
+      if (!IsValidUtf8(key)) co_return Fail("InvalidArgument", "batch store: a key is not UTF-8");
       uint64_t size = 0;
       ByteReader sr(AsBytes(head).subspan(8 + key_len));
       (void)sr.U64(&size);

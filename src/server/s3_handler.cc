@@ -228,6 +228,9 @@ asio::awaitable<S3Result<void>> S3Handler::Dispatch(Ctx& c) {
   if (r.key.size() > kMaxS3KeyBytes) {
     co_return Fail("KeyTooLongError", "Your key is too long (at most 1024 bytes)");
   }
+  if (!IsValidUtf8(r.key)) {
+    co_return Fail("InvalidArgument", "object names must be valid UTF-8");
+  }
   if (m == "PUT") {
     if (r.HasQuery("uploadId")) co_return co_await UploadPart(c);
     if (r.Header("x-amz-copy-source")) co_return co_await CopyObject(c);
@@ -554,6 +557,12 @@ asio::awaitable<S3Result<void>> S3Handler::BatchLookup(Ctx& c) {
         k.get<std::string>().size() > kMaxS3KeyBytes) {
       co_return Fail("InvalidArgument",
                      "lookup keys must be non-empty strings of at most 1024 bytes");
+    }
+    // A KV bucket holds chunk objects only, under their keys: any other name is a mistake.
+    if (b->layout && !ChunkKey::FromHex(k.get<std::string>()).has_value()) {
+      co_return Fail("InvalidArgument", "lookup keys in a KV-layout bucket are chunk keys (32 hex "
+                                        "digits), not '" + k.get<std::string>().substr(0, 64) +
+                                            "'");
     }
     keys.push_back(ObjectKey(c.req.bucket, k.get<std::string>()));
   }

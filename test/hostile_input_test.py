@@ -1,0 +1,664 @@
+#!/usr/bin/python3
+"""Hostile and malformed requests against `objectcache serve`, each with its expected answer.
+
+The table of cases lives in docs/hostile-input.md (id | request | expected answer); this test
+reads it, sends every case (each implemented below under its id), and checks the answer. An
+answer is "STATUS CODE" (status line and S3 error code), "STATUS" or "closed" (the server
+closes the connection without a response). After every case the server must still serve, and at
+the end the objects stored before the attacks must be bit-exact and nothing an attack tried to
+store may exist.
+
+  hostile_input_test.py --objectcache PATH [--print]   (--print: show answers, check nothing)
+"""
+import argparse
+import contextlib
+import datetime
+import hashlib
+import json
+import os
+import re
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+import types
+import urllib.parse
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import s3_server_test as base  # noqa: E402  (Server, client, signed_request)
+import botocore.auth  # noqa: E402
+from botocore.auth import S3SigV4Auth, S3SigV4QueryAuth  # noqa: E402
+from botocore.awsrequest import AWSRequest  # noqa: E402
+from botocore.credentials import Credentials  # noqa: E402
+
+DOC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "docs", "hostile-input.md")
+BUCKET, KV_BUCKET = "hostile", "hostile-kv"
+KEEP = {"keep/one": os.urandom(3000), "keep/two": os.urandom(70000)}
+EMPTY_SHA = hashlib.sha256(b"").hexdigest()
+
+CASES = {}
+
+
+def case(fn):
+    CASES[fn.__name__.replace("_", "-")] = fn
+    return fn
+
+
+class Ctx:
+    def __init__(self, server):
+        self.server = server
+        self.port = server.port
+        self.endpoint = server.endpoint
+        self.s3 = base.client(server.endpoint)
+        self.chunk_key = None
+        self.chunk = None
+
+
+def answer(reply):
+    """'STATUS CODE', 'STATUS' or 'closed' from raw response bytes."""
+    if not reply:
+        return "closed"
+    m = re.match(rb"HTTP/1\.[01] (\d{3})", reply)
+    if not m:
+        return "garbage:" + reply[:40].decode(errors="replace")
+    code = re.search(rb"<Code>([^<]+)</Code>", reply)
+    return m.group(1).decode() + (" " + code.group(1).decode() if code else "")
+
+
+def exchange(ctx, data, timeout=10, half_close=False):
+    """Sends raw bytes on a fresh connection; the first response (or closed)."""
+    with socket.create_connection(("127.0.0.1", ctx.port), timeout=timeout) as s:
+        try:
+            s.sendall(data)
+            if half_close:
+                s.shutdown(socket.SHUT_WR)
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+        chunks = []
+        try:
+            while True:
+                b = s.recv(65536)
+                if not b:
+                    break
+                chunks.append(b)
+                if b"\r\n\r\n" in b"".join(chunks) and _complete(b"".join(chunks)):
+                    break
+        except (socket.timeout, ConnectionResetError):
+            pass
+        return answer(b"".join(chunks))
+
+
+def _complete(reply):
+    head, _, body = reply.partition(b"\r\n\r\n")
+    m = re.search(rb"(?i)content-length: *(\d+)", head)
+    return m is not None and len(body) >= int(m.group(1))
+
+
+class _Signer(S3SigV4Auth):
+    """botocore's S3 signer (no path normalisation), with a chosen payload hash."""
+
+    def __init__(self, credentials, content_sha):
+        super().__init__(credentials, "s3", "us-east-1")
+        self.content_sha = content_sha
+
+    def payload(self, request):
+        return self.content_sha or super().payload(request)
+
+
+@contextlib.contextmanager
+def clock_at(when):
+    """botocore signs with datetime.utcnow(): make that `when` (None: the real clock)."""
+    if when is None:
+        yield
+        return
+
+    class Shifted(datetime.datetime):
+        @classmethod
+        def utcnow(cls):
+            return when
+
+    saved = botocore.auth.datetime
+    botocore.auth.datetime = types.SimpleNamespace(datetime=Shifted)
+    try:
+        yield
+    finally:
+        botocore.auth.datetime = saved
+
+
+def signed(ctx, method, path, body=b"", headers=None, secret=base.SECRET, access=base.ACCESS,
+           when=None, content_sha=None, wire_path=None):
+    """Raw bytes of a request signed by botocore (optionally at another time). The signature
+    covers `path`, which must be in canonical encoding; `wire_path` is sent instead when given
+    (another encoding of the same path)."""
+    req = AWSRequest(method=method, url=ctx.endpoint + path, data=body, headers=headers or {})
+    with clock_at(when):
+        _Signer(Credentials(access, secret), content_sha).add_auth(req)
+    headers = dict(req.headers.items())
+    headers["Host"] = ctx.endpoint[len("http://"):]  # what the signature covers
+    return raw_request(method, wire_path or path, body, headers)
+
+
+def raw_request(method, path, body=b"", headers=None, version="HTTP/1.1"):
+    head = f"{method} {path} {version}\r\n".encode()
+    hdrs = {"Host": "127.0.0.1", "Connection": "close"}
+    hdrs.update(headers or {})
+    if body and "Content-Length" not in hdrs and "Transfer-Encoding" not in hdrs:
+        hdrs["Content-Length"] = str(len(body))
+    for k, v in hdrs.items():
+        head += f"{k}: {v}\r\n".encode() if isinstance(v, str) else k.encode() + b": " + v + b"\r\n"
+    return head + b"\r\n" + body
+
+
+def send_signed(ctx, *a, **kw):
+    return exchange(ctx, signed(ctx, *a, **kw))
+
+
+def layerwise_body(keys, layers=(0, 32), layout="llama-3.1-8b", version=1):
+    return json.dumps({"version": version, "keys": keys, "layers": list(layers),
+                       "layout": layout}).encode()
+
+
+# --- Authentication -------------------------------------------------------------------------
+
+@case
+def unsigned_get(ctx):
+    return exchange(ctx, raw_request("GET", f"/{BUCKET}/keep/one"))
+
+
+@case
+def wrong_secret(ctx):
+    return send_signed(ctx, "PUT", f"/{BUCKET}/keep/one", b"evil", secret="wrong")
+
+
+@case
+def unknown_access_key(ctx):
+    return send_signed(ctx, "PUT", f"/{BUCKET}/keep/one", b"evil", access="AKIDUNKNOWN")
+
+
+@case
+def path_changed_after_signing(ctx):
+    data = signed(ctx, "GET", f"/{BUCKET}/keep/one")
+    return exchange(ctx, data.replace(b"/keep/one", b"/keep/two", 1))
+
+
+@case
+def signed_header_changed(ctx):
+    data = signed(ctx, "PUT", f"/{BUCKET}/evil-1", b"x", headers={"x-amz-meta-a": "1"})
+    return exchange(ctx, data.replace(b"x-amz-meta-a: 1", b"x-amz-meta-a: 2"))
+
+
+@case
+def body_changed_after_signing(ctx):
+    data = signed(ctx, "PUT", f"/{BUCKET}/evil-2", b"signed body")
+    return exchange(ctx, data.replace(b"signed body", b"evil body!!"))
+
+
+@case
+def replayed_20_minutes_later(ctx):
+    past = datetime.datetime.utcnow() - datetime.timedelta(minutes=20)
+    return send_signed(ctx, "PUT", f"/{BUCKET}/evil-3", b"x", when=past)
+
+
+@case
+def dated_20_minutes_ahead(ctx):
+    future = datetime.datetime.utcnow() + datetime.timedelta(minutes=20)
+    return send_signed(ctx, "GET", f"/{BUCKET}/keep/one", when=future)
+
+
+@case
+def replayed_within_the_window(ctx):
+    data = signed(ctx, "GET", f"/{BUCKET}/keep/one")
+    exchange(ctx, data)
+    return exchange(ctx, data)  # S3 semantics: a replay inside 15 minutes is the same request
+
+
+@case
+def garbage_authorization(ctx):
+    return exchange(ctx, raw_request("GET", f"/{BUCKET}/keep/one",
+                                     headers={"Authorization": "AWS4-HMAC-SHA256 nonsense"}))
+
+
+@case
+def sigv2_authorization(ctx):
+    return exchange(ctx, raw_request("GET", f"/{BUCKET}/keep/one",
+                                     headers={"Authorization": "AWS AKID:c2lnbmF0dXJl"}))
+
+
+@case
+def presigned_url_expired(ctx):
+    req = AWSRequest(method="GET", url=f"{ctx.endpoint}/{BUCKET}/keep/one")
+    with clock_at(datetime.datetime.utcnow() - datetime.timedelta(seconds=30)):
+        S3SigV4QueryAuth(Credentials(base.ACCESS, base.SECRET), "s3", "us-east-1",
+                         expires=1).add_auth(req)
+    return exchange(ctx, raw_request("GET", req.url[len(ctx.endpoint):],
+                                     headers={"Host": ctx.endpoint[len("http://"):]}))
+
+
+@case
+def presigned_url_over_7_days(ctx):
+    req = AWSRequest(method="GET", url=f"{ctx.endpoint}/{BUCKET}/keep/one")
+    S3SigV4QueryAuth(Credentials(base.ACCESS, base.SECRET), "s3", "us-east-1",
+                     expires=8 * 86400).add_auth(req)
+    return exchange(ctx, raw_request("GET", req.url[len(ctx.endpoint):],
+                                     headers={"Host": ctx.endpoint[len("http://"):]}))
+
+
+@case
+def payload_hash_not_hex(ctx):
+    return send_signed(ctx, "PUT", f"/{BUCKET}/evil-4", b"abc", content_sha="not-a-hash")
+
+
+# --- HTTP framing -----------------------------------------------------------------------------
+
+@case
+def header_over_16_kib(ctx):
+    return exchange(ctx, raw_request("GET", f"/{BUCKET}", headers={"X-Big": "a" * 20000}))
+
+
+@case
+def two_thousand_small_headers(ctx):
+    return exchange(ctx, raw_request("GET", f"/{BUCKET}",
+                                     headers={f"X-H{i}": "v" for i in range(2000)}))
+
+
+@case
+def slow_drip_header(ctx):
+    # One byte at a time, slower than the header timeout (2 s in this test) allows.
+    with socket.create_connection(("127.0.0.1", ctx.port), timeout=10) as s:
+        t0 = time.time()
+        try:
+            for b in b"GET /hostile HTTP/1.1\r\nHost: x\r\n":
+                s.sendall(bytes([b]))
+                time.sleep(0.25)
+                if time.time() - t0 > 8:
+                    break
+        except (BrokenPipeError, ConnectionResetError):
+            return "closed"
+        s.settimeout(5)
+        try:
+            return answer(s.recv(4096))
+        except (socket.timeout, ConnectionResetError):
+            return "closed"
+
+
+@case
+def not_http_at_all(ctx):
+    return exchange(ctx, b"\x00\x01\x02\x03 hello\r\n\r\n")
+
+
+@case
+def http_version_9_9(ctx):
+    return exchange(ctx, b"GET / HTTP/9.9\r\nHost: x\r\n\r\n")
+
+
+@case
+def unknown_method(ctx):
+    return send_signed(ctx, "BREW", f"/{BUCKET}/keep/one")
+
+
+@case
+def content_length_not_a_number(ctx):
+    return exchange(ctx, raw_request("PUT", f"/{BUCKET}/evil-5", headers={"Content-Length": "zz"}))
+
+
+@case
+def negative_content_length(ctx):
+    return exchange(ctx, raw_request("PUT", f"/{BUCKET}/evil-6", headers={"Content-Length": "-5"}))
+
+
+@case
+def content_length_and_chunked(ctx):
+    return exchange(ctx, raw_request("PUT", f"/{BUCKET}/evil-7", b"3\r\nabc\r\n0\r\n\r\n",
+                                     headers={"Content-Length": "13",
+                                              "Transfer-Encoding": "chunked"}))
+
+
+@case
+def body_shorter_than_content_length(ctx):
+    data = signed(ctx, "PUT", f"/{BUCKET}/evil-8", b"x" * 1000)
+    return exchange(ctx, data[:-500], half_close=True)
+
+
+@case
+def truncated_chunked_body(ctx):
+    data = signed(ctx, "PUT", f"/{BUCKET}/evil-9", b"", headers={"Transfer-Encoding": "chunked"},
+                  content_sha="UNSIGNED-PAYLOAD")
+    return exchange(ctx, data + b"10\r\nonly-part-of-it", half_close=True)
+
+
+@case
+def bad_chunk_size(ctx):
+    data = signed(ctx, "PUT", f"/{BUCKET}/evil-10", b"",
+                  headers={"Transfer-Encoding": "chunked"}, content_sha="UNSIGNED-PAYLOAD")
+    return exchange(ctx, data + b"zz\r\nabc\r\n0\r\n\r\n")
+
+
+@case
+def oversize_body(ctx):
+    # The limit is 8 MiB in this test; the server answers before reading the body.
+    return exchange(ctx, signed(ctx, "PUT", f"/{BUCKET}/evil-11", b"",
+                                headers={"Content-Length": str(9 << 20)},
+                                content_sha="UNSIGNED-PAYLOAD"))
+
+
+@case
+def header_with_bare_cr(ctx):
+    return exchange(ctx, b"GET /hostile HTTP/1.1\r\nHost: x\rX-Evil: 1\r\n\r\n")
+
+
+@case
+def header_with_nul(ctx):
+    return exchange(ctx, b"GET /hostile HTTP/1.1\r\nHost: x\r\nX-Evil: a\x00b\r\n\r\n")
+
+
+# --- Names, paths, queries --------------------------------------------------------------------
+
+@case
+def path_traversal_key(ctx):
+    # S3 names are opaque: this is the object "../../../../etc/objectcache-traversal" of the
+    # bucket (checked at the end), never a file outside the store.
+    return send_signed(ctx, "PUT", f"/{BUCKET}/../../../../etc/objectcache-traversal", b"x")
+
+
+@case
+def encoded_path_traversal_key(ctx):
+    return send_signed(ctx, "PUT", f"/{BUCKET}/../../objectcache-traversal2", b"x",
+                       wire_path=f"/{BUCKET}/%2e%2e%2f%2e%2e%2fobjectcache-traversal2")
+
+
+@case
+def invalid_utf8_key(ctx):
+    return send_signed(ctx, "PUT", f"/{BUCKET}/evil%FF%FEname", b"x",
+                       wire_path=f"/{BUCKET}/evil%ff%fename")
+
+
+@case
+def key_over_1024_bytes(ctx):
+    return send_signed(ctx, "PUT", f"/{BUCKET}/" + "k" * 1025, b"x")
+
+
+@case
+def bad_percent_encoding(ctx):
+    return send_signed(ctx, "GET", f"/{BUCKET}/keep%zzone")
+
+
+@case
+def invalid_bucket_name(ctx):
+    return send_signed(ctx, "PUT", "/A_Bad..Name")
+
+
+@case
+def bucket_name_with_dot_prefix(ctx):
+    return send_signed(ctx, "GET", "/.bucket/hostile")
+
+
+@case
+def missing_bucket(ctx):
+    return send_signed(ctx, "GET", "/no-such-bucket/x")
+
+
+@case
+def missing_key(ctx):
+    return send_signed(ctx, "GET", f"/{BUCKET}/no-such-key")
+
+
+# --- Ranges -----------------------------------------------------------------------------------
+
+@case
+def range_not_bytes(ctx):
+    return send_signed(ctx, "GET", f"/{BUCKET}/keep/one", headers={"Range": "bytes=abc"})
+
+
+@case
+def range_reversed(ctx):
+    return send_signed(ctx, "GET", f"/{BUCKET}/keep/one", headers={"Range": "bytes=100-50"})
+
+
+@case
+def range_past_the_end(ctx):
+    return send_signed(ctx, "GET", f"/{BUCKET}/keep/one", headers={"Range": "bytes=5000-6000"})
+
+
+@case
+def overlapping_multi_range(ctx):
+    return send_signed(ctx, "GET", f"/{BUCKET}/keep/one", headers={"Range": "bytes=0-10,5-15"})
+
+
+@case
+def range_huge_numbers(ctx):
+    return send_signed(ctx, "GET", f"/{BUCKET}/keep/one",
+                       headers={"Range": "bytes=0-99999999999999999999999"})
+
+
+# --- Extensions: lookup, layerwise, batch store, layouts ------------------------------------
+
+@case
+def lookup_a_million_keys(ctx):
+    body = json.dumps({"keys": ["0" * 32] * 1_000_000}).encode()
+    return send_signed(ctx, "POST", f"/{KV_BUCKET}?lookup", body)
+
+
+@case
+def lookup_not_json(ctx):
+    return send_signed(ctx, "POST", f"/{KV_BUCKET}?lookup", b"{not json")
+
+
+@case
+def lookup_key_not_hex(ctx):
+    return send_signed(ctx, "POST", f"/{KV_BUCKET}?lookup", json.dumps({"keys": ["zz"]}).encode())
+
+
+@case
+def layerwise_a_million_keys(ctx):
+    return send_signed(ctx, "POST", f"/{KV_BUCKET}?layerwise",
+                       layerwise_body(["0" * 32] * 1_000_000))
+
+
+@case
+def layerwise_wrong_layout(ctx):
+    return send_signed(ctx, "POST", f"/{KV_BUCKET}?layerwise",
+                       layerwise_body([ctx.chunk_key], layout="llama-3.1-70b"))
+
+
+@case
+def layerwise_layers_outside(ctx):
+    return send_signed(ctx, "POST", f"/{KV_BUCKET}?layerwise",
+                       layerwise_body([ctx.chunk_key], layers=(0, 999)))
+
+
+@case
+def layerwise_layers_reversed(ctx):
+    return send_signed(ctx, "POST", f"/{KV_BUCKET}?layerwise",
+                       layerwise_body([ctx.chunk_key], layers=(5, 2)))
+
+
+@case
+def layerwise_truncated_json(ctx):
+    return send_signed(ctx, "POST", f"/{KV_BUCKET}?layerwise",
+                       layerwise_body([ctx.chunk_key])[:-7])
+
+
+@case
+def layerwise_unknown_version(ctx):
+    return send_signed(ctx, "POST", f"/{KV_BUCKET}?layerwise",
+                       layerwise_body([ctx.chunk_key], version=99))
+
+
+@case
+def layerwise_on_plain_bucket(ctx):
+    body = json.dumps({"version": 1, "keys": [ctx.chunk_key], "layers": [0, 32]}).encode()
+    return send_signed(ctx, "POST", f"/{BUCKET}?layerwise", body)
+
+
+@case
+def batch_store_truncated(ctx):
+    rec = struct.pack("<II", 0x5042434F, 6) + b"evil-b" + struct.pack("<Q", 100) + b"x" * 40
+    return send_signed(ctx, "POST", f"/{BUCKET}?batch-store", rec)
+
+
+@case
+def batch_store_bad_magic(ctx):
+    rec = struct.pack("<II", 0xDEADBEEF, 6) + b"evil-c" + struct.pack("<Q", 1) + b"x"
+    return send_signed(ctx, "POST", f"/{BUCKET}?batch-store", rec + struct.pack("<I", 0x4542434F))
+
+
+@case
+def batch_store_size_lies(ctx):
+    rec = struct.pack("<II", 0x5042434F, 6) + b"evil-d" + struct.pack("<Q", 1 << 62) + b"x"
+    return send_signed(ctx, "POST", f"/{BUCKET}?batch-store", rec + struct.pack("<I", 0x4542434F))
+
+
+@case
+def damaged_chunk_object(ctx):
+    bad = bytearray(ctx.chunk)
+    bad[len(bad) // 2] ^= 0xFF
+    return send_signed(ctx, "PUT", f"/{KV_BUCKET}/{ctx.chunk_key}", bytes(bad))
+
+
+@case
+def chunk_under_another_name(ctx):
+    return send_signed(ctx, "PUT", f"/{KV_BUCKET}/{'ab' * 16}", ctx.chunk)
+
+
+@case
+def not_a_chunk_in_kv_bucket(ctx):
+    return send_signed(ctx, "PUT", f"/{KV_BUCKET}/{'cd' * 16}", b"just some bytes")
+
+
+@case
+def bucket_with_bogus_layout(ctx):
+    return send_signed(ctx, "PUT", "/bogus-layout",
+                       headers={"x-objectcache-kv-layout": '{"name": "x", "layers": -3}'})
+
+
+# --- XML bodies -------------------------------------------------------------------------------
+
+@case
+def delete_objects_malformed_xml(ctx):
+    body = b"<Delete><Object><Key>keep/one</Key></Object"
+    md5 = __import__("base64").b64encode(hashlib.md5(body).digest()).decode()
+    return send_signed(ctx, "POST", f"/{BUCKET}?delete", body, headers={"Content-MD5": md5})
+
+
+@case
+def complete_multipart_unknown_upload(ctx):
+    body = (b"<CompleteMultipartUpload><Part><PartNumber>1</PartNumber><ETag>\"00\"</ETag>"
+            b"</Part></CompleteMultipartUpload>")
+    return send_signed(ctx, "POST", f"/{BUCKET}/evil-mpu?uploadId=nope", body)
+
+
+@case
+def complete_multipart_parts_out_of_order(ctx):
+    up = ctx.s3.create_multipart_upload(Bucket=BUCKET, Key="evil-mpu2")["UploadId"]
+    for n in (1, 2):
+        ctx.s3.upload_part(Bucket=BUCKET, Key="evil-mpu2", UploadId=up, PartNumber=n,
+                           Body=b"p" * (5 << 20))
+    parts = ctx.s3.list_parts(Bucket=BUCKET, Key="evil-mpu2", UploadId=up)["Parts"]
+    body = "<CompleteMultipartUpload>" + "".join(
+        f"<Part><PartNumber>{p['PartNumber']}</PartNumber><ETag>{p['ETag']}</ETag></Part>"
+        for p in reversed(parts)) + "</CompleteMultipartUpload>"
+    result = send_signed(ctx, "POST", f"/{BUCKET}/evil-mpu2?uploadId={urllib.parse.quote(up)}",
+                         body.encode())
+    ctx.s3.abort_multipart_upload(Bucket=BUCKET, Key="evil-mpu2", UploadId=up)
+    return result
+
+
+@case
+def copy_from_missing_source(ctx):
+    return send_signed(ctx, "PUT", f"/{BUCKET}/evil-copy",
+                       headers={"x-amz-copy-source": "/hostile/../../etc/passwd"})
+
+
+# ---------------------------------------------------------------------------------------------
+
+def load_table():
+    rows = []
+    for line in open(DOC, encoding="utf-8"):
+        m = re.match(r"\| `([a-z0-9-]+)` \| (.*) \| `([^`]+)` \|", line)
+        if m:
+            rows.append((m.group(1), m.group(3)))
+    return rows
+
+
+def setup(ctx):
+    ctx.s3.create_bucket(Bucket=BUCKET)
+    for k, v in KEEP.items():
+        ctx.s3.put_object(Bucket=BUCKET, Key=k, Body=v)
+    st = exchange(ctx, signed(ctx, "PUT", f"/{KV_BUCKET}",
+                              headers={"x-objectcache-kv-layout": "llama-3.1-8b"}))
+    assert st == "200", st
+    # A real chunk object, made by the CLI.
+    oc = base.OC
+    ctx.chunk_key = subprocess.run([oc, "kv", "keys", "--layout", "llama-3.1-8b"] +
+                                   [str(i) for i in range(16)], check=True,
+                                   capture_output=True).stdout.decode().split()[0]
+    raw = os.path.join(ctx.server.root, "raw")
+    with open(raw, "wb") as f:
+        f.write(os.urandom(32 * 65536))
+    store = "file://" + os.path.join(ctx.server.root, "chunkstore")
+    subprocess.run([oc, "kv", "put-chunk", "--store", store, "--layout", "llama-3.1-8b", "--key",
+                    ctx.chunk_key, raw], check=True)
+    ctx.chunk = subprocess.run([oc, "kv", "get", "--store", store, ctx.chunk_key], check=True,
+                               capture_output=True).stdout
+    assert send_signed(ctx, "PUT", f"/{KV_BUCKET}/{ctx.chunk_key}", ctx.chunk) == "200"
+
+
+def check_nothing_lost(ctx):
+    for k, v in KEEP.items():
+        got = ctx.s3.get_object(Bucket=BUCKET, Key=k)["Body"].read()
+        assert got == v, f"{k} changed"
+    names = {o["Key"] for o in ctx.s3.list_objects_v2(Bucket=BUCKET).get("Contents", [])}
+    evil = sorted(n for n in names if "evil" in n)
+    assert not evil, f"attacks stored objects: {evil}"
+    for name in ["../../../../etc/objectcache-traversal", "../../objectcache-traversal2"]:
+        assert name in names, (name, names)
+        assert ctx.s3.get_object(Bucket=BUCKET, Key=name)["Body"].read() == b"x"
+    assert not os.path.exists("/etc/objectcache-traversal")
+    assert not os.path.exists(os.path.join(ctx.server.root, "..", "objectcache-traversal2"))
+    got = ctx.s3.get_object(Bucket=KV_BUCKET, Key=ctx.chunk_key)["Body"].read()
+    assert got == ctx.chunk
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--objectcache", required=True)
+    p.add_argument("--print", action="store_true")
+    args = p.parse_args()
+    base.OC = args.objectcache
+    table = load_table()
+    ids = [i for i, _ in table]
+    missing = sorted(set(ids) - set(CASES)), sorted(set(CASES) - set(ids))
+    assert not missing[0] and not missing[1], f"table/test mismatch: {missing}"
+    assert len(ids) == len(set(ids)) and len(ids) >= 40, len(ids)
+    failures = []
+    with tempfile.TemporaryDirectory() as root:
+        server = base.Server(root, "--max-body", "8MiB", "--header-timeout", "2",
+                             "--io-timeout", "2", "--max-header-bytes", "16384")
+        try:
+            ctx = Ctx(server)
+            setup(ctx)
+            for case_id, expected in table:
+                got = CASES[case_id](ctx)
+                alive = server.proc.poll() is None
+                ok = alive and (got == expected or (expected.endswith("*") and
+                                                   got.startswith(expected[:-1])))
+                print(f"{'ok ' if ok else 'BAD'} {case_id:40s} expected {expected:40s} got {got}")
+                if not ok:
+                    failures.append((case_id, expected, got, alive))
+                if not alive:
+                    break
+                # The server keeps serving after every case.
+                assert ctx.s3.head_bucket(Bucket=BUCKET)["ResponseMetadata"]["HTTPStatusCode"] == 200
+            check_nothing_lost(ctx)
+        finally:
+            rc = server.stop()
+        if not args.print:
+            assert not failures, failures
+            assert rc == 0, f"server exit status {rc}"
+    print(f"ok: {len(table)} hostile requests answered as documented")
+
+
+if __name__ == "__main__":
+    main()
