@@ -174,6 +174,12 @@ class PacedTransfer {
 
 }  // namespace
 
+S3Result<void> CheckLayerwiseRequestBody(std::string_view body, size_t max_keys) {
+  auto req = ParseRequest(body, max_keys);
+  if (!req) return std::unexpected(req.error());
+  return S3Result<void>();
+}
+
 asio::awaitable<S3Result<void>> S3Handler::LayerwiseRetrieve(Ctx& c) {
   c.op = S3Op::kLayerwise;
   auto b = co_await FindBucket(c.req.bucket);

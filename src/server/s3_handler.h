@@ -52,6 +52,10 @@ struct S3Options {
   sched::Policy policy = sched::Policy::kComputeAware;
 };
 
+// Parses a layerwise request body (docs/wire-format.md) as LayerwiseRetrieve does, without a
+// bucket: the S3 error it would answer, or OK. For tests and fuzzing.
+S3Result<void> CheckLayerwiseRequestBody(std::string_view body, size_t max_keys);
+
 // `return Fail("NoSuchKey", "...")` from a function returning S3Result<T>.
 inline std::unexpected<S3Error> Fail(std::string code, std::string message) {
   return std::unexpected(MakeS3Error(std::move(code), std::move(message)));
