@@ -487,6 +487,20 @@ def layerwise_unknown_version(ctx):
 
 
 @case
+def layerwise_version_not_a_number(ctx):
+    # Found by layerwise_descriptor_fuzz: a JSON object where a number belongs threw inside the
+    # parser instead of answering.
+    return send_signed(ctx, "POST", f"/{KV_BUCKET}?layerwise",
+                       b'{"version": {"name": "m"}, "keys": [], "layers": [0, 1]}')
+
+
+@case
+def layerwise_layer_past_u32(ctx):
+    return send_signed(ctx, "POST", f"/{KV_BUCKET}?layerwise",
+                       layerwise_body([ctx.chunk_key], layers=(1 << 32, (1 << 32) + 2)))
+
+
+@case
 def layerwise_on_plain_bucket(ctx):
     body = json.dumps({"version": 1, "keys": [ctx.chunk_key], "layers": [0, 32]}).encode()
     return send_signed(ctx, "POST", f"/{BUCKET}?layerwise", body)

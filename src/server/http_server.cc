@@ -333,8 +333,15 @@ asio::awaitable<void> HttpServer::Serve(Worker* w, tcp::socket socket) {
       break;
     }
     HttpExchange exchange(stream, buffer, parser, limits, metrics_);
-    co_await handler_->Handle(exchange);
-    if (!exchange.responded() || !exchange.reusable()) break;
+    bool failed = false;
+    try {
+      co_await handler_->Handle(exchange);
+    } catch (const std::exception& ex) {
+      // A bug, not a client's fault: log it, drop this connection, keep serving the others.
+      LogError(std::string("request failed: ") + ex.what());
+      failed = true;
+    }
+    if (failed || !exchange.responded() || !exchange.reusable()) break;
   }
   stream.socket().shutdown(tcp::socket::shutdown_send, ec);
   stream.close();

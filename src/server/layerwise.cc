@@ -39,7 +39,9 @@ S3Result<LayerwiseRequest> ParseRequest(std::string_view body, size_t max_keys) 
   nlohmann::json j = nlohmann::json::parse(body, nullptr, false);
   if (j.is_discarded() || !j.is_object())
     return Fail("InvalidArgument", "layerwise body is not a JSON object");
-  if (j.value("version", 0) != kWireVersion) {
+  // Every field's type is checked before it is read: nlohmann::json throws on a wrong type.
+  if (auto v = j.find("version");
+      v == j.end() || !v->is_number_integer() || v->get<int64_t>() != kWireVersion) {
     return Fail("InvalidArgument", "layerwise request version must be 1");
   }
   LayerwiseRequest r;
@@ -56,7 +58,8 @@ S3Result<LayerwiseRequest> ParseRequest(std::string_view body, size_t max_keys) 
   }
   auto layers = j.find("layers");
   if (layers == j.end() || !layers->is_array() || layers->size() != 2 ||
-      !(*layers)[0].is_number_unsigned() || !(*layers)[1].is_number_unsigned()) {
+      !(*layers)[0].is_number_unsigned() || !(*layers)[1].is_number_unsigned() ||
+      (*layers)[0].get<uint64_t>() > UINT32_MAX || (*layers)[1].get<uint64_t>() > UINT32_MAX) {
     return Fail("InvalidArgument", "\"layers\" must be [first, last)");
   }
   r.first = (*layers)[0].get<uint32_t>();

@@ -128,7 +128,9 @@ asio::awaitable<S3Result<S3Handler::BucketInfo>> S3Handler::FindBucket(const std
   nlohmann::json j = nlohmann::json::parse(*meta, nullptr, false);
   BucketInfo info;
   if (j.is_object()) {
-    info.created = j.value("created", int64_t{0});
+    if (auto c = j.find("created"); c != j.end() && c->is_number_integer()) {
+      info.created = c->get<int64_t>();
+    }
     if (auto it = j.find("layout"); it != j.end() && it->is_object()) {
       Result<ModelPreset> m = ParseModelJson(it->dump());
       if (m) info.layout = *m;
@@ -264,7 +266,7 @@ asio::awaitable<S3Result<void>> S3Handler::ListBuckets(Ctx& c) {
           if (!meta) return;  // deleted meanwhile
           nlohmann::json j = nlohmann::json::parse(*meta, nullptr, false);
           out.emplace_back(info.key.substr(kBucketPrefix.size()),
-                           j.is_object() ? j.value("created", int64_t{0}) : 0);
+                           j.is_object() && j["created"].is_number_integer() ? j["created"].get<int64_t>() : 0);
         }));
     return out;
   });

@@ -344,12 +344,15 @@ Result<UploadInfo> LoadUpload(Store& store, const std::string& id) {
   }
   OC_ASSIGN_OR_RETURN(std::string text, ReadWholeObject(store, UploadKey(id)));
   nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
-  if (!j.is_object()) return DataLossError("upload record is damaged");
+  if (!j.is_object() || !j["bucket"].is_string() || !j["key"].is_string() ||
+      !j["created"].is_number_integer() || !j["attrs"].is_string()) {
+    return DataLossError("upload record is damaged");
+  }
   UploadInfo u;
-  u.bucket = j.value("bucket", "");
-  u.key = j.value("key", "");
-  u.created = j.value("created", int64_t{0});
-  std::optional<ObjectAttributes> a = ObjectAttributes::Decode(j.value("attrs", ""));
+  u.bucket = j["bucket"].get<std::string>();
+  u.key = j["key"].get<std::string>();
+  u.created = j["created"].get<int64_t>();
+  std::optional<ObjectAttributes> a = ObjectAttributes::Decode(j["attrs"].get<std::string>());
   if (!a) return DataLossError("upload record is damaged");
   u.attrs = *a;
   return u;
