@@ -66,6 +66,12 @@ const std::vector<Workload>& Workloads() {
         {2048, 0.5, 160},
         {8192, 0.5, 200}}},
       {"long-and-short", {{16384, 0.875, 0}, {2048, 0.5, 20}, {2048, 0.5, 40}, {2048, 0.5, 60}}},
+      // One mostly-cached prompt (little compute to hide its large transfer behind) arriving
+      // with four long prompts that are barely cached (a small transfer behind long compute):
+      // equal shares hand the four far more than they can use while the one stalls.
+      {"hot-and-cool",
+       {{8192, 0.875, 0}, {32768, 0.125, 0}, {32768, 0.125, 0}, {32768, 0.125, 0},
+        {32768, 0.125, 0}}},
       // Not in the default set: two small prompts, for the CI smoke test.
       {"smoke", {{2048, 0.5, 0}, {2048, 0.875, 10}}},
   };
@@ -156,7 +162,8 @@ Status RunSched(const SchedFlags& f) {
   }
   if (workloads.empty()) {
     return InvalidArgumentError(
-        "no such workload (crowd, mixed, burst, staggered, long-and-short, smoke)");
+        "no such workload (crowd, mixed, burst, staggered, long-and-short, hot-and-cool, "
+        "smoke)");
   }
   const fs::path root = fs::absolute(f.dir);
 
@@ -320,7 +327,8 @@ void AddSchedBenchCommand(CLI::App* bench) {
   s->add_option("--repeats", f->repeats, "Runs per policy, interleaved")->capture_default_str();
   s->add_option("--gpu", f->gpu, "GPU profile: h100, h200")->capture_default_str();
   s->add_option("--workload", f->workloads,
-                "crowd, mixed, burst, staggered, long-and-short (default: these), smoke")
+                "crowd, mixed, burst, staggered, long-and-short, hot-and-cool (default: these), "
+                "smoke")
       ->delimiter(',');
   s->add_option("--path-gbps", f->path_gbps,
                 "Take this as what the server path carries (default: measure 4 concurrent "

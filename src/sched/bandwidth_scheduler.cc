@@ -91,6 +91,23 @@ std::vector<double> AllocateRates(Policy policy, double cap, std::span<Transfer>
           others.push_back(i);
         }
       }
+      // Transfers still sending their first layer: every byte of it is added TTFT. Fewest
+      // start bytes first takes everything left (shortest job first); the rest wait.
+      std::vector<size_t> starting, running;
+      for (size_t i : others) (ts[i].start_bytes > 0 ? starting : running).push_back(i);
+      if (!starting.empty()) {
+        const size_t first = *std::min_element(
+            starting.begin(), starting.end(), [&](size_t a, size_t b) {
+              return ts[a].start_bytes != ts[b].start_bytes ? ts[a].start_bytes < ts[b].start_bytes
+                                                            : a < b;
+            });
+        for (size_t i : active) {
+          if (ts[i].in_pace) rates[i] = need(i);
+        }
+        rates[first] = left;
+        break;
+      }
+      others = std::move(running);
       // New admissions: smallest need first, while they fit.
       std::sort(others.begin(), others.end(),
                 [&](size_t a, size_t b) { return need(a) != need(b) ? need(a) < need(b) : a < b; });
@@ -129,11 +146,14 @@ std::vector<double> AllocateRates(Policy policy, double cap, std::span<Transfer>
 Pacer::Pacer(Policy policy, double cap, ClockFn clock, double stall_after)
     : policy_(policy), cap_(cap), clock_(std::move(clock)), stall_after_(stall_after) {}
 
-uint64_t Pacer::Begin(uint64_t total_bytes, double need) {
+uint64_t Pacer::Begin(uint64_t total_bytes, double need, uint64_t start_bytes) {
   std::lock_guard lock(mu_);
   const uint64_t id = next_id_++;
   Active a;
-  a.t = {.total_bytes = total_bytes, .remaining_bytes = total_bytes, .need = need};
+  a.t = {.total_bytes = total_bytes,
+         .remaining_bytes = total_bytes,
+         .need = need,
+         .start_bytes = std::min(start_bytes, total_bytes)};
   a.next = clock_();
   active_.emplace(id, a);
   ReallocateLocked();
@@ -155,6 +175,7 @@ Pacer::Grant Pacer::Reserve(uint64_t id, uint64_t bytes) {
   // A transfer the scheduler deferred (rate 0) waits for its turn: it asks again shortly.
   if (a.rate <= 0) return {.wait = stall_after_ / 4, .granted = false};
   a.t.remaining_bytes -= std::min<uint64_t>(bytes, a.t.remaining_bytes);
+  a.t.start_bytes -= std::min<uint64_t>(bytes, a.t.start_bytes);
   stats_.bytes += bytes;
   if (cap_ == kUnlimited) return {};
   const double start = std::max(now, a.next);

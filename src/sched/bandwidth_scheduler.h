@@ -35,6 +35,9 @@ struct Transfer {
   // The rate that keeps pace with the requester's compute (its per-layer bytes over its
   // per-layer compute time); 0 when the request did not say.
   double need = 0;
+  // Bytes still to go before the requester can start computing at all (its first layer):
+  // every one of them adds to its TTFT, however fast the rest comes. 0 once they are sent.
+  uint64_t start_bytes = 0;
   bool stalled = false;  // its client stopped reading: it gets nothing until it reads again
   // Compute-aware: admitted to keep pace (it gets its need for as long as it lasts). Set by
   // AllocateRates; fed back into the next allocation so admitted transfers are not preempted.
@@ -45,13 +48,15 @@ struct Transfer {
 // gets kUnlimited). Stalled transfers get 0 under every policy.
 //   equal          cap / active
 //   bytes          cap x total_bytes / sum of total_bytes
-//   compute-aware  transfers already admitted to keep pace keep their need; then others are
-//                  admitted, smallest need first, while their needs fit (a transfer kept in
-//                  pace adds almost nothing to its TTFT). What is left goes to the rest, fewest
-//                  remaining bytes first, each at most its need; those left with nothing wait
-//                  (their admission is deferred). When everyone keeps pace, what is left is
-//                  shared equally. A transfer that did not say its need is taken to need an
-//                  equal share. Needs count with a margin (kPaceMargin). Sets each
+//   compute-aware  transfers already admitted to keep pace keep their need; then transfers
+//                  still sending their first layer (their requesters wait for it before they
+//                  can compute anything) get all that is left, fewest start bytes first; then
+//                  others are admitted, smallest need first, while their needs fit (a transfer
+//                  kept in pace adds almost nothing to its TTFT). What is left goes to the
+//                  rest, fewest remaining bytes first, each at most its need; those left with
+//                  nothing wait (their admission is deferred). When everyone keeps pace, what
+//                  is left is shared equally. A transfer that did not say its need is taken to
+//                  need an equal share. Needs count with a margin (kPaceMargin). Sets each
 //                  transfer's in_pace.
 std::vector<double> AllocateRates(Policy policy, double cap, std::span<Transfer> transfers);
 
@@ -80,7 +85,9 @@ class Pacer {
  public:
   Pacer(Policy policy, double cap, ClockFn clock, double stall_after = 0.05);
 
-  uint64_t Begin(uint64_t total_bytes, double need);
+  // A transfer of `total_bytes`, of which the first `start_bytes` must arrive before its
+  // requester can compute anything; `need` as in Transfer.
+  uint64_t Begin(uint64_t total_bytes, double need, uint64_t start_bytes = 0);
   void End(uint64_t id);  // finished or cancelled: its share goes back at once
   // When `bytes` more of transfer `id` may go: wait `wait` seconds, then send if `granted`
   // (the bytes count as sent then); if not granted (the scheduler deferred this transfer),

@@ -70,6 +70,27 @@ TEST(AllocateRatesTest, ComputeAwareDoesNotPreemptATransferKeptInPace) {
   EXPECT_FALSE(ts[0].in_pace);
 }
 
+TEST(AllocateRatesTest, ComputeAwareSendsFirstLayersShortestFirstAfterThoseInPace) {
+  // A keeps pace (need 10); B and C still owe their first layers (50 and 20 bytes); D is past
+  // its first layer. C's requester is the nearest to computing: it gets all that A leaves.
+  const double m = kPaceMargin;
+  std::vector<Transfer> ts = {
+      {.total_bytes = 500, .remaining_bytes = 400, .need = 10 / m, .in_pace = true},
+      {.total_bytes = 500, .remaining_bytes = 500, .need = 10 / m, .start_bytes = 50},
+      {.total_bytes = 200, .remaining_bytes = 200, .need = 10 / m, .start_bytes = 20},
+      {.total_bytes = 900, .remaining_bytes = 100, .need = 200 / m}};
+  ExpectRates(AllocateRates(Policy::kComputeAware, 100, ts), {10, 0, 90, 0});
+  // C's first layer is in: B's turn.
+  ts[2].start_bytes = 0;
+  ExpectRates(AllocateRates(Policy::kComputeAware, 100, ts), {10, 90, 0, 0});
+  // Every first layer in: the usual rule (C admitted at its need, D the rest).
+  ts[1].start_bytes = 0;
+  ExpectRates(AllocateRates(Policy::kComputeAware, 100, ts), {10, 10, 10, 70});
+  // Equal and bytes shares do not look at first layers.
+  ts[1].start_bytes = 50;
+  ExpectRates(AllocateRates(Policy::kEqual, 100, ts), {25, 25, 25, 25});
+}
+
 // Drives transfers through a Pacer on simulated time: each asks for its next piece as soon as
 // the previous one was sent; returns (start time, bytes) of every piece sent.
 struct Sim {

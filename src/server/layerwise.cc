@@ -136,9 +136,9 @@ class WindowRead : public std::enable_shared_from_this<WindowRead> {
 class PacedTransfer {
  public:
   // Without a cap nothing is paced, and the pacer (one lock for all workers) is left alone.
-  PacedTransfer(sched::Pacer* pacer, uint64_t bytes, double need)
+  PacedTransfer(sched::Pacer* pacer, uint64_t bytes, double need, uint64_t start_bytes)
       : pacer_(pacer->cap() == sched::kUnlimited ? nullptr : pacer),
-        id_(pacer_ ? pacer_->Begin(bytes, need) : 0) {}
+        id_(pacer_ ? pacer_->Begin(bytes, need, start_bytes) : 0) {}
   ~PacedTransfer() {
     if (pacer_) pacer_->End(id_);
   }
@@ -260,10 +260,12 @@ asio::awaitable<S3Result<void>> S3Handler::LayerwiseRetrieve(Ctx& c) {
     co_return S3Result<void>();
   if (!(co_await c.ex.WriteBody(AsBytes(head.str()))).ok()) co_return S3Result<void>();
   const uint64_t payload = uint64_t{hits} * slice * (req->last - req->first);
+  // The first layer of the range is what the requester waits for before it can compute.
   PacedTransfer paced(&pacer_, payload,
                       req->compute_seconds_per_layer > 0
                           ? static_cast<double>(hits * slice) / req->compute_seconds_per_layer
-                          : 0);
+                          : 0,
+                      uint64_t{hits} * slice);
 
   // Per layer: the frame header, the payload a window of chunks at a time, the trailer. The
   // store reads the next window while this one is sent: two windows per response at most.
