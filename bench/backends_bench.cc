@@ -143,17 +143,18 @@ Status RunBackends(const BackendsFlags& f) {
   OC_ASSIGN_OR_RETURN(auto local_writer,
                       client_for(local_gw.endpoint, (max_chunks + 1) * object_bytes));
   OC_ASSIGN_OR_RETURN(auto rados_writer, client_for(rados_gw.endpoint, 0));
-  OC_ASSIGN_OR_RETURN(auto rgw_store,
-                      client::OpenS3Store("s3://" + rgw.substr(rgw.find("://") + 3) + "/" + kBucket));
+  OC_ASSIGN_OR_RETURN(
+      auto rgw_store,
+      client::OpenS3Store("s3://" + rgw.substr(rgw.find("://") + 3) + "/" + kBucket));
   const double t_store = NowSeconds();
-  OC_ASSIGN_OR_RETURN(PrefixSet prefix, StorePrefix(model, max_chunks, 7,
-                                                    {ClientSink(local_writer.get()),
-                                                     ClientSink(rados_writer.get()),
-                                                     StoreSink(rgw_store.get())}));
-  std::printf("stored a %zu-token Llama-3.1-8B prefix (%zu chunks of %.1f MiB) in each of "
-              "radosgw, objectcache/rados and objectcache/local in %.1f s\n",
-              max_chunks * kGranularity, max_chunks, object_bytes / 1048576.0,
-              NowSeconds() - t_store);
+  OC_ASSIGN_OR_RETURN(PrefixSet prefix,
+                      StorePrefix(model, max_chunks, 7,
+                                  {ClientSink(local_writer.get()), ClientSink(rados_writer.get()),
+                                   StoreSink(rgw_store.get())}));
+  std::printf(
+      "stored a %zu-token Llama-3.1-8B prefix (%zu chunks of %.1f MiB) in each of "
+      "radosgw, objectcache/rados and objectcache/local in %.1f s\n",
+      max_chunks * kGranularity, max_chunks, object_bytes / 1048576.0, NowSeconds() - t_store);
 
   OC_ASSIGN_OR_RETURN(auto rgw_reader, client_for(rgw, 0));
   OC_ASSIGN_OR_RETURN(auto rados_reader, client_for(rados_gw.endpoint, 0));
@@ -161,8 +162,7 @@ Status RunBackends(const BackendsFlags& f) {
   const std::vector<ReadPath> paths = {
       {"radosgw S3-CW", "radosgw", RetrievalMode::kPlainChunkwise, rgw_reader.get()},
       {kBaseline, "radosgw", RetrievalMode::kPlainLayerwise, rgw_reader.get()},
-      {"ours/rados S3-LW", "objectcache/rados", RetrievalMode::kPlainLayerwise,
-       rados_reader.get()},
+      {"ours/rados S3-LW", "objectcache/rados", RetrievalMode::kPlainLayerwise, rados_reader.get()},
       {"ours/rados S3Agg-LW", "objectcache/rados", RetrievalMode::kAggregatedLayerwise,
        rados_reader.get()},
       {"ours/local S3Agg-LW", "objectcache/local", RetrievalMode::kAggregatedLayerwise,
@@ -174,9 +174,10 @@ Status RunBackends(const BackendsFlags& f) {
     const double link = MeasureLoopbackBytesPerSecond(1.0);
     if (link <= 0) return UnavailableError("could not measure the loopback link");
     dilation = PaperDilation(gpu, h100, link);
-    std::printf("link: one TCP stream over loopback %.2f Gbit/s; TTFT compute x %.2f (paper "
-                "testbed, docs/engine.md)\n",
-                link * 8 / 1e9, dilation);
+    std::printf(
+        "link: one TCP stream over loopback %.2f Gbit/s; TTFT compute x %.2f (paper "
+        "testbed, docs/engine.md)\n",
+        link * 8 / 1e9, dilation);
   }
 
   Report report("backends");
@@ -211,8 +212,8 @@ Status RunBackends(const BackendsFlags& f) {
                                      .new_tokens = context - cached * kGranularity,
                                      .dilation = dilation};
       std::vector<ReadPath> with_base = paths;
-      with_base.push_back({"Local-DRAM-LW", "dram", RetrievalMode::kAggregatedLayerwise,
-                           local_writer.get()});
+      with_base.push_back(
+          {"Local-DRAM-LW", "dram", RetrievalMode::kAggregatedLayerwise, local_writer.get()});
       for (int r = 0; r < f.repeats; ++r) {
         for (size_t k = 0; k < with_base.size(); ++k) {
           const ReadPath& p = with_base[(k + r) % with_base.size()];
@@ -228,28 +229,24 @@ Status RunBackends(const BackendsFlags& f) {
     for (const ReadPath& p : paths) {
       const double gbps = bytes * 8 / Median(seconds[p.name]) / 1e9;
       const double t = Median(ttft[p.name]);
-      nlohmann::ordered_json row = {{"context", context},
-                                    {"path", p.name},
-                                    {"backend", p.backend},
-                                    {"mode", RetrievalModeName(p.mode)},
-                                    {"gbps", gbps},
-                                    {"ratio_vs_radosgw", gbps / base_gbps}};
+      nlohmann::ordered_json row = {{"context", context},   {"path", p.name},
+                                    {"backend", p.backend}, {"mode", RetrievalModeName(p.mode)},
+                                    {"gbps", gbps},         {"ratio_vs_radosgw", gbps / base_gbps}};
       if (f.ttft) {
         row["ttft_ms"] = t;
         row["added_ms"] = t - base_ttft;
         row["ttft_ratio_vs_radosgw"] = rgw_ttft / t;
       }
-      std::printf("%-6s %-22s %9.2f %9.2fx %10.1f %10.1f %10.2fx\n",
-                  ContextTag(context).c_str(), p.name.c_str(), gbps,
-                  gbps / base_gbps, t, t - base_ttft, f.ttft ? rgw_ttft / t : 0.0);
+      std::printf("%-6s %-22s %9.2f %9.2fx %10.1f %10.1f %10.2fx\n", ContextTag(context).c_str(),
+                  p.name.c_str(), gbps, gbps / base_gbps, t, t - base_ttft,
+                  f.ttft ? rgw_ttft / t : 0.0);
       rows.push_back(row);
     }
     const std::string tag = ContextTag(context);
     const double agg_gbps = bytes * 8 / Median(seconds["ours/rados S3Agg-LW"]) / 1e9;
     report.Metric("gbps_radosgw_lw_" + tag, base_gbps, "Gbit/s", "radosgw, ranged GET per layer");
     report.Metric("gbps_rados_agg_lw_" + tag, agg_gbps, "Gbit/s", "ours over RADOS, S3Agg-LW");
-    report.Metric("ratio_vs_radosgw_" + tag, agg_gbps / base_gbps, "x",
-                  "target >= 5x at G=16");
+    report.Metric("ratio_vs_radosgw_" + tag, agg_gbps / base_gbps, "x", "target >= 5x at G=16");
     if (f.ttft) {
       report.Metric("ttft_ms_local_dram_" + tag, base_ttft, "ms", "baseline");
       report.Metric("ttft_ms_radosgw_lw_" + tag, rgw_ttft, "ms");
@@ -283,8 +280,7 @@ void AddBackendsBenchCommand(CLI::App* bench) {
   s->add_option("--parallel", f->parallel, "Concurrent requests of the plain S3 paths")
       ->capture_default_str();
   s->add_flag("!--no-ttft", f->ttft, "Throughput only");
-  s->add_option("--gpu", f->gpu, "GPU profile of the TTFT runs: h100, h200")
-      ->capture_default_str();
+  s->add_option("--gpu", f->gpu, "GPU profile of the TTFT runs: h100, h200")->capture_default_str();
   s->add_option("--dir", f->dir, "Scratch directory (our local gateway's store)")
       ->capture_default_str();
   s->add_option("--json", f->json, "Write metrics and rows to this JSON file");

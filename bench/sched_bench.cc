@@ -70,7 +70,10 @@ const std::vector<Workload>& Workloads() {
       // with four long prompts that are barely cached (a small transfer behind long compute):
       // equal shares hand the four far more than they can use while the one stalls.
       {"hot-and-cool",
-       {{8192, 0.875, 0}, {32768, 0.125, 0}, {32768, 0.125, 0}, {32768, 0.125, 0},
+       {{8192, 0.875, 0},
+        {32768, 0.125, 0},
+        {32768, 0.125, 0},
+        {32768, 0.125, 0},
         {32768, 0.125, 0}}},
       // Not in the default set: two small prompts, for the CI smoke test.
       {"smoke", {{2048, 0.5, 0}, {2048, 0.875, 10}}},

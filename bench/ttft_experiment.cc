@@ -169,8 +169,9 @@ Status RunCapSweep(const TtftConfig& config, const engine::GpuProfile& gpu, doub
     }
     std::vector<double> ttft;
     for (int r = 0; r < config.repeats; ++r) {
-      OC_ASSIGN_OR_RETURN(PrefillRun run, RunPrefillOnce(client.get(), RetrievalMode::kAggregatedLayerwise,
-                                                 &prefix, chunks, plan));
+      OC_ASSIGN_OR_RETURN(
+          PrefillRun run,
+          RunPrefillOnce(client.get(), RetrievalMode::kAggregatedLayerwise, &prefix, chunks, plan));
       ttft.push_back(run.ttft_ms);
     }
     const double t = Median(ttft);
@@ -203,7 +204,7 @@ Status RunCapSweep(const TtftConfig& config, const engine::GpuProfile& gpu, doub
 }  // namespace
 
 Result<PrefillRun> RunPrefillOnce(Client* client, RetrievalMode mode, PrefixSet* p, size_t chunks,
-                          const engine::PrefillPlan& plan) {
+                                  const engine::PrefillPlan& plan) {
   p->ClearRegions(chunks);
   LayerwiseRequest req = p->Request(chunks);
   req.mode = mode;
@@ -228,7 +229,6 @@ Result<PrefillRun> RunPrefillOnce(Client* client, RetrievalMode mode, PrefixSet*
       .stall_ms = stall * 1e3,
       .first_layer_ms = result.stall_seconds.empty() ? 0 : result.stall_seconds[0] * 1e3};
 }
-
 
 double PaperDilation(const engine::GpuProfile& gpu, const engine::GpuProfile& h100,
                      double link_bytes_per_second) {
@@ -373,7 +373,8 @@ Status RunTtftExperiment(const TtftConfig& config) {
               progress.Step(model_name + " " + ContextLabel(context) + " G" + std::to_string(g) +
                             " " + mode);
               Client* via = mode == "Local-DRAM-LW" ? local.get() : remote.get();
-              OC_ASSIGN_OR_RETURN(PrefillRun run, RunPrefillOnce(via, ModeOf(mode), &prefix, chunks, plan));
+              OC_ASSIGN_OR_RETURN(PrefillRun run,
+                                  RunPrefillOnce(via, ModeOf(mode), &prefix, chunks, plan));
               results[mode].push_back(run);
             }
           }

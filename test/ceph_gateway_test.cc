@@ -169,7 +169,8 @@ TEST_F(CephGatewayTest, AClientSpreadsKeysOverBothGatewaysAndGetsEveryByte) {
 TEST_F(CephGatewayTest, OsdStoppedMidReadGivesAnErrorOrARetryNeverWrongBytes) {
   // A cluster of this test's own: its OSD is stopped and started.
   const std::string own = dir_ + "/ceph";
-  ASSERT_EQ(std::system((std::string(CEPH_DEV_PATH) + " start " + own + " --size 2GiB").c_str()), 0);
+  ASSERT_EQ(std::system((std::string(CEPH_DEV_PATH) + " start " + own + " --size 2GiB").c_str()),
+            0);
   struct StopCluster {
     std::string dir;
     ~StopCluster() { (void)std::system((std::string(CEPH_DEV_PATH) + " stop " + dir).c_str()); }

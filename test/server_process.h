@@ -28,9 +28,9 @@ class ServerProcess {
     const std::string port_file = dir + "/port";
     std::filesystem::remove(port_file);
     const std::string listen = "127.0.0.1:" + std::to_string(port);
-    std::vector<const char*> argv = {OBJECTCACHE_PATH, "serve",       "--anonymous",
-                                     "--listen",       listen.c_str(), "--port-file",
-                                     port_file.c_str(), "--log-level", "error"};
+    std::vector<const char*> argv = {OBJECTCACHE_PATH,  "serve",        "--anonymous",
+                                     "--listen",        listen.c_str(), "--port-file",
+                                     port_file.c_str(), "--log-level",  "error"};
     // A --store among `extra` replaces the local store in `dir`.
     if (std::find(extra.begin(), extra.end(), "--store") == extra.end()) {
       argv.push_back("--store");

@@ -37,14 +37,14 @@ TEST(S3RequestTest, UriEncodingIsTheAwsOne) {
 }
 
 TEST(Utf8Test, AcceptsWellFormedAndRejectsEverythingElse) {
-  for (std::string_view good : {"", "plain/ascii", "caf\xC3\xA9", "\xE2\x82\xAC",
-                                "\xF0\x9F\x98\x80", "\xF4\x8F\xBF\xBF"}) {
+  for (std::string_view good :
+       {"", "plain/ascii", "caf\xC3\xA9", "\xE2\x82\xAC", "\xF0\x9F\x98\x80", "\xF4\x8F\xBF\xBF"}) {
     EXPECT_TRUE(IsValidUtf8(good)) << good;
   }
   // Truncated, bad continuation, overlong '/', overlong, surrogate, above U+10FFFF, 5 bytes.
-  for (std::string_view bad : {"\xFF", "\xFE\xFF", "\xC3", "\xC3(", "\xC0\xAF",
-                               "\xE0\x80\xAF", "\xED\xA0\x80", "\xF4\x90\x80\x80",
-                               "\xF8\x88\x80\x80\x80", "ok\x80"}) {
+  for (std::string_view bad :
+       {"\xFF", "\xFE\xFF", "\xC3", "\xC3(", "\xC0\xAF", "\xE0\x80\xAF", "\xED\xA0\x80",
+        "\xF4\x90\x80\x80", "\xF8\x88\x80\x80\x80", "ok\x80"}) {
     EXPECT_FALSE(IsValidUtf8(bad)) << bad;
   }
 }

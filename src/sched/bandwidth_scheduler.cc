@@ -96,8 +96,8 @@ std::vector<double> AllocateRates(Policy policy, double cap, std::span<Transfer>
       std::vector<size_t> starting, running;
       for (size_t i : others) (ts[i].start_bytes > 0 ? starting : running).push_back(i);
       if (!starting.empty()) {
-        const size_t first = *std::min_element(
-            starting.begin(), starting.end(), [&](size_t a, size_t b) {
+        const size_t first =
+            *std::min_element(starting.begin(), starting.end(), [&](size_t a, size_t b) {
               return ts[a].start_bytes != ts[b].start_bytes ? ts[a].start_bytes < ts[b].start_bytes
                                                             : a < b;
             });

@@ -265,8 +265,9 @@ asio::awaitable<S3Result<void>> S3Handler::ListBuckets(Ctx& c) {
           Result<std::string> meta = ReadWholeObject(*store_, info.key);
           if (!meta) return;  // deleted meanwhile
           nlohmann::json j = nlohmann::json::parse(*meta, nullptr, false);
-          out.emplace_back(info.key.substr(kBucketPrefix.size()),
-                           j.is_object() && j["created"].is_number_integer() ? j["created"].get<int64_t>() : 0);
+          out.emplace_back(
+              info.key.substr(kBucketPrefix.size()),
+              j.is_object() && j["created"].is_number_integer() ? j["created"].get<int64_t>() : 0);
         }));
     return out;
   });
@@ -562,9 +563,10 @@ asio::awaitable<S3Result<void>> S3Handler::BatchLookup(Ctx& c) {
     }
     // A KV bucket holds chunk objects only, under their keys: any other name is a mistake.
     if (b->layout && !ChunkKey::FromHex(k.get<std::string>()).has_value()) {
-      co_return Fail("InvalidArgument", "lookup keys in a KV-layout bucket are chunk keys (32 hex "
-                                        "digits), not '" + k.get<std::string>().substr(0, 64) +
-                                            "'");
+      co_return Fail("InvalidArgument",
+                     "lookup keys in a KV-layout bucket are chunk keys (32 hex "
+                     "digits), not '" +
+                         k.get<std::string>().substr(0, 64) + "'");
     }
     keys.push_back(ObjectKey(c.req.bucket, k.get<std::string>()));
   }

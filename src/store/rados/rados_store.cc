@@ -284,8 +284,7 @@ class RadosStore final : public Store {
   Result<std::unique_ptr<ObjectReader>> OpenReader(std::string_view key) override;
 
   // Reads one object's current version: size, mtime, attributes and version.
-  Result<std::unique_ptr<ObjectRead>> StatWithAttributes(std::string_view key,
-                                                         uint64_t* version) {
+  Result<std::unique_ptr<ObjectRead>> StatWithAttributes(std::string_view key, uint64_t* version) {
     OC_RETURN_IF_ERROR(ValidateKey(key));
     auto read = std::make_unique<ObjectRead>();
     read->op.stat(&read->size, &read->mtime, &read->stat_rval);
@@ -397,13 +396,14 @@ Result<std::unique_ptr<Store>> OpenRadosStore(const RadosStoreOptions& options) 
   if (r < 0) return RadosError("initialising librados for user " + options.user, r);
   r = cluster->conf_read_file(options.conf_path.empty() ? nullptr : options.conf_path.c_str());
   if (r < 0) {
-    return RadosError("reading Ceph configuration " +
-                          (options.conf_path.empty() ? std::string("(default search)")
-                                                     : options.conf_path),
-                      r);
+    return RadosError(
+        "reading Ceph configuration " +
+            (options.conf_path.empty() ? std::string("(default search)") : options.conf_path),
+        r);
   }
   const std::string timeout = std::to_string(options.timeout_seconds);
-  for (const char* option : {"rados_osd_op_timeout", "rados_mon_op_timeout", "client_mount_timeout"}) {
+  for (const char* option :
+       {"rados_osd_op_timeout", "rados_mon_op_timeout", "client_mount_timeout"}) {
     cluster->conf_set(option, timeout.c_str());
   }
   // librados logs to stderr by default; the server has its own log.

@@ -90,7 +90,8 @@ TEST_F(RadosStoreTest, BadUrisAndMissingPoolsAreClearErrors) {
                           "rados://pool?timeout=0", "rados://pool?timeout=5s", "rados://a/b"}) {
     Result<std::unique_ptr<Store>> s = OpenStore(uri);
     ASSERT_FALSE(s.has_value()) << uri;
-    EXPECT_EQ(s.error().code(), StatusCode::kInvalidArgument) << uri << ": " << s.error().ToString();
+    EXPECT_EQ(s.error().code(), StatusCode::kInvalidArgument)
+        << uri << ": " << s.error().ToString();
   }
   Result<std::unique_ptr<Store>> missing =
       OpenStore("rados://no-such-pool?conf=" + ConfPath() + "&timeout=10");

@@ -32,7 +32,8 @@ Result<std::unique_ptr<Store>> OpenRadosUri(std::string_view uri) {
           } else if (k == "id") {
             options.user = v;
           } else if (k == "timeout") {
-            auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), options.timeout_seconds);
+            auto [end, ec] =
+                std::from_chars(v.data(), v.data() + v.size(), options.timeout_seconds);
             if (ec != std::errc() || end != v.data() + v.size() || options.timeout_seconds <= 0) {
               return InvalidArgumentError("rados:// store option timeout=" + v +
                                           " is not a positive number of seconds");
