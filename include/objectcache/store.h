@@ -53,6 +53,8 @@ struct StoreCapabilities {
   // An open ObjectReader keeps reading its version after the object is replaced or deleted.
   // When false, such reads fail (Aborted or NotFound) instead: never another version's bytes.
   bool pinned_readers = true;
+  // Names must be valid UTF-8 (S3 object names); others are refused with InvalidArgument.
+  bool utf8_names = false;
 };
 
 struct StoreUsage {

@@ -69,7 +69,8 @@ class S3Store final : public Store {
             .capacity_bytes = {},
             .max_key_bytes = kS3MaxKeyBytes,
             .tracks_usage = false,
-            .pinned_readers = false};
+            .pinned_readers = false,
+            .utf8_names = true};
   }
   StoreUsage Usage() const override { return {}; }
   std::string Uri() const override { return uri_; }
@@ -247,6 +248,7 @@ class S3Store final : public Store {
       return InvalidArgumentError("object name of " + std::to_string(key.size()) +
                                   " bytes exceeds S3's limit of 1024");
     }
+    if (!s3::IsValidUtf8(key)) return InvalidArgumentError("S3 object names must be UTF-8");
     return Status();
   }
 
