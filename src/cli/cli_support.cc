@@ -111,7 +111,7 @@ void AddStoreFlag(CLI::App* cmd, std::string* uri) {
   *uri = std::string(kDefaultStoreUri);
   cmd->add_option("--store", *uri,
                   "Store URI: file:///path[?capacity=10GiB&durable=true], a plain path, "
-                  "s3://HOST:PORT/BUCKET, or mem://")
+                  "rados://POOL?conf=PATH&namespace=NS, s3://HOST:PORT/BUCKET, or mem://")
       ->capture_default_str();
 }
 

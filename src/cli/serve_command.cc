@@ -141,7 +141,9 @@ void AddServeCommand(CLI::App* app) {
       "--config FILE reads these options from the [serve] section of a TOML/INI file.");
   cmd->add_option("--listen", f->listen, "Address to listen on, HOST:PORT (port 0: any free port)")
       ->capture_default_str();
-  cmd->add_option("--store", f->store, "Store URI (file:///path, a plain path, mem://)")
+  cmd->add_option("--store", f->store,
+                  "Store URI (file:///path, a plain path, rados://POOL?conf=PATH&namespace=NS, "
+                  "s3://HOST:PORT/BUCKET, mem://)")
       ->capture_default_str();
   cmd->add_option("--capacity", f->capacity,
                   "Store capacity (e.g. 500GiB): evict LRU objects beyond it");
