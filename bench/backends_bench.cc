@@ -80,19 +80,12 @@ std::string ContextTag(uint64_t tokens) {
 // Reads the first `chunks` chunks of every layer in `mode`; seconds, after checking every byte.
 Result<double> TimeRetrieval(Client* client, RetrievalMode mode, PrefixSet* p, size_t chunks) {
   p->ClearRegions(chunks);
-  LayerwiseRequest req = p->Request(chunks);
-  req.mode = mode;
   const double t0 = NowSeconds();
   OC_ASSIGN_OR_RETURN(std::unique_ptr<LayerwiseRetrieval> retrieval,
-                      client->RetrieveLayerwise(std::move(req)));
+                      p->StartRetrieval(client, mode, chunks));
   OC_RETURN_IF_ERROR(retrieval->Wait());
   const double seconds = NowSeconds() - t0;
-  OC_ASSIGN_OR_RETURN(uint32_t hits, retrieval->Hits());
-  if (hits != chunks) {
-    return DataLossError("expected " + std::to_string(chunks) + " hits, got " +
-                         std::to_string(hits));
-  }
-  OC_RETURN_IF_ERROR(p->Check(chunks));
+  OC_RETURN_IF_ERROR(p->CheckRetrieved(*retrieval, chunks));
   return seconds;
 }
 

@@ -60,6 +60,23 @@ LayerwiseRequest PrefixSet::Request(size_t chunks) {
   return req;
 }
 
+Result<std::unique_ptr<LayerwiseRetrieval>> PrefixSet::StartRetrieval(Client* client,
+                                                                      RetrievalMode mode,
+                                                                      size_t chunks) {
+  LayerwiseRequest req = Request(chunks);
+  req.mode = mode;
+  return client->RetrieveLayerwise(std::move(req));
+}
+
+Status PrefixSet::CheckRetrieved(LayerwiseRetrieval& retrieval, size_t chunks) const {
+  OC_ASSIGN_OR_RETURN(uint32_t hits, retrieval.Hits());
+  if (hits != chunks) {
+    return DataLossError("expected " + std::to_string(chunks) + " hits, got " +
+                         std::to_string(hits));
+  }
+  return Check(chunks);
+}
+
 ChunkSink ClientSink(Client* writer) {
   auto before = std::make_shared<ClientStats>(writer->Stats());
   auto queued = std::make_shared<size_t>(0);

@@ -31,6 +31,13 @@ struct PrefixSet {
   void ClearRegions(size_t chunks);
   // A retrieval of every layer of the first `chunks` chunks into the regions.
   LayerwiseRequest Request(size_t chunks);
+  // Starts the retrieval of the first `chunks` chunks into the regions through `client` (clear
+  // them first, outside any timing: clearing gigabytes takes a while).
+  Result<std::unique_ptr<LayerwiseRetrieval>> StartRetrieval(Client* client, RetrievalMode mode,
+                                                             size_t chunks);
+  // After the retrieval ended OK: DataLoss unless all `chunks` were hits and every byte is what
+  // was stored.
+  Status CheckRetrieved(LayerwiseRetrieval& retrieval, size_t chunks) const;
 };
 
 // Where StorePrefix puts each chunk object: put(key, object) per chunk, then finish().

@@ -206,22 +206,15 @@ Status RunCapSweep(const TtftConfig& config, const engine::GpuProfile& gpu, doub
 Result<PrefillRun> RunPrefillOnce(Client* client, RetrievalMode mode, PrefixSet* p, size_t chunks,
                                   const engine::PrefillPlan& plan) {
   p->ClearRegions(chunks);
-  LayerwiseRequest req = p->Request(chunks);
-  req.mode = mode;
   const double t0 = NowSeconds();
   OC_ASSIGN_OR_RETURN(std::unique_ptr<LayerwiseRetrieval> retrieval,
-                      client->RetrieveLayerwise(std::move(req)));
+                      p->StartRetrieval(client, mode, chunks));
   engine::PrefillResult result =
       engine::RunPrefill(plan, [&](uint32_t l) { return retrieval->WaitForLayer(l); });
   const double ttft = NowSeconds() - t0;
   OC_RETURN_IF_ERROR(result.status);
   OC_RETURN_IF_ERROR(retrieval->Wait());
-  OC_ASSIGN_OR_RETURN(uint32_t hits, retrieval->Hits());
-  if (hits != chunks) {
-    return DataLossError("expected " + std::to_string(chunks) + " hits, got " +
-                         std::to_string(hits));
-  }
-  OC_RETURN_IF_ERROR(p->Check(chunks));
+  OC_RETURN_IF_ERROR(p->CheckRetrieved(*retrieval, chunks));
   double stall = 0;
   for (double s : result.stall_seconds) stall += s;
   return PrefillRun{

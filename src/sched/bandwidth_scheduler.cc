@@ -85,6 +85,7 @@ std::vector<double> AllocateRates(Policy policy, double cap, std::span<Transfer>
       double left = cap;
       for (size_t i : kept) {
         if (need(i) <= left) {
+          rates[i] = need(i);
           left -= need(i);
         } else {
           ts[i].in_pace = false;
@@ -101,9 +102,6 @@ std::vector<double> AllocateRates(Policy policy, double cap, std::span<Transfer>
               return ts[a].start_bytes != ts[b].start_bytes ? ts[a].start_bytes < ts[b].start_bytes
                                                             : a < b;
             });
-        for (size_t i : active) {
-          if (ts[i].in_pace) rates[i] = need(i);
-        }
         rates[first] = left;
         break;
       }
@@ -115,13 +113,11 @@ std::vector<double> AllocateRates(Policy policy, double cap, std::span<Transfer>
       for (size_t i : others) {
         if (behind.empty() && need(i) <= left) {
           ts[i].in_pace = true;
+          rates[i] = need(i);
           left -= need(i);
         } else {
           behind.push_back(i);
         }
-      }
-      for (size_t i : active) {
-        if (ts[i].in_pace) rates[i] = need(i);
       }
       if (behind.empty()) {  // everyone keeps pace: share what is left
         for (size_t i : active) rates[i] += left / static_cast<double>(active.size());

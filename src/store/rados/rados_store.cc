@@ -75,8 +75,12 @@ struct Completion {
 };
 
 // What one read operation on one object brings back: its size, mtime, version, attributes and
-// any number of ranges.
+// any number of ranges. Every such operation starts with the object's stat.
 struct ObjectRead {
+  ObjectRead() { op.stat(&size, &mtime, &stat_rval); }
+  ObjectRead(const ObjectRead&) = delete;
+  ObjectRead& operator=(const ObjectRead&) = delete;
+
   librados::ObjectReadOperation op;
   Completion done;
   uint64_t size = 0;
@@ -152,7 +156,6 @@ class RadosStore final : public Store {
   Result<size_t> Retrieve(std::string_view key, std::span<std::byte> dest) override {
     OC_RETURN_IF_ERROR(ValidateKey(key));
     ObjectRead read;
-    read.op.stat(&read.size, &read.mtime, &read.stat_rval);
     librados::bufferlist bl;
     int rval = 0;
     // Reads one byte more than fits, to tell "fits exactly" from "too large".
@@ -176,10 +179,7 @@ class RadosStore final : public Store {
       r.status = ValidateKey(r.key);
       if (!r.status.ok()) continue;
       auto& slot = by_key[r.key];
-      if (!slot) {
-        slot = std::make_unique<ObjectRead>();
-        slot->op.stat(&slot->size, &slot->mtime, &slot->stat_rval);
-      }
+      if (!slot) slot = std::make_unique<ObjectRead>();
       slot->ranges.push_back({&r, {}, 0});
     }
     for (auto& [key, read] : by_key) {
@@ -211,10 +211,7 @@ class RadosStore final : public Store {
     for (const std::string& key : keys) {
       OC_RETURN_IF_ERROR(ValidateKey(key));
       auto& slot = by_key[key];
-      if (!slot) {
-        slot = std::make_unique<ObjectRead>();
-        slot->op.stat(&slot->size, &slot->mtime, &slot->stat_rval);
-      }
+      if (!slot) slot = std::make_unique<ObjectRead>();
     }
     std::map<std::string_view, bool> present;
     Status failed;
@@ -258,7 +255,6 @@ class RadosStore final : public Store {
     for (size_t i = 0; i < candidates.size() && i < options.max_keys; ++i) {
       auto& slot = by_key[candidates[i].key];
       slot = std::make_unique<ObjectRead>();
-      slot->op.stat(&slot->size, &slot->mtime, &slot->stat_rval);
     }
     Status failed;
     OC_RETURN_IF_ERROR(RunReads(by_key, [&](std::string_view key, ObjectRead& read, int r) {
@@ -287,7 +283,6 @@ class RadosStore final : public Store {
   Result<std::unique_ptr<ObjectRead>> StatWithAttributes(std::string_view key, uint64_t* version) {
     OC_RETURN_IF_ERROR(ValidateKey(key));
     auto read = std::make_unique<ObjectRead>();
-    read->op.stat(&read->size, &read->mtime, &read->stat_rval);
     read->op.getxattr(kAttributesXattr, &read->attributes, &read->attributes_rval);
     // An object written by another tool has no attributes xattr: that is "no attributes".
     read->op.set_op_flags2(LIBRADOS_OP_FLAG_FAILOK);
