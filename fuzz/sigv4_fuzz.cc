@@ -37,6 +37,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   (void)VerifySigV4(
       *request,
       [&](std::string_view access) { return access == "AKIDEXAMPLE" ? &secret : nullptr; },
-      1798761600 /* 2027-01-01 */);
+      1798761600 /* 2027-01-01 */, "us-east-1");
   return 0;
 }

@@ -11,6 +11,7 @@ store may exist.
   hostile_input_test.py --objectcache PATH [--print]   (--print: show answers, check nothing)
 """
 import argparse
+import base64
 import contextlib
 import datetime
 import hashlib
@@ -25,6 +26,7 @@ import tempfile
 import time
 import types
 import urllib.parse
+import zlib
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import s3_server_test as base  # noqa: E402  (Server, client, signed_request)
@@ -236,6 +238,64 @@ def presigned_url_expired(ctx):
                                      headers={"Host": ctx.endpoint[len("http://"):]}))
 
 
+def presigned_put_url(ctx, key):
+    req = AWSRequest(method="PUT", url=f"{ctx.endpoint}/{BUCKET}/{key}")
+    S3SigV4QueryAuth(Credentials(base.ACCESS, base.SECRET), "s3", "us-east-1",
+                     expires=300).add_auth(req)
+    return req.url[len(ctx.endpoint):]
+
+
+@case
+def presigned_put_with_copy_source(ctx):
+    # Executed as CopyObject before: the holder of a PUT URL for one key could copy any object
+    # into it and read it back.
+    return exchange(ctx, raw_request("PUT", presigned_put_url(ctx, "evil-presigned-copy"),
+                                     headers={"Host": ctx.endpoint[len("http://"):],
+                                              "x-amz-copy-source": f"/{KV_BUCKET}/{ctx.chunk_key}"}))
+
+
+@case
+def signed_put_with_added_copy_source(ctx):
+    data = signed(ctx, "PUT", f"/{BUCKET}/evil-added-copy")
+    data = data.replace(b"\r\n\r\n", b"\r\nx-amz-copy-source: /hostile/keep/one\r\n\r\n", 1)
+    return exchange(ctx, data)
+
+
+@case
+def unsigned_content_md5(ctx):
+    body = b"content-md5 outside the signature"
+    data = signed(ctx, "PUT", f"/{BUCKET}/evil-md5", body)
+    md5 = base64.b64encode(hashlib.md5(body).digest()).decode()
+    data = data.replace(b"\r\n\r\n", f"\r\nContent-MD5: {md5}\r\n\r\n".encode(), 1)
+    return exchange(ctx, data)
+
+
+class _HostlessSigner(_Signer):
+    def headers_to_sign(self, request):
+        headers = super().headers_to_sign(request)
+        del headers["host"]
+        return headers
+
+
+@case
+def host_not_signed(ctx):
+    req = AWSRequest(method="GET", url=ctx.endpoint + f"/{BUCKET}/keep/one")
+    _HostlessSigner(Credentials(base.ACCESS, base.SECRET), None).add_auth(req)
+    assert "host" not in req.headers["Authorization"].split("SignedHeaders=")[1].split(",")[0]
+    headers = dict(req.headers.items())
+    headers["Host"] = ctx.endpoint[len("http://"):]
+    return exchange(ctx, raw_request("GET", f"/{BUCKET}/keep/one", b"", headers))
+
+
+@case
+def scope_for_another_region(ctx):
+    req = AWSRequest(method="GET", url=ctx.endpoint + f"/{BUCKET}/keep/one")
+    S3SigV4Auth(Credentials(base.ACCESS, base.SECRET), "s3", "eu-west-1").add_auth(req)
+    headers = dict(req.headers.items())
+    headers["Host"] = ctx.endpoint[len("http://"):]
+    return exchange(ctx, raw_request("GET", f"/{BUCKET}/keep/one", b"", headers))
+
+
 @case
 def presigned_url_over_7_days(ctx):
     req = AWSRequest(method="GET", url=f"{ctx.endpoint}/{BUCKET}/keep/one")
@@ -426,10 +486,67 @@ def overlapping_multi_range(ctx):
     return send_signed(ctx, "GET", f"/{BUCKET}/keep/one", headers={"Range": "bytes=0-10,5-15"})
 
 
+U64_MAX = (1 << 64) - 1
+
+
+def range_answer(ctx, method, range_header):
+    """'206 CONTENT-RANGE LENGTH' for a signed ranged GET or HEAD of keep/one, after checking
+    that a GET's body is exactly those bytes of the object."""
+    data = signed(ctx, method, f"/{BUCKET}/keep/one", headers={"Range": range_header})
+    with socket.create_connection(("127.0.0.1", ctx.port), timeout=10) as s:
+        s.sendall(data)
+        reply = b""
+        while True:
+            try:
+                b = s.recv(65536)
+            except (socket.timeout, ConnectionResetError):
+                break
+            if not b:
+                break
+            reply += b
+    if not reply:
+        return "closed"
+    head, _, body = reply.partition(b"\r\n\r\n")
+    status = answer(reply)
+    if not status.startswith("206"):
+        return status
+    crange = re.search(rb"(?i)content-range: *([^\r]+)", head).group(1).decode()
+    length = int(re.search(rb"(?i)content-length: *(\d+)", head).group(1))
+    m = re.match(r"bytes (\d+)-(\d+)/(\d+)", crange)
+    first, last = int(m.group(1)), int(m.group(2))
+    if method == "GET" and body != KEEP["keep/one"][first:last + 1]:
+        return f"206 {crange} body of {len(body)} bytes is not those bytes"
+    return f"206 {crange} {length}"
+
+
 @case
 def range_huge_numbers(ctx):
-    return send_signed(ctx, "GET", f"/{BUCKET}/keep/one",
-                       headers={"Range": "bytes=0-99999999999999999999999"})
+    return range_answer(ctx, "GET", "bytes=0-99999999999999999999999")
+
+
+@case
+def range_last_u64_max(ctx):
+    return range_answer(ctx, "GET", f"bytes=1-{U64_MAX}")
+
+
+@case
+def range_all_u64_max(ctx):
+    return range_answer(ctx, "GET", f"bytes=0-{U64_MAX}")
+
+
+@case
+def range_suffix_u64_max(ctx):
+    return range_answer(ctx, "GET", f"bytes=-{U64_MAX}")
+
+
+@case
+def range_first_u64_max(ctx):
+    return range_answer(ctx, "GET", f"bytes={U64_MAX}-")
+
+
+@case
+def head_range_last_u64_max(ctx):
+    return range_answer(ctx, "HEAD", f"bytes=5-{U64_MAX}")
 
 
 # --- Extensions: lookup, layerwise, batch store, layouts ------------------------------------
@@ -507,6 +624,28 @@ def layerwise_on_plain_bucket(ctx):
 
 
 @case
+def layerwise_huge_custom_layout(ctx):
+    # 331 bytes that took the server from 21 MB to 1.07 GB with 0 hits before.
+    layout = {"name": "huge", "layers": 2, "kv_heads": 1024, "head_dim": 4096, "dtype": "fp32",
+              "tokens_per_chunk": 64}
+    body = json.dumps({"version": 1, "keys": ["0" * 32], "layers": [0, 2], "layout": layout})
+    return send_signed(ctx, "POST", f"/{BUCKET}?layerwise", body.encode())
+
+
+@case
+def lookup_deeply_nested_json(ctx):
+    # 2 MB of nested arrays cost about 60 MB to parse before (250 MB for 9 MB).
+    return send_signed(ctx, "POST", f"/{BUCKET}?lookup", b"[" * 1_000_000 + b"]" * 1_000_000)
+
+
+@case
+def delete_objects_many_tiny_elements(ctx):
+    body = b"<Delete>" + b"<a/>" * 400_000 + b"</Delete>"
+    md5 = base64.b64encode(hashlib.md5(body).digest()).decode()
+    return send_signed(ctx, "POST", f"/{BUCKET}?delete", body, headers={"Content-MD5": md5})
+
+
+@case
 def batch_store_truncated(ctx):
     rec = struct.pack("<II", 0x5042434F, 6) + b"evil-b" + struct.pack("<Q", 100) + b"x" * 40
     return send_signed(ctx, "POST", f"/{BUCKET}?batch-store", rec)
@@ -577,6 +716,46 @@ def complete_multipart_parts_out_of_order(ctx):
                          body.encode())
     ctx.s3.abort_multipart_upload(Bucket=BUCKET, Key="evil-mpu2", UploadId=up)
     return result
+
+
+def unsigned_trailer_put(ctx, key, payload, trailer_value, decoded_length=None):
+    body = (f"{len(payload):x}\r\n".encode() + payload + b"\r\n0\r\n" +
+            f"x-amz-checksum-crc32:{trailer_value}\r\n\r\n".encode())
+    return send_signed(ctx, "PUT", f"/{BUCKET}/{key}", body,
+                       content_sha="STREAMING-UNSIGNED-PAYLOAD-TRAILER",
+                       headers={"Content-Encoding": "aws-chunked",
+                                "x-amz-trailer": "x-amz-checksum-crc32",
+                                "x-amz-decoded-content-length":
+                                    decoded_length or str(len(payload))})
+
+
+@case
+def trailer_checksum_wrong(ctx):
+    return unsigned_trailer_put(ctx, "evil-trailer", b"hello", "AAAAAA==")
+
+
+@case
+def trailer_checksum_right(ctx):
+    good = base64.b64encode(zlib.crc32(b"hello").to_bytes(4, "big")).decode()
+    status = unsigned_trailer_put(ctx, "trailer-ok", b"hello", good)
+    assert ctx.s3.get_object(Bucket=BUCKET, Key="trailer-ok")["Body"].read() == b"hello"
+    return status
+
+
+@case
+def decoded_length_with_junk(ctx):
+    good = base64.b64encode(zlib.crc32(b"hello").to_bytes(4, "big")).decode()
+    return unsigned_trailer_put(ctx, "evil-decoded", b"hello", good, decoded_length="5junk")
+
+
+@case
+def part_number_with_junk(ctx):
+    upload = ctx.s3.create_multipart_upload(Bucket=BUCKET, Key="evil-mpu")["UploadId"]
+    try:
+        return send_signed(ctx, "PUT", f"/{BUCKET}/evil-mpu?partNumber=1abc&uploadId={upload}",
+                           b"part")
+    finally:
+        ctx.s3.abort_multipart_upload(Bucket=BUCKET, Key="evil-mpu", UploadId=upload)
 
 
 @case

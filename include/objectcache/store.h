@@ -39,6 +39,11 @@ inline constexpr size_t kMaxKeyBytes = 1088;
 // ETag, content type and user metadata there).
 inline constexpr size_t kMaxAttributeBytes = 3072;
 
+// Names that begin with '.' are records: the S3 layer keeps its buckets' descriptions and its
+// multipart uploads (records and parts) there. A store that evicts (StoreCapabilities::evicts)
+// never evicts a record, whatever its recency; records count in Usage like any object.
+inline bool IsRecordName(std::string_view key) { return !key.empty() && key.front() == '.'; }
+
 // InvalidArgument unless 1 <= key.size() <= kMaxKeyBytes.
 Status ValidateKey(std::string_view key);
 
@@ -46,7 +51,7 @@ Status ValidateKey(std::string_view key);
 struct StoreCapabilities {
   bool ranged_reads = true;  // Retrieve of a byte range costs the range, not the object
   bool persistent = false;   // survives a restart of the process
-  bool evicts = false;       // may drop objects to stay under a capacity bound
+  bool evicts = false;       // may drop objects (never records) to stay under a capacity bound
   std::optional<uint64_t> capacity_bytes;
   size_t max_key_bytes = kMaxKeyBytes;  // longest name (S3 stores: 1024)
   bool tracks_usage = true;             // Usage() is exact (a remote store may not know it)

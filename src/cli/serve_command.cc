@@ -2,6 +2,7 @@
 
 #include <pthread.h>
 #include <signal.h>
+#include <sys/resource.h>
 
 #include <charconv>
 #include <cstdlib>
@@ -13,6 +14,7 @@
 #include "sched/bandwidth_scheduler.h"
 #include "server/http_server.h"
 #include "server/log.h"
+#include "server/metrics_handler.h"
 #include "server/s3_handler.h"
 
 namespace objectcache::cli {
@@ -38,7 +40,38 @@ struct ServeFlags {
   std::string port_file;
   std::string bandwidth_cap = "unlimited";
   std::string sched_policy = "compute-aware";
+  std::string request_memory = "1GiB";
+  std::string metrics_listen;
+  uint64_t upload_expiry_s = 3 * 24 * 3600;
+  size_t max_uploads_per_bucket = 1000;
 };
+
+// Raises the soft open-file limit to the hard one (connections and cached object files are
+// file descriptors) and returns the limit in force.
+uint64_t RaiseOpenFileLimit() {
+  struct rlimit lim {};
+  if (::getrlimit(RLIMIT_NOFILE, &lim) != 0) return 1024;
+  if (lim.rlim_cur < lim.rlim_max) {
+    struct rlimit raised = lim;
+    raised.rlim_cur = lim.rlim_max;
+    if (::setrlimit(RLIMIT_NOFILE, &raised) == 0) lim = raised;
+  }
+  return lim.rlim_cur == RLIM_INFINITY ? uint64_t{1} << 20 : static_cast<uint64_t>(lim.rlim_cur);
+}
+
+// "HOST:PORT" (HOST may be [v6]) into the options' host and port.
+Status ParseListen(const std::string& flag, const std::string& listen, std::string* host,
+                   uint16_t* port) {
+  const size_t colon = listen.rfind(':');
+  if (colon == std::string::npos ||
+      std::from_chars(listen.data() + colon + 1, listen.data() + listen.size(), *port).ec !=
+          std::errc()) {
+    return InvalidArgumentError(flag + " must be HOST:PORT, got '" + listen + "'");
+  }
+  *host = listen.substr(0, colon);
+  if (host->starts_with("[") && host->ends_with("]")) *host = host->substr(1, host->size() - 2);
+  return Status();
+}
 
 Status RunServe(const ServeFlags& f) {
   using namespace objectcache::server;
@@ -48,15 +81,7 @@ Status RunServe(const ServeFlags& f) {
   }
   SetLogLevel(level);
   server::HttpServerOptions http;
-  const size_t colon = f.listen.rfind(':');
-  if (colon == std::string::npos ||
-      std::from_chars(f.listen.data() + colon + 1, f.listen.data() + f.listen.size(), http.port)
-              .ec != std::errc()) {
-    return InvalidArgumentError("--listen must be HOST:PORT, got '" + f.listen + "'");
-  }
-  http.host = f.listen.substr(0, colon);
-  if (http.host.starts_with("[") && http.host.ends_with("]"))
-    http.host = http.host.substr(1, http.host.size() - 2);
+  OC_RETURN_IF_ERROR(ParseListen("--listen", f.listen, &http.host, &http.port));
   http.workers = f.workers;
   http.limits.header_bytes = f.max_header_bytes;
   OC_ASSIGN_OR_RETURN(http.limits.body_bytes, ParseByteSize(f.max_body));
@@ -68,6 +93,10 @@ Status RunServe(const ServeFlags& f) {
 
   S3Options s3;
   s3.anonymous = f.anonymous;
+  OC_ASSIGN_OR_RETURN(s3.request_memory_bytes, ParseByteSize(f.request_memory));
+  s3.upload_expiry = std::chrono::seconds(f.upload_expiry_s);
+  s3.max_uploads_per_bucket = f.max_uploads_per_bucket;
+  s3.serve_metrics = f.metrics_listen.empty();
   s3.virtual_host_domains = f.virtual_host_domains;
   s3.region = f.region;
   s3.blocking_threads = f.blocking_threads;
@@ -92,11 +121,20 @@ Status RunServe(const ServeFlags& f) {
         "OBJECTCACHE_SECRET_KEY), or --anonymous for local development");
   }
 
+  const uint64_t open_file_limit = RaiseOpenFileLimit();
   std::string uri = f.store;
+  auto add_option = [&uri](const std::string& name, uint64_t value) {
+    uri += (uri.find('?') == std::string::npos ? "?" : "&") + name + "=" + std::to_string(value);
+  };
   if (!f.capacity.empty()) {
     OC_ASSIGN_OR_RETURN(uint64_t cap, ParseByteSize(f.capacity));
-    uri += (uri.find('?') == std::string::npos ? "?" : "&") + std::string("capacity=") +
-           std::to_string(cap);
+    add_option("capacity", cap);
+  }
+  // The local store's cache of open object files takes at most a quarter of the descriptors;
+  // the rest are for connections.
+  const bool local_store = uri.starts_with("file://") || uri.find("://") == std::string::npos;
+  if (local_store && uri.find("open_files=") == std::string::npos) {
+    add_option("open_files", std::min<uint64_t>(4096, open_file_limit / 4));
   }
   OC_ASSIGN_OR_RETURN(std::unique_ptr<Store> store, OpenStoreFlag(uri));
 
@@ -111,12 +149,24 @@ Status RunServe(const ServeFlags& f) {
   auto handler = std::make_unique<S3Handler>(store.get(), &metrics, s3);
   OC_ASSIGN_OR_RETURN(std::unique_ptr<HttpServer> srv,
                       HttpServer::Start(http, handler.get(), &metrics));
+  // Metrics on their own port (say loopback only), answered by their own handler.
+  ServerMetrics metrics_port_metrics;
+  MetricsHandler metrics_handler(store.get(), &metrics);
+  std::unique_ptr<HttpServer> metrics_srv;
+  if (!f.metrics_listen.empty()) {
+    HttpServerOptions m;
+    OC_RETURN_IF_ERROR(ParseListen("--metrics-listen", f.metrics_listen, &m.host, &m.port));
+    m.workers = 1;
+    m.limits.max_connections = 64;
+    OC_ASSIGN_OR_RETURN(metrics_srv, HttpServer::Start(m, &metrics_handler, &metrics_port_metrics));
+    LogInfo("metrics on http://" + m.host + ":" + std::to_string(metrics_srv->port()) + "/metrics");
+  }
   LogInfo("objectcache serve: listening on http://" + http.host + ":" +
           std::to_string(srv->port()) + " (store " + store->Uri() + ", " +
           std::to_string(http.workers) + " I/O workers, " +
           (s3.anonymous ? std::string("ANONYMOUS")
                         : std::to_string(s3.credentials.size()) + " credential(s)") +
-          ")");
+          ", " + std::to_string(open_file_limit) + " file descriptors)");
   if (!f.port_file.empty()) {
     OC_RETURN_IF_ERROR(WriteFileAtomically(f.port_file, std::to_string(srv->port()) + "\n"));
   }
@@ -126,6 +176,8 @@ Status RunServe(const ServeFlags& f) {
           ": stopping (no new connections; requests in flight finish)");
   srv->Stop();
   srv.reset();
+  if (metrics_srv) metrics_srv->Stop();
+  metrics_srv.reset();
   handler.reset();
   LogInfo("stopped");
   return Status();
@@ -183,6 +235,20 @@ void AddServeCommand(CLI::App* app) {
       ->capture_default_str();
   cmd->add_option("--sched-policy", f->sched_policy,
                   "How the cap is shared: equal, bytes, compute-aware (docs/scheduler.md)")
+      ->capture_default_str();
+  cmd->add_option("--request-memory", f->request_memory,
+                  "Memory for all requests together: small bodies, upload buffers, layerwise "
+                  "windows (beyond it: 503 SlowDown)")
+      ->capture_default_str();
+  cmd->add_option("--metrics-listen", f->metrics_listen,
+                  "Serve GET /metrics on this HOST:PORT only (e.g. 127.0.0.1:9100) instead of "
+                  "unauthenticated on --listen")
+      ->capture_default_str();
+  cmd->add_option("--upload-expiry", f->upload_expiry_s,
+                  "Seconds after which an unfinished multipart upload and its parts are removed")
+      ->capture_default_str();
+  cmd->add_option("--max-uploads-per-bucket", f->max_uploads_per_bucket,
+                  "Unfinished multipart uploads a bucket may have at once")
       ->capture_default_str();
   cmd->callback([f] { RunCommand([&] { return RunServe(*f); }); });
 }

@@ -1,5 +1,6 @@
 #include "s3/aws_chunked.h"
 
+#include <cctype>
 #include <charconv>
 
 namespace objectcache::s3 {
@@ -10,8 +11,27 @@ S3Error Bad(std::string why) { return MakeS3Error("IncompleteBody", "aws-chunked
 }  // namespace
 
 AwsChunkedDecoder::AwsChunkedDecoder(std::optional<ChunkSignatureChain> chain,
-                                     uint64_t decoded_length)
-    : chain_(std::move(chain)), decoded_length_(decoded_length) {}
+                                     uint64_t decoded_length,
+                                     std::optional<PayloadChecksum> trailer)
+    : chain_(std::move(chain)), decoded_length_(decoded_length), trailer_(std::move(trailer)) {}
+
+S3Result<void> AwsChunkedDecoder::TrailerLine() {
+  // "name:value"; only the checksum the request announced is looked at.
+  const size_t colon = line_.find(':');
+  if (colon == std::string::npos) return std::unexpected(Bad("malformed trailer line"));
+  std::string name = line_.substr(0, colon);
+  for (char& ch : name) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  if (!trailer_ || name != trailer_->header()) return {};
+  std::string_view value = std::string_view(line_).substr(colon + 1);
+  while (!value.empty() && value.front() == ' ') value.remove_prefix(1);
+  while (!value.empty() && value.back() == ' ') value.remove_suffix(1);
+  trailer_seen_ = true;
+  if (value != trailer_->FinishBase64()) {
+    return std::unexpected(MakeS3Error(
+        "BadDigest", "The " + name + " you specified did not match the calculated checksum."));
+  }
+  return {};
+}
 
 S3Result<void> AwsChunkedDecoder::StartChunk() {
   // "hex-size[;chunk-signature=SIG]"
@@ -74,7 +94,14 @@ S3Result<void> AwsChunkedDecoder::Feed(std::span<const std::byte> in, std::strin
         line_.resize(line_.size() - 2);
         if (state_ == State::kTrailer) {
           // Trailer lines (checksums) until an empty line.
-          if (line_.empty()) state_ = State::kDone;
+          if (line_.empty()) {
+            if (trailer_ && !trailer_seen_) {
+              return std::unexpected(Bad("the trailer " + trailer_->header() + " is missing"));
+            }
+            state_ = State::kDone;
+          } else if (auto r = TrailerLine(); !r) {
+            return r;
+          }
           line_.clear();
           break;
         }
@@ -85,6 +112,7 @@ S3Result<void> AwsChunkedDecoder::Feed(std::span<const std::byte> in, std::strin
         size_t take = static_cast<size_t>(std::min<uint64_t>(n, chunk_left_));
         out->append(p, take);
         chunk_sha_.Update(std::string_view(p, take));
+        if (trailer_) trailer_->Update(std::as_bytes(std::span(p, take)));
         p += take;
         n -= take;
         chunk_left_ -= take;

@@ -2,7 +2,7 @@
 //
 //   STREAMING-AWS4-HMAC-SHA256-PAYLOAD:   hex-size;chunk-signature=SIG\r\n DATA \r\n ...
 //   0;chunk-signature=SIG\r\n\r\n STREAMING-UNSIGNED-PAYLOAD-TRAILER:   hex-size\r\n DATA \r\n ...
-//   0\r\n trailer-lines \r\n
+//   0\r\n trailer-lines \r\n      (a checksum named by x-amz-trailer, checked)
 //
 // A push decoder: feed it raw body bytes in any pieces, it appends the payload to an output
 // string and checks every chunk signature against the chain that starts at the request's
@@ -22,8 +22,12 @@ namespace objectcache::s3 {
 
 class AwsChunkedDecoder {
  public:
-  // `chain` is set for signed streaming; empty for the unsigned-trailer form.
-  AwsChunkedDecoder(std::optional<ChunkSignatureChain> chain, uint64_t decoded_length);
+  // `chain` is set for signed streaming; empty for the unsigned-trailer form. `trailer`, when
+  // set (the request's x-amz-trailer named it), is computed over the payload and must match
+  // the trailer line of that name, or the body fails with BadDigest (or IncompleteBody when
+  // the line is missing).
+  AwsChunkedDecoder(std::optional<ChunkSignatureChain> chain, uint64_t decoded_length,
+                    std::optional<PayloadChecksum> trailer = std::nullopt);
 
   // Decodes `in`, appending payload bytes to `out`.
   S3Result<void> Feed(std::span<const std::byte> in, std::string* out);
@@ -35,6 +39,7 @@ class AwsChunkedDecoder {
   enum class State { kHeader, kData, kDataEnd, kTrailer, kDone };
   S3Result<void> StartChunk();
   S3Result<void> EndChunk();
+  S3Result<void> TrailerLine();
 
   std::optional<ChunkSignatureChain> chain_;
   uint64_t decoded_length_;
@@ -45,6 +50,8 @@ class AwsChunkedDecoder {
   uint64_t chunk_size_ = 0;
   std::string chunk_signature_;
   Digest chunk_sha_{Digest::Kind::kSha256};
+  std::optional<PayloadChecksum> trailer_;
+  bool trailer_seen_ = false;
 };
 
 }  // namespace objectcache::s3

@@ -85,3 +85,54 @@ TEST(AwsChunkedTest, UnsignedTrailerForm) {
 
 }  // namespace
 }  // namespace objectcache::s3
+
+namespace objectcache::s3 {
+namespace {
+
+std::string Checksum(std::string_view header, std::string_view data) {
+  std::optional<PayloadChecksum> c = PayloadChecksum::ForHeader(header);
+  EXPECT_TRUE(c.has_value()) << header;
+  c->Update(std::as_bytes(std::span(data.data(), data.size())));
+  return c->FinishBase64();
+}
+
+TEST(PayloadChecksumTest, MatchesTheStandardCheckValues) {
+  EXPECT_EQ(Checksum("x-amz-checksum-crc32", "123456789"), "y/Q5Jg==");   // 0xcbf43926
+  EXPECT_EQ(Checksum("x-amz-checksum-crc32c", "123456789"), "4waSgw==");  // 0xe3069283
+  EXPECT_EQ(Checksum("x-amz-checksum-sha1", "abc"), "qZk+NkcGgWq6PiVxeFDCbJzQ2J0=");
+  EXPECT_EQ(Checksum("x-amz-checksum-sha256", "abc"),
+            "ungWv48Bz+pBQUDeXa4iI7ADYaOWF3qctBD/YfIAFa0=");
+  EXPECT_FALSE(PayloadChecksum::ForHeader("x-amz-checksum-crc64nvme").has_value());
+  EXPECT_FALSE(PayloadChecksum::ForHeader("x-amz-meta-a").has_value());
+}
+
+TEST(AwsChunkedTest, TrailerChecksumIsVerified) {
+  const std::string good = Checksum("x-amz-checksum-crc32", "hello");
+  {
+    std::string body = "5\r\nhello\r\n0\r\nx-amz-checksum-crc32:" + good + "\r\n\r\n";
+    AwsChunkedDecoder d(std::nullopt, 5, PayloadChecksum::ForHeader("x-amz-checksum-crc32"));
+    std::string out;
+    ASSERT_TRUE(d.Feed(B(body), &out).has_value());
+    EXPECT_TRUE(d.Finish().has_value());
+  }
+  {
+    // Regression: a wrong trailer checksum used to be accepted.
+    std::string body = "5\r\nhello\r\n0\r\nx-amz-checksum-crc32:AAAAAA==\r\n\r\n";
+    AwsChunkedDecoder d(std::nullopt, 5, PayloadChecksum::ForHeader("x-amz-checksum-crc32"));
+    std::string out;
+    auto r = d.Feed(B(body), &out);
+    ASSERT_FALSE(r.has_value());
+    EXPECT_EQ(r.error().code, "BadDigest");
+  }
+  {
+    std::string body = "5\r\nhello\r\n0\r\n\r\n";  // the announced trailer never comes
+    AwsChunkedDecoder d(std::nullopt, 5, PayloadChecksum::ForHeader("x-amz-checksum-crc32"));
+    std::string out;
+    auto r = d.Feed(B(body), &out);
+    ASSERT_FALSE(r.has_value());
+    EXPECT_EQ(r.error().code, "IncompleteBody");
+  }
+}
+
+}  // namespace
+}  // namespace objectcache::s3

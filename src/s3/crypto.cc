@@ -1,5 +1,7 @@
 #include "s3/crypto.h"
 
+#include <array>
+
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
@@ -14,9 +16,64 @@ struct Digest::Ctx {
 
 namespace {
 const EVP_MD* Md(Digest::Kind kind) {
-  return kind == Digest::Kind::kMd5 ? EVP_md5() : EVP_sha256();
+  switch (kind) {
+    case Digest::Kind::kMd5:
+      return EVP_md5();
+    case Digest::Kind::kSha1:
+      return EVP_sha1();
+    case Digest::Kind::kSha256:
+      break;
+  }
+  return EVP_sha256();
 }
+
+// Reflected CRC-32 tables: IEEE 802.3 (crc32) and Castagnoli (crc32c).
+constexpr std::array<uint32_t, 256> CrcTable(uint32_t polynomial) {
+  std::array<uint32_t, 256> t{};
+  for (uint32_t i = 0; i < 256; ++i) {
+    uint32_t c = i;
+    for (int k = 0; k < 8; ++k) c = (c & 1) ? polynomial ^ (c >> 1) : c >> 1;
+    t[i] = c;
+  }
+  return t;
+}
+constexpr std::array<uint32_t, 256> kCrc32Table = CrcTable(0xedb88320u);
+constexpr std::array<uint32_t, 256> kCrc32cTable = CrcTable(0x82f63b78u);
 }  // namespace
+
+PayloadChecksum::PayloadChecksum(Kind kind, std::string header)
+    : kind_(kind), header_(std::move(header)) {
+  if (kind_ == Kind::kSha1) digest_ = std::make_shared<Digest>(Digest::Kind::kSha1);
+  if (kind_ == Kind::kSha256) digest_ = std::make_shared<Digest>(Digest::Kind::kSha256);
+}
+
+std::optional<PayloadChecksum> PayloadChecksum::ForHeader(std::string_view name) {
+  if (name == "x-amz-checksum-crc32") return PayloadChecksum(Kind::kCrc32, std::string(name));
+  if (name == "x-amz-checksum-crc32c") return PayloadChecksum(Kind::kCrc32c, std::string(name));
+  if (name == "x-amz-checksum-sha1") return PayloadChecksum(Kind::kSha1, std::string(name));
+  if (name == "x-amz-checksum-sha256") return PayloadChecksum(Kind::kSha256, std::string(name));
+  return std::nullopt;
+}
+
+void PayloadChecksum::Update(std::span<const std::byte> bytes) {
+  if (digest_) {
+    digest_->Update(bytes);
+    return;
+  }
+  const auto& table = kind_ == Kind::kCrc32 ? kCrc32Table : kCrc32cTable;
+  uint32_t c = crc_;
+  for (std::byte b : bytes) c = table[(c ^ static_cast<uint8_t>(b)) & 0xff] ^ (c >> 8);
+  crc_ = c;
+}
+
+std::string PayloadChecksum::FinishBase64() {
+  if (digest_) return Base64Encode(digest_->Finish());
+  const uint32_t v = crc_ ^ 0xffffffffu;
+  crc_ = 0xffffffffu;
+  const char raw[4] = {static_cast<char>(v >> 24), static_cast<char>(v >> 16),
+                       static_cast<char>(v >> 8), static_cast<char>(v)};
+  return Base64Encode(std::string_view(raw, 4));
+}
 
 Digest::Digest(Kind kind) : ctx_(std::make_unique<Ctx>()), kind_(kind) {
   EVP_DigestInit_ex(ctx_->ctx, Md(kind_), nullptr);

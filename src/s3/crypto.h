@@ -5,7 +5,9 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -15,7 +17,7 @@ namespace objectcache::s3 {
 // Incremental digest over a stream of bytes.
 class Digest {
  public:
-  enum class Kind { kMd5, kSha256 };
+  enum class Kind { kMd5, kSha256, kSha1 };
   explicit Digest(Kind kind);
   ~Digest();
   Digest(const Digest&) = delete;
@@ -32,6 +34,28 @@ class Digest {
   struct Ctx;
   std::unique_ptr<Ctx> ctx_;
   Kind kind_;
+};
+
+// S3's additional checksums (x-amz-checksum-crc32, -crc32c, -sha1, -sha256), sent as a header
+// or as a trailer of an aws-chunked body: the algorithm a header names, computed over the
+// payload, in the base64 form S3 compares (big-endian for the CRCs).
+class PayloadChecksum {
+ public:
+  // nullopt for a name that is not an x-amz-checksum-* header S3 defines and we compute
+  // (x-amz-checksum-crc64nvme is not computed: the caller refuses it).
+  static std::optional<PayloadChecksum> ForHeader(std::string_view lowercase_name);
+
+  void Update(std::span<const std::byte> bytes);
+  std::string FinishBase64();
+  const std::string& header() const { return header_; }
+
+ private:
+  enum class Kind { kCrc32, kCrc32c, kSha1, kSha256 };
+  PayloadChecksum(Kind kind, std::string header);
+  Kind kind_;
+  std::string header_;
+  uint32_t crc_ = 0xffffffffu;
+  std::shared_ptr<Digest> digest_;  // for the SHA kinds
 };
 
 std::string Sha256(std::string_view bytes);

@@ -50,6 +50,19 @@ bool IsValidUtf8(std::string_view s) {
   return true;
 }
 
+bool ParseDecimal(std::string_view text, uint64_t* out) {
+  if (text.empty() || text.size() > 20) return false;
+  uint64_t v = 0;
+  for (char c : text) {
+    if (c < '0' || c > '9') return false;
+    const uint64_t d = static_cast<uint64_t>(c - '0');
+    if (v > (UINT64_MAX - d) / 10) return false;
+    v = v * 10 + d;
+  }
+  *out = v;
+  return true;
+}
+
 bool PercentDecode(std::string_view in, std::string* out) {
   out->clear();
   out->reserve(in.size());

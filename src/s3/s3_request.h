@@ -2,6 +2,7 @@
 // and the bucket and key after path-style or virtual-hosted-style addressing.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -24,6 +25,10 @@ struct S3Request {
   const std::string* Query(std::string_view name) const;
   bool HasQuery(std::string_view name) const { return Query(name) != nullptr; }
 };
+
+// A whole string of decimal digits (no sign, no space, no trailing text) that fits in u64;
+// false otherwise ("100junk", "1abc", "", "-1", 2^64).
+bool ParseDecimal(std::string_view text, uint64_t* out);
 
 // Percent-decoding; false on a malformed escape.
 bool PercentDecode(std::string_view in, std::string* out);

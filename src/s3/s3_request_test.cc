@@ -51,3 +51,21 @@ TEST(Utf8Test, AcceptsWellFormedAndRejectsEverythingElse) {
 
 }  // namespace
 }  // namespace objectcache::s3
+
+namespace objectcache::s3 {
+namespace {
+
+TEST(ParseDecimalTest, TakesOnlyWholeDecimalNumbersThatFit) {
+  uint64_t v = 7;
+  EXPECT_TRUE(ParseDecimal("0", &v));
+  EXPECT_EQ(v, 0u);
+  EXPECT_TRUE(ParseDecimal("18446744073709551615", &v));
+  EXPECT_EQ(v, UINT64_MAX);
+  for (const char* bad : {"", "100junk", "1abc", "-1", "+1", " 1", "1 ", "0x10",
+                          "18446744073709551616", "99999999999999999999999"}) {
+    EXPECT_FALSE(ParseDecimal(bad, &v)) << bad;
+  }
+}
+
+}  // namespace
+}  // namespace objectcache::s3

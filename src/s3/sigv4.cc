@@ -174,8 +174,13 @@ bool IsSigned(const S3Request& request) {
          request.HasQuery("X-Amz-Credential");
 }
 
+bool MustBeSigned(std::string_view header) {
+  return header == "host" || header == "content-md5" || header.starts_with("x-amz-") ||
+         header.starts_with("x-objectcache-");
+}
+
 S3Result<SigV4Identity> VerifySigV4(const S3Request& request, const SecretLookup& secrets,
-                                    std::time_t now) {
+                                    std::time_t now, std::string_view region) {
   SigV4Identity id;
   std::string credential, signed_headers, signature, amz_date;
   long expires = 0;
@@ -250,6 +255,34 @@ S3Result<SigV4Identity> VerifySigV4(const S3Request& request, const SecretLookup
   }
   if (signed_headers.empty() || signature.size() != 64) {
     return std::unexpected(Malformed(id.presigned, "missing SignedHeaders or Signature"));
+  }
+  if (scope.region != region) {
+    return std::unexpected(Malformed(
+        id.presigned,
+        "the region '" + scope.region + "' is wrong; expecting '" + std::string(region) + "'"));
+  }
+  // Trust a request only for what its signature covers: a header the server acts on that the
+  // signature does not cover (say x-amz-copy-source added to a presigned PUT) refuses it.
+  {
+    std::vector<std::string_view> covered;
+    for (std::string_view rest = signed_headers; !rest.empty();) {
+      const size_t semi = rest.find(';');
+      covered.push_back(rest.substr(0, semi));
+      rest = semi == std::string_view::npos ? std::string_view() : rest.substr(semi + 1);
+    }
+    auto is_covered = [&](std::string_view h) {
+      return std::find(covered.begin(), covered.end(), h) != covered.end();
+    };
+    if (!is_covered("host")) {
+      return std::unexpected(MakeS3Error("AccessDenied", "the host header must be signed"));
+    }
+    for (const auto& [name, value] : request.headers) {
+      if (MustBeSigned(name) && !is_covered(name)) {
+        return std::unexpected(MakeS3Error(
+            "AccessDenied",
+            "There were headers present in the request which were not signed: " + name));
+      }
+    }
   }
   const std::time_t signed_at = ParseAmzDate(amz_date);
   if (signed_at < 0 || amz_date.substr(0, 8) != scope.date) {

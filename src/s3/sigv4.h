@@ -39,11 +39,17 @@ struct SigV4Identity {
 // Secret for an access key, or nullptr when unknown.
 using SecretLookup = std::function<const std::string*(std::string_view access_key)>;
 
-// Verifies the request's signature at time `now`. Errors: AccessDenied (no or expired
-// signature), InvalidAccessKeyId, SignatureDoesNotMatch, RequestTimeTooSkewed (more than 15
-// minutes off), AuthorizationHeaderMalformed / AuthorizationQueryParametersError.
+// Verifies the request's signature at time `now` for a server in `region`. The signature must
+// cover `host` and every header present that the server acts on (MustBeSigned). Errors:
+// AccessDenied (no or expired signature, host or such a header not signed), InvalidAccessKeyId,
+// SignatureDoesNotMatch, RequestTimeTooSkewed (more than 15 minutes off),
+// AuthorizationHeaderMalformed / AuthorizationQueryParametersError (malformed, or a credential
+// scope for another region or service).
 S3Result<SigV4Identity> VerifySigV4(const S3Request& request, const SecretLookup& secrets,
-                                    std::time_t now);
+                                    std::time_t now, std::string_view region);
+
+// Headers a signature must cover when present: host, content-md5, x-amz-* and x-objectcache-*.
+bool MustBeSigned(std::string_view lowercase_header_name);
 
 // True when the request carries any signature (header or query).
 bool IsSigned(const S3Request& request);

@@ -38,7 +38,7 @@ TEST(SigV4Test, VerifiesTheAwsDocumentationExample) {
   S3Request r = AwsGetExample();
   EXPECT_EQ(r.bucket, "examplebucket");
   EXPECT_EQ(r.key, "test.txt");
-  auto id = VerifySigV4(r, Secrets(), kExampleTime + 60);
+  auto id = VerifySigV4(r, Secrets(), kExampleTime + 60, "us-east-1");
   ASSERT_TRUE(id.has_value()) << id.error().code << ": " << id.error().message;
   EXPECT_EQ(id->access_key, kAccess);
 }
@@ -47,38 +47,89 @@ TEST(SigV4Test, TamperedRequestsAreRejected) {
   {
     S3Request r = AwsGetExample();
     r.headers[1].second = "bytes=0-10";  // a signed header changed
-    EXPECT_EQ(VerifySigV4(r, Secrets(), kExampleTime).error().code, "SignatureDoesNotMatch");
+    EXPECT_EQ(VerifySigV4(r, Secrets(), kExampleTime, "us-east-1").error().code,
+              "SignatureDoesNotMatch");
   }
   {
     S3Request r = AwsGetExample();
     r.raw_path = "/test.txx";
-    EXPECT_EQ(VerifySigV4(r, Secrets(), kExampleTime).error().code, "SignatureDoesNotMatch");
+    EXPECT_EQ(VerifySigV4(r, Secrets(), kExampleTime, "us-east-1").error().code,
+              "SignatureDoesNotMatch");
   }
   {
     S3Request r = AwsGetExample();
     r.query.emplace_back("extra", "1");
-    EXPECT_EQ(VerifySigV4(r, Secrets(), kExampleTime).error().code, "SignatureDoesNotMatch");
+    EXPECT_EQ(VerifySigV4(r, Secrets(), kExampleTime, "us-east-1").error().code,
+              "SignatureDoesNotMatch");
   }
   {
     S3Request r = AwsGetExample();
     r.headers[4].second.replace(r.headers[4].second.find("AKIA"), 4, "AKIB");
-    EXPECT_EQ(VerifySigV4(r, Secrets(), kExampleTime).error().code, "InvalidAccessKeyId");
+    EXPECT_EQ(VerifySigV4(r, Secrets(), kExampleTime, "us-east-1").error().code,
+              "InvalidAccessKeyId");
   }
   {
     S3Request r = AwsGetExample();
-    EXPECT_EQ(VerifySigV4(r, Secrets(), kExampleTime + 16 * 60).error().code,
+    EXPECT_EQ(VerifySigV4(r, Secrets(), kExampleTime + 16 * 60, "us-east-1").error().code,
               "RequestTimeTooSkewed");
   }
   {
     S3Request r = AwsGetExample();
     r.headers[4].second = "AWS4-HMAC-SHA256 Credential=garbage";
-    EXPECT_EQ(VerifySigV4(r, Secrets(), kExampleTime).error().code, "AuthorizationHeaderMalformed");
+    EXPECT_EQ(VerifySigV4(r, Secrets(), kExampleTime, "us-east-1").error().code,
+              "AuthorizationHeaderMalformed");
   }
   {
     S3Request r = AwsGetExample();
     r.headers.erase(r.headers.begin() + 4);
-    EXPECT_EQ(VerifySigV4(r, Secrets(), kExampleTime).error().code, "AccessDenied");
+    EXPECT_EQ(VerifySigV4(r, Secrets(), kExampleTime, "us-east-1").error().code, "AccessDenied");
   }
+}
+
+TEST(SigV4Test, UnsignedHeadersTheServerActsOnAreRefused) {
+  for (const char* name : {"x-amz-copy-source", "x-amz-metadata-directive", "content-md5",
+                           "x-objectcache-anything", "x-amz-meta-owner"}) {
+    S3Request r = AwsGetExample();
+    r.headers.emplace_back(name, "/other-bucket/secret");
+    auto id = VerifySigV4(r, Secrets(), kExampleTime, "us-east-1");
+    ASSERT_FALSE(id.has_value()) << name;
+    EXPECT_EQ(id.error().code, "AccessDenied") << name;
+    EXPECT_NE(id.error().message.find("not signed"), std::string::npos);
+  }
+  // Headers the server does not act on may go unsigned, as S3 allows.
+  S3Request r = AwsGetExample();
+  r.headers.emplace_back("user-agent", "test");
+  r.headers.emplace_back("expect", "100-continue");
+  EXPECT_TRUE(VerifySigV4(r, Secrets(), kExampleTime, "us-east-1").has_value());
+}
+
+TEST(SigV4Test, AScopeForAnotherRegionIsRefused) {
+  S3Request r = AwsGetExample();
+  auto id = VerifySigV4(r, Secrets(), kExampleTime, "eu-west-1");
+  ASSERT_FALSE(id.has_value());
+  EXPECT_EQ(id.error().code, "AuthorizationHeaderMalformed");
+  EXPECT_NE(id.error().message.find("expecting 'eu-west-1'"), std::string::npos);
+}
+
+TEST(SigV4Test, HostMustBeSigned) {
+  SigningInput in;
+  in.method = "GET";
+  in.raw_path = "/bucket/key";
+  in.headers = {{"range", "bytes=0-1"}};  // no host among the signed headers
+  in.payload_hash = std::string(kUnsignedPayload);
+  in.access_key = kAccess;
+  in.secret_key = kSecret;
+  in.time = kExampleTime;
+  std::string auth = SignRequest(&in);
+  std::vector<std::pair<std::string, std::string>> headers = in.headers;
+  headers.emplace_back("host", "127.0.0.1:9000");
+  headers.emplace_back("authorization", auth);
+  auto r = ParseS3Request("GET", "/bucket/key", headers, {});
+  ASSERT_TRUE(r.has_value());
+  auto id = VerifySigV4(*r, Secrets(), kExampleTime, "us-east-1");
+  ASSERT_FALSE(id.has_value());
+  EXPECT_EQ(id.error().code, "AccessDenied");
+  EXPECT_NE(id.error().message.find("host"), std::string::npos);
 }
 
 TEST(SigV4Test, SignRequestRoundTripsThroughVerify) {
@@ -98,7 +149,7 @@ TEST(SigV4Test, SignRequestRoundTripsThroughVerify) {
       ParseS3Request("PUT", "/bucket/dir/a%20b%2Bc.bin?partNumber=3&uploadId=abc", headers, {});
   ASSERT_TRUE(r.has_value());
   EXPECT_EQ(r->key, "dir/a b+c.bin");
-  auto id = VerifySigV4(*r, Secrets(), kExampleTime);
+  auto id = VerifySigV4(*r, Secrets(), kExampleTime, "us-east-1");
   ASSERT_TRUE(id.has_value()) << id.error().message;
   EXPECT_EQ(id->payload_hash, kUnsignedPayload);
 }
@@ -132,13 +183,15 @@ TEST(SigV4Test, PresignedUrlsExpire) {
   auto r = ParseS3Request("GET", target, {{"host", "examplebucket.s3.amazonaws.com"}},
                           {"s3.amazonaws.com"});
   ASSERT_TRUE(r.has_value());
-  EXPECT_TRUE(VerifySigV4(*r, Secrets(), kExampleTime + 3600).has_value());
-  EXPECT_EQ(VerifySigV4(*r, Secrets(), kExampleTime + 86401).error().code, "AccessDenied");
+  EXPECT_TRUE(VerifySigV4(*r, Secrets(), kExampleTime + 3600, "us-east-1").has_value());
+  EXPECT_EQ(VerifySigV4(*r, Secrets(), kExampleTime + 86401, "us-east-1").error().code,
+            "AccessDenied");
   std::string tampered = target;
   tampered.replace(tampered.find("86400"), 5, "99999");
   auto t = ParseS3Request("GET", tampered, {{"host", "examplebucket.s3.amazonaws.com"}},
                           {"s3.amazonaws.com"});
-  EXPECT_EQ(VerifySigV4(*t, Secrets(), kExampleTime).error().code, "SignatureDoesNotMatch");
+  EXPECT_EQ(VerifySigV4(*t, Secrets(), kExampleTime, "us-east-1").error().code,
+            "SignatureDoesNotMatch");
 }
 
 TEST(SigV4Test, ChunkSignaturesFollowTheAwsStreamingExample) {

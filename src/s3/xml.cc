@@ -67,7 +67,7 @@ namespace {
 
 class Parser {
  public:
-  explicit Parser(std::string_view doc) : s_(doc) {}
+  Parser(std::string_view doc, size_t max_elements) : s_(doc), elements_left_(max_elements) {}
 
   bool Parse(XmlElement* root, std::string* error) {
     SkipSpace();
@@ -172,6 +172,8 @@ class Parser {
   // At '<' of a start tag.
   bool Element(XmlElement* e, int depth, std::string* error) {
     if (depth > 32) return Fail("nested too deeply", error);
+    if (elements_left_ == 0) return Fail("too many elements", error);
+    --elements_left_;
     if (i_ >= s_.size() || s_[i_] != '<') return Fail("expected an element", error);
     ++i_;
     if (!Name(&e->name)) return Fail("bad element name", error);
@@ -222,13 +224,14 @@ class Parser {
 
   std::string_view s_;
   size_t i_ = 0;
+  size_t elements_left_;
 };
 
 }  // namespace
 
-bool ParseXml(std::string_view doc, XmlElement* root, std::string* error) {
+bool ParseXml(std::string_view doc, XmlElement* root, std::string* error, size_t max_elements) {
   *root = XmlElement();
-  return Parser(doc).Parse(root, error);
+  return Parser(doc, max_elements).Parse(root, error);
 }
 
 }  // namespace objectcache::s3

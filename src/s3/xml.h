@@ -3,7 +3,8 @@
 //
 // The reader takes elements, text and the five predefined entities; it rejects DTDs,
 // processing instructions other than the declaration, unknown entities, unbalanced tags and
-// documents nested deeper than 32 levels, so hostile bodies cannot expand or recurse.
+// documents nested deeper than 32 levels or holding more than `max_elements` elements, so
+// hostile bodies cannot expand or recurse, and the tree built is bounded by the element count.
 #pragma once
 
 #include <memory>
@@ -38,6 +39,10 @@ struct XmlElement {
 };
 
 // Parses a document into its root element; false (and a reason) on malformed input.
-bool ParseXml(std::string_view doc, XmlElement* root, std::string* error);
+// The default bound fits the largest body S3 defines (CompleteMultipartUpload: 10,000 parts of
+// three elements each).
+inline constexpr size_t kMaxXmlElements = 32768;
+bool ParseXml(std::string_view doc, XmlElement* root, std::string* error,
+              size_t max_elements = kMaxXmlElements);
 
 }  // namespace objectcache::s3

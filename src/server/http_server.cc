@@ -5,8 +5,13 @@
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/redirect_error.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <ctime>
 #include <list>
+
+#include <fcntl.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include "s3/s3_error.h"
 #include "server/log.h"
@@ -107,6 +112,14 @@ Status HttpExchange::Check(beast::error_code ec, const char* what) {
   return FromError(ec, what);
 }
 
+Status HttpExchange::NotStarted(const char* what) {
+  // A handler bug, never a client's doing: fail this exchange (the connection closes), keep the
+  // process.
+  failed_ = true;
+  LogError(std::string(what) + " that was never begun");
+  return InternalError(std::string(what) + " that was never begun");
+}
+
 bool HttpExchange::reusable() const {
   return !failed_ && !close_ && parser_.is_done() && parser_.get().keep_alive();
 }
@@ -167,6 +180,7 @@ asio::awaitable<Status> HttpExchange::BeginResponse(unsigned status, Headers hea
 }
 
 asio::awaitable<Status> HttpExchange::WriteBody(std::span<const std::byte> bytes) {
+  if (!streamed_) co_return NotStarted("writing a response body");
   streamed_->body().data = const_cast<std::byte*>(bytes.data());
   streamed_->body().size = bytes.size();
   streamed_->body().more = true;
@@ -179,6 +193,7 @@ asio::awaitable<Status> HttpExchange::WriteBody(std::span<const std::byte> bytes
 }
 
 asio::awaitable<Status> HttpExchange::EndResponse() {
+  if (!streamed_) co_return NotStarted("finishing a response");
   streamed_->body().data = nullptr;
   streamed_->body().size = 0;
   streamed_->body().more = false;
@@ -200,7 +215,39 @@ struct HttpServer::Worker {
   std::optional<tcp::acceptor> acceptor;
   std::list<Session*> sessions;  // touched only on this worker's thread
   std::thread thread;
+  // A descriptor held in reserve: when the process runs out, it is let go for a moment to
+  // accept the waiting connections and answer them 503 instead of leaving them hanging.
+  int reserve_fd = -1;
+  std::chrono::steady_clock::time_point last_fd_warning{};
+  uint64_t shed_since_warning = 0;
+  ~Worker() {
+    if (reserve_fd >= 0) ::close(reserve_fd);
+  }
 };
+
+uint64_t HttpServer::ShedWaitingConnections(Worker* w) {
+  static const std::string response = [] {
+    const std::string body =
+        MakeS3Error("ServiceUnavailable", "the server is out of file descriptors; retry")
+            .ToXml("0");
+    return "HTTP/1.1 503 Service Unavailable\r\nServer: ObjectCache\r\nContent-Type: "
+           "application/xml\r\nRetry-After: 1\r\nConnection: close\r\nContent-Length: " +
+           std::to_string(body.size()) + "\r\n\r\n" + body;
+  }();
+  if (w->reserve_fd >= 0) ::close(w->reserve_fd);
+  w->reserve_fd = -1;
+  uint64_t shed = 0;
+  for (; shed < 256; ++shed) {
+    const int fd =
+        ::accept4(w->acceptor->native_handle(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+    if (fd < 0) break;
+    (void)::send(fd, response.data(), response.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+    ::shutdown(fd, SHUT_WR);
+    ::close(fd);
+  }
+  w->reserve_fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+  return shed;
+}
 
 Result<std::unique_ptr<HttpServer>> HttpServer::Start(const HttpServerOptions& options,
                                                       RequestHandler* handler,
@@ -228,6 +275,9 @@ Result<std::unique_ptr<HttpServer>> HttpServer::Start(const HttpServerOptions& o
     }
     if (!ec) a.bind(ep, ec);
     if (!ec) a.listen(asio::socket_base::max_listen_connections, ec);
+    // Non-blocking, so that shedding connections when out of descriptors never waits.
+    if (!ec) a.non_blocking(true, ec);
+    w->reserve_fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
     if (ec) {
       return UnavailableError("listening on " + options.host + ":" + std::to_string(port) + ": " +
                               ec.message());
@@ -253,6 +303,24 @@ asio::awaitable<void> HttpServer::Accept(Worker* w) {
         co_await w->acceptor->async_accept(asio::redirect_error(asio::use_awaitable, ec));
     if (ec) {
       if (stopping_ || ec == asio::error::operation_aborted) co_return;
+      if (ec == asio::error::no_descriptors || ec.value() == ENFILE ||
+          ec == asio::error::no_memory || ec == asio::error::no_buffer_space) {
+        // Out of descriptors: the waiting connection would make accept fail again at once (a
+        // spin). Answer what waits with 503, say so (once a second at most), back off briefly.
+        const uint64_t shed = ShedWaitingConnections(w);
+        metrics_->rejected_requests += shed;
+        w->shed_since_warning += shed;
+        const auto now = std::chrono::steady_clock::now();
+        if (now - w->last_fd_warning > std::chrono::seconds(1)) {
+          LogWarn("accepting connections: " + ec.message() + "; answered " +
+                  std::to_string(w->shed_since_warning) +
+                  " connection(s) 503 (raise the open-file limit or lower --max-connections)");
+          w->last_fd_warning = now;
+          w->shed_since_warning = 0;
+        }
+        asio::steady_timer backoff(w->ioc, std::chrono::milliseconds(50));
+        co_await backoff.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+      }
       continue;
     }
     // Counted here, not in Serve: Serve starts later, and the next accept must see this one.
@@ -293,10 +361,12 @@ asio::awaitable<void> HttpServer::Serve(Worker* w, tcp::socket socket) {
     parser.body_limit(limits.body_bytes);
     session.idle = true;
     if (buffer.size() == 0) {
-      // Idle keep-alive: wait for the first byte of the next request.
+      // Idle keep-alive: wait for the first bytes of the next request, through the stream so
+      // its timer bounds the wait (a wait on the raw socket would not be).
       stream.expires_after(limits.idle_timeout);
-      co_await stream.socket().async_wait(tcp::socket::wait_read,
-                                          asio::redirect_error(asio::use_awaitable, ec));
+      const size_t n = co_await stream.async_read_some(
+          buffer.prepare(kReadBufferBytes), asio::redirect_error(asio::use_awaitable, ec));
+      buffer.commit(n);
       if (ec || stopping_) break;
     }
     session.idle = false;

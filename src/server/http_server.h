@@ -109,6 +109,7 @@ class HttpExchange {
   // the body goes out with chunked transfer encoding.
   asio::awaitable<Status> BeginResponse(unsigned status, Headers headers,
                                         std::optional<uint64_t> content_length);
+  // Both fail with Internal (and close the connection) when no BeginResponse preceded them.
   asio::awaitable<Status> WriteBody(std::span<const std::byte> bytes);
   asio::awaitable<Status> EndResponse();
 
@@ -123,6 +124,7 @@ class HttpExchange {
   asio::awaitable<Status> SendContinueIfExpected();
   // The Status of a finished read or write; marks the exchange failed on an error.
   Status Check(beast::error_code ec, const char* what);
+  Status NotStarted(const char* what);
 
   beast::tcp_stream& stream_;
   beast::flat_buffer& buffer_;
@@ -161,6 +163,9 @@ class HttpServer {
   HttpServer() = default;
   asio::awaitable<void> Accept(Worker* w);
   asio::awaitable<void> Serve(Worker* w, asio::ip::tcp::socket socket);
+  // Out of file descriptors: accepts what waits on `w`'s listening socket with its reserve
+  // descriptor, answers each 503 ServiceUnavailable and closes it. Returns how many.
+  static uint64_t ShedWaitingConnections(Worker* w);
 
   HttpServerOptions options_;
   RequestHandler* handler_ = nullptr;

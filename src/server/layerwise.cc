@@ -13,6 +13,7 @@
 
 #include "core/byte_order.h"
 #include "objectcache/chunk_object.h"
+#include "server/bounded_json.h"
 #include "server/log.h"
 #include "server/s3_handler.h"
 
@@ -36,9 +37,11 @@ struct LayerwiseRequest {
 constexpr size_t kPacedPiece = 1 << 20;
 
 S3Result<LayerwiseRequest> ParseRequest(std::string_view body, size_t max_keys) {
-  nlohmann::json j = nlohmann::json::parse(body, nullptr, false);
+  std::string why;
+  nlohmann::json j = ParseBoundedJson(body, {.max_values = max_keys + 256}, &why);
   if (j.is_discarded() || !j.is_object())
-    return Fail("InvalidArgument", "layerwise body is not a JSON object");
+    return Fail("InvalidArgument",
+                "layerwise body is not a JSON object" + (why.empty() ? std::string() : ": " + why));
   // Every field's type is checked before it is read: nlohmann::json throws on a wrong type.
   if (auto v = j.find("version");
       v == j.end() || !v->is_number_integer() || v->get<int64_t>() != kWireVersion) {
@@ -203,6 +206,14 @@ asio::awaitable<S3Result<void>> S3Handler::LayerwiseRetrieve(Ctx& c) {
                                           std::to_string(req->last) +
                                           ") is empty or outside the layout");
   }
+  // Window memory is the server's to bound, whatever the layout says: a window holds at least
+  // one slice, so a slice larger than the window is refused before anything is allocated.
+  if (layout.LayerSliceBytes() > options_.layerwise_window_bytes) {
+    co_return Fail("InvalidArgument",
+                   "a layer slice of this layout is " + std::to_string(layout.LayerSliceBytes()) +
+                       " bytes, more than the server's layerwise window of " +
+                       std::to_string(options_.layerwise_window_bytes) + " bytes");
+  }
   std::vector<std::string> names;
   names.reserve(req->keys.size());
   for (const ChunkKey& k : req->keys) names.push_back(ObjectKey(c.req.bucket, k.ToHex()));
@@ -243,6 +254,17 @@ asio::awaitable<S3Result<void>> S3Handler::LayerwiseRetrieve(Ctx& c) {
   metrics_->store_hits += hits;
   metrics_->store_misses += req->keys.size() - hits;
 
+  // Per layer: the frame header, the payload a window of chunks at a time, the trailer. The
+  // store reads the next window while this one is sent: two windows per response at most.
+  const size_t group = static_cast<size_t>(
+      std::max<uint64_t>(1, std::min<uint64_t>(hits, options_.layerwise_window_bytes / slice)));
+  const size_t groups_per_layer = hits == 0 ? 0 : (hits + group - 1) / group;
+  const size_t steps = groups_per_layer * (req->last - req->first);
+  // Windows only for hits (a response with none allocates nothing), within the budget.
+  const size_t window_bytes = hits == 0 ? 0 : group * slice;
+  MemoryBudget::Lease lease = memory_.NewLease();
+  if (!lease.GrowTo(2 * uint64_t{window_bytes})) co_return MemoryBudgetExhausted();
+
   ByteWriter head;
   head.Bytes(kResponseMagic, sizeof(kResponseMagic));
   head.U16(kWireVersion);
@@ -267,15 +289,9 @@ asio::awaitable<S3Result<void>> S3Handler::LayerwiseRetrieve(Ctx& c) {
                           : 0,
                       uint64_t{hits} * slice);
 
-  // Per layer: the frame header, the payload a window of chunks at a time, the trailer. The
-  // store reads the next window while this one is sent: two windows per response at most.
-  const size_t group = static_cast<size_t>(
-      std::max<uint64_t>(1, std::min<uint64_t>(hits, options_.layerwise_window_bytes / slice)));
-  const size_t groups_per_layer = hits == 0 ? 0 : (hits + group - 1) / group;
-  const size_t steps = groups_per_layer * (req->last - req->first);
   const auto home = co_await asio::this_coro::executor;
-  std::shared_ptr<WindowRead> windows[2] = {std::make_shared<WindowRead>(home, group * slice),
-                                            std::make_shared<WindowRead>(home, group * slice)};
+  std::shared_ptr<WindowRead> windows[2] = {std::make_shared<WindowRead>(home, window_bytes),
+                                            std::make_shared<WindowRead>(home, window_bytes)};
   // Step i: layer first + i / groups_per_layer, chunks [start, start + n) of it.
   auto start_read = [&](size_t i) {
     const uint32_t layer = req->first + static_cast<uint32_t>(i / groups_per_layer);

@@ -10,7 +10,9 @@
 #include "s3/aws_chunked.h"
 #include "s3/crypto.h"
 #include "s3/xml.h"
+#include "server/bounded_json.h"
 #include "server/log.h"
+#include "server/metrics_handler.h"
 #include "server/object_attributes.h"
 
 namespace objectcache::server {
@@ -48,15 +50,24 @@ S3Handler::S3Handler(Store* store, ServerMetrics* metrics, S3Options options)
                           std::chrono::steady_clock::now().time_since_epoch())
                    .count();
              }),
-      pool_(std::max(1u, options_.blocking_threads)) {
+      pool_(std::max(1u, options_.blocking_threads)),
+      memory_(options_.request_memory_bytes),
+      sweep_strand_(asio::make_strand(pool_.get_executor())),
+      sweep_timer_(sweep_strand_) {
   if (options_.anonymous) {
     LogWarn(
         "ANONYMOUS MODE: requests are not authenticated; anyone who can reach this port can "
         "read, write and delete every object. For local development only.");
   }
+  asio::post(sweep_strand_, [this] { ScheduleUploadSweep(); });
 }
 
-S3Handler::~S3Handler() { pool_.join(); }
+S3Handler::~S3Handler() {
+  // The armed sweep timer is work that would keep join() waiting: cancel it on its strand.
+  stopping_ = true;
+  asio::post(sweep_strand_, [this] { sweep_timer_.cancel(); });
+  pool_.join();
+}
 
 asio::awaitable<void> S3Handler::SendXml(Ctx& c, unsigned status, std::string xml) {
   Headers h{{"Content-Type", "application/xml"}, {"x-amz-request-id", c.request_id}};
@@ -149,12 +160,12 @@ void S3Handler::ForgetBucket(const std::string& bucket) {
 
 asio::awaitable<S3Result<void>> S3Handler::Dispatch(Ctx& c) {
   S3Request& r = c.req;
-  // Metrics: unsigned GET /metrics (a signed one is an ordinary request for bucket "metrics").
-  if (r.method == "GET" && r.raw_path == "/metrics" && !IsSigned(r) && !r.virtual_host) {
-    StoreUsage u = store_->Usage();
+  // Metrics: unsigned GET /metrics (a signed one is an ordinary request for bucket "metrics"),
+  // unless they have a port of their own (metrics_handler.h).
+  if (options_.serve_metrics && r.method == "GET" && r.raw_path == "/metrics" && !IsSigned(r) &&
+      !r.virtual_host) {
     Headers h{{"Content-Type", "text/plain; version=0.0.4"}};
-    (void)co_await c.ex.Respond(200, std::move(h),
-                                metrics_->Render(u.objects, u.bytes, u.evictions));
+    (void)co_await c.ex.Respond(200, std::move(h), RenderMetrics(*metrics_, *store_));
     co_return S3Result<void>();
   }
   if (IsSigned(r) && !(options_.anonymous && options_.credentials.empty())) {
@@ -164,7 +175,7 @@ asio::awaitable<S3Result<void>> S3Handler::Dispatch(Ctx& c) {
           auto it = options_.credentials.find(std::string(ak));
           return it == options_.credentials.end() ? nullptr : &it->second;
         },
-        std::time(nullptr));
+        std::time(nullptr), options_.region);
     if (!id) co_return std::unexpected(id.error());
     c.id = std::move(*id);
   } else if (!options_.anonymous) {
@@ -346,6 +357,8 @@ asio::awaitable<S3Result<void>> S3Handler::DeleteBucket(Ctx& c) {
         ListPage page,
         store_->List({.prefix = c.req.bucket + "/", .start_after = "", .max_keys = 1}));
     if (!page.objects.empty()) return FailedPreconditionError("not empty");
+    // Unfinished multipart uploads go with the bucket (docs/s3-api.md): none is left orphaned.
+    OC_RETURN_IF_ERROR(RemoveBucketUploads(c.req.bucket));
     return store_->Delete(std::string(kBucketPrefix) + c.req.bucket);
   });
   ForgetBucket(c.req.bucket);
@@ -544,7 +557,7 @@ asio::awaitable<S3Result<void>> S3Handler::BatchLookup(Ctx& c) {
   if (!b) co_return std::unexpected(b.error());
   auto body = co_await ReadSmallBody(c, 16 + options_.max_lookup_keys * 1100);
   if (!body) co_return std::unexpected(body.error());
-  nlohmann::json j = nlohmann::json::parse(*body, nullptr, false);
+  nlohmann::json j = ParseBoundedJson(*body, {.max_values = options_.max_lookup_keys + 16});
   if (j.is_discarded() || !j.is_object() || !j.contains("keys") || !j["keys"].is_array()) {
     co_return Fail("InvalidArgument", "lookup body must be {\"keys\": [\"key\", ...]}");
   }
@@ -594,16 +607,20 @@ asio::awaitable<S3Result<void>> S3Handler::BatchLookup(Ctx& c) {
 // ---- request bodies ------------------------------------------------------------------------
 
 asio::awaitable<S3Result<std::string>> S3Handler::ReadSmallBody(Ctx& c, size_t limit) {
-  std::string body;
   std::optional<uint64_t> len = c.ex.ContentLength();
   if (len && *len > limit) co_return Fail("EntityTooLarge", "request body is too large");
-  body.resize(len.value_or(0));
+  // The buffer grows as bytes arrive, never to a declared length ahead of them, and within the
+  // request memory budget.
+  MemoryBudget::Lease lease = memory_.NewLease();
+  std::string body;
   size_t got = 0;
   for (;;) {
     if (got == body.size()) {
       if (c.ex.body_done()) break;
       if (body.size() >= limit) co_return Fail("EntityTooLarge", "request body is too large");
-      body.resize(std::min(limit, std::max<size_t>(body.size() * 2, 4096)));
+      const size_t next = std::min(limit, std::max<size_t>(body.size() * 2, 4096));
+      if (!lease.GrowTo(next)) co_return MemoryBudgetExhausted();
+      body.resize(next);
     }
     Result<size_t> n = co_await c.ex.ReadBody(AsWritableBytes(body).subspan(got));
     if (!n) co_return Fail("IncompleteBody", n.error().message());
@@ -640,10 +657,18 @@ asio::awaitable<S3Result<std::string>> S3Handler::ReceiveBody(
   uint64_t expected_length = 0;
   if (streaming) {
     const std::string* decoded = r.Header("x-amz-decoded-content-length");
-    if (decoded == nullptr ||
-        std::from_chars(decoded->data(), decoded->data() + decoded->size(), expected_length).ec !=
-            std::errc()) {
+    if (decoded == nullptr) {
       co_return Fail("MissingContentLength", "x-amz-decoded-content-length is required");
+    }
+    if (!ParseDecimal(*decoded, &expected_length)) {
+      co_return Fail("InvalidArgument", "x-amz-decoded-content-length must be a decimal number");
+    }
+    std::optional<PayloadChecksum> trailer;
+    if (const std::string* t = r.Header("x-amz-trailer")) {
+      std::string name = *t;
+      for (char& ch : name) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+      trailer = PayloadChecksum::ForHeader(name);
+      if (!trailer) co_return Fail("InvalidArgument", "unsupported x-amz-trailer '" + *t + "'");
     }
     std::optional<ChunkSignatureChain> chain;
     if (payload_hash == kStreamingPayload) {
@@ -652,7 +677,7 @@ asio::awaitable<S3Result<std::string>> S3Handler::ReceiveBody(
     } else if (payload_hash != "STREAMING-UNSIGNED-PAYLOAD-TRAILER") {
       co_return Fail("InvalidArgument", "unsupported x-amz-content-sha256 '" + payload_hash + "'");
     }
-    chunked.emplace(std::move(chain), expected_length);
+    chunked.emplace(std::move(chain), expected_length, std::move(trailer));
   } else {
     std::optional<uint64_t> len = c.ex.ContentLength();
     const std::string* te = r.Header("transfer-encoding");
@@ -661,6 +686,15 @@ asio::awaitable<S3Result<std::string>> S3Handler::ReceiveBody(
     if (payload_hash != kUnsignedPayload && payload_hash.size() != 64) {
       co_return Fail("InvalidArgument", "unsupported x-amz-content-sha256 '" + payload_hash + "'");
     }
+  }
+  // An x-amz-checksum-* header names a checksum of the whole payload: it is checked too.
+  std::optional<PayloadChecksum> header_checksum;
+  std::string header_checksum_value;
+  for (const auto& [name, value] : r.headers) {
+    if (!name.starts_with("x-amz-checksum-") || name == "x-amz-checksum-algorithm") continue;
+    header_checksum = PayloadChecksum::ForHeader(name);
+    if (!header_checksum) co_return Fail("InvalidArgument", "unsupported checksum " + name);
+    header_checksum_value = value;
   }
   std::string content_md5;
   if (const std::string* md5 = r.Header("content-md5")) {
@@ -693,6 +727,8 @@ asio::awaitable<S3Result<std::string>> S3Handler::ReceiveBody(
   Digest md5(Digest::Kind::kMd5);
   Digest sha(Digest::Kind::kSha256);
   const bool check_sha = !streaming && payload_hash != kUnsignedPayload;
+  MemoryBudget::Lease lease = memory_.NewLease();
+  if (!lease.GrowTo(options_.io_buffer_bytes)) co_return MemoryBudgetExhausted();
   IoBuffer raw(options_.io_buffer_bytes);
   std::string decoded;
   uint64_t total = 0;
@@ -714,6 +750,7 @@ asio::awaitable<S3Result<std::string>> S3Handler::ReceiveBody(
     if (payload.empty()) continue;
     md5.Update(payload);
     if (check_sha) sha.Update(payload);
+    if (header_checksum) header_checksum->Update(payload);
     total += payload.size();
     if (verifier) {
       if (Status s = verifier->Feed(payload); !s.ok()) {
@@ -732,6 +769,10 @@ asio::awaitable<S3Result<std::string>> S3Handler::ReceiveBody(
   if (check_sha && ToHex(sha.Finish()) != payload_hash) {
     co_return Fail("XAmzContentSHA256Mismatch",
                    "The provided 'x-amz-content-sha256' header does not match what was computed.");
+  }
+  if (header_checksum && header_checksum->FinishBase64() != header_checksum_value) {
+    co_return Fail("BadDigest", "The " + header_checksum->header() +
+                                    " you specified did not match the calculated checksum.");
   }
   const std::string digest = md5.Finish();
   if (!content_md5.empty() && digest != content_md5) {

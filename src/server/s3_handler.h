@@ -12,9 +12,12 @@
 #pragma once
 
 #include <atomic>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/strand.hpp>
 #include <boost/asio/thread_pool.hpp>
 #include <chrono>
 #include <ctime>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -29,6 +32,7 @@
 #include "s3/sigv4.h"
 #include "sched/bandwidth_scheduler.h"
 #include "server/http_server.h"
+#include "server/memory_budget.h"
 #include "server/metrics.h"
 #include "server/object_attributes.h"
 
@@ -45,7 +49,20 @@ struct S3Options {
   unsigned blocking_threads = 8;
   size_t io_buffer_bytes = 1 << 20;  // per request, for streaming bodies
   size_t max_lookup_keys = 8192;
-  size_t layerwise_window_bytes = 4 << 20;  // read-ahead per layerwise response
+  // Memory held for all requests together: small bodies, upload buffers, layerwise windows
+  // (memory_budget.h). A request that would pass it gets 503 SlowDown.
+  uint64_t request_memory_bytes = 1ull << 30;
+  // Unsigned GET /metrics on the S3 port; false when they have a port of their own.
+  bool serve_metrics = true;
+  // Multipart uploads: an unfinished one is removed with its parts after `upload_expiry`; a
+  // bucket holds at most `max_uploads_per_bucket` at once.
+  std::chrono::seconds upload_expiry{3 * 24 * 3600};
+  size_t max_uploads_per_bucket = 1000;
+  // Seconds since the epoch; injected so tests can move time.
+  std::function<int64_t()> now = [] { return static_cast<int64_t>(std::time(nullptr)); };
+  // Read-ahead per layerwise response (two windows in flight); also the largest layer slice a
+  // layout may have in a layerwise request.
+  size_t layerwise_window_bytes = 4 << 20;
   // One cap for all layerwise responses together (bytes/s), shared by `policy`
   // (docs/scheduler.md). Unlimited: no pacing.
   double bandwidth_cap = sched::kUnlimited;
@@ -59,6 +76,10 @@ S3Result<void> CheckLayerwiseRequestBody(std::string_view body, size_t max_keys)
 // `return Fail("NoSuchKey", "...")` from a function returning S3Result<T>.
 inline std::unexpected<S3Error> Fail(std::string code, std::string message) {
   return std::unexpected(MakeS3Error(std::move(code), std::move(message)));
+}
+
+inline std::unexpected<S3Error> MemoryBudgetExhausted() {
+  return Fail("SlowDown", "the server's request memory budget is in use; retry later");
 }
 
 // The store object holding object `key` of `bucket`.
@@ -111,6 +132,21 @@ class S3Handler final : public RequestHandler {
   asio::awaitable<S3Result<void>> CompleteMultipart(Ctx& c);
   asio::awaitable<S3Result<void>> AbortMultipart(Ctx& c);
   asio::awaitable<S3Result<void>> ListParts(Ctx& c);
+  // Multipart housekeeping (s3_multipart.cc); blocking, run on the pool.
+  struct Upload {
+    std::string key;
+    ObjectAttributes attrs;
+    int64_t created = 0;
+  };
+  // NotFound for a malformed, unknown or expired id (an expired one is removed on the way).
+  Result<Upload> LoadUpload(const std::string& bucket, const std::string& id);
+  bool UploadExpired(std::string_view id) const;
+  // Removes expired uploads of `bucket` (of every bucket when empty); returns how many.
+  Result<size_t> RemoveExpiredUploads(const std::string& bucket);
+  // Removes every upload of `bucket`, parts and all (DeleteBucket).
+  Status RemoveBucketUploads(const std::string& bucket);
+  // Runs RemoveExpiredUploads("") now and then on the pool, until the handler goes away.
+  void ScheduleUploadSweep();
 
   // Streams the request body into store object `store_key` with `attributes`, checking
   // Content-MD5, x-amz-content-sha256 or the chunk signatures, and (for KV buckets) the chunk
@@ -137,6 +173,10 @@ class S3Handler final : public RequestHandler {
   S3Options options_;
   sched::Pacer pacer_;  // layerwise responses under the bandwidth cap
   asio::thread_pool pool_;
+  MemoryBudget memory_;
+  asio::strand<asio::thread_pool::executor_type> sweep_strand_;
+  asio::steady_timer sweep_timer_;  // on sweep_strand_
+  std::atomic<bool> stopping_{false};
   std::atomic<uint64_t> request_counter_{0};
   static constexpr std::chrono::seconds kBucketCacheTtl{2};
   struct CachedBucket {

@@ -318,7 +318,8 @@ struct TransparentHash {
 struct IndexShard {
   std::mutex mu;
   std::map<std::string, Entry, std::less<>> objects;  // guarded by mu
-  Entry lru;  // sentinel, guarded by mu: lru.next is the most recent, lru.prev the least
+  Entry lru;      // sentinel, guarded by mu: lru.next is the most recent, lru.prev the least
+  Entry records;  // sentinel, guarded by mu: records (IsRecordName), never evicted
   // Open files of recently read objects, bounded; guarded by mu.
   std::unordered_map<std::string, OpenObjectRef, TransparentHash, std::equal_to<>> open_files;
   // Bumped whenever an object of this shard is replaced or removed; guarded by mu. A reader
@@ -331,16 +332,21 @@ struct IndexShard {
     if (auto it = open_files.find(key); it != open_files.end()) open_files.erase(it);
   }
 
-  IndexShard() { lru.prev = lru.next = &lru; }
+  IndexShard() {
+    lru.prev = lru.next = &lru;
+    records.prev = records.next = &records;
+  }
   void Unlink(Entry* e) {
     e->prev->next = e->next;
     e->next->prev = e->prev;
   }
+  // Makes `e` the most recent of its list: records have their own, which eviction never reads.
   void PushFront(Entry* e) {
-    e->next = lru.next;
-    e->prev = &lru;
-    lru.next->prev = e;
-    lru.next = e;
+    Entry& list = IsRecordName(*e->key) ? records : lru;
+    e->next = list.next;
+    e->prev = &list;
+    list.next->prev = e;
+    list.next = e;
   }
 };
 

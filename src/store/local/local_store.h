@@ -7,8 +7,9 @@
 //
 // The index of names, sizes and recency lives in memory, in 64 shards each with its own lock
 // (no global lock on the read path); it is rebuilt from the directory at open, in parallel.
-// An optional capacity bound evicts whole objects, least recently used first. Files of recently
-// read objects stay open (bounded), so repeated ranged reads cost one pread each.
+// An optional capacity bound evicts whole objects (never records, store.h), least recently used
+// first. Files of recently read objects stay open (bounded), so repeated ranged reads cost one
+// pread each.
 //
 // One process owns a store directory at a time (an flock on ROOT/LOCK); a second Open fails
 // with FailedPrecondition. Within that process every method is thread-safe.

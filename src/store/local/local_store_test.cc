@@ -151,6 +151,27 @@ TEST_F(LocalStoreTest, CapacityEvictsLeastRecentlyUsedWholeObjects) {
             StatusCode::kResourceExhausted);
 }
 
+TEST_F(LocalStoreTest, CapacityNeverEvictsRecords) {
+  // Regression: with --capacity the LRU evicted bucket and multipart records like any object.
+  auto store = Open({.capacity_bytes = 3000});
+  std::string kb(1000, 'x');
+  ASSERT_TRUE(store->Put(".bucket/b", AsBytes(kb)).ok());
+  ASSERT_TRUE(store->Put(".mpu/u/00001", AsBytes(kb)).ok());
+  for (int i = 0; i < 10; ++i) {
+    ASSERT_TRUE(store->Put("b/o" + std::to_string(i), AsBytes(kb)).ok());
+  }
+  EXPECT_TRUE(store->Stat(".bucket/b").has_value());
+  EXPECT_TRUE(store->Stat(".mpu/u/00001").has_value());
+  EXPECT_TRUE(store->Stat("b/o9").has_value());
+  EXPECT_EQ(store->Usage().bytes, 3000u);
+  // Also after a restart, when recency comes from the files.
+  store.reset();
+  store = Open({.capacity_bytes = 1500});
+  EXPECT_TRUE(store->Stat(".bucket/b").has_value());
+  EXPECT_TRUE(store->Stat(".mpu/u/00001").has_value());
+  EXPECT_EQ(store->Usage().objects, 2u);
+}
+
 TEST_F(LocalStoreTest, ShrunkCapacityEvictsOldestAtOpen) {
   auto store = Open();
   for (int i = 0; i < 5; ++i) {
