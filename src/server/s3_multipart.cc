@@ -144,9 +144,9 @@ Status S3Handler::RemoveBucketUploads(const std::string& bucket) {
 }
 
 void S3Handler::ScheduleUploadSweep() {
-  // Every quarter of the expiry, at most every 10 minutes, at least every 10 seconds.
+  // Every quarter of the expiry, at most every 10 minutes, at least every second.
   const auto period = std::clamp<std::chrono::seconds>(
-      options_.upload_expiry / 4, std::chrono::seconds(10), std::chrono::minutes(10));
+      options_.upload_expiry / 4, std::chrono::seconds(1), std::chrono::minutes(10));
   sweep_timer_.expires_after(period);
   sweep_timer_.async_wait([this](boost::system::error_code ec) {
     if (ec || stopping_) return;  // cancelled: the handler is going away
