@@ -416,11 +416,15 @@ asio::awaitable<S3Result<void>> S3Handler::ListObjects(Ctx& c, bool v2) {
   auto listing = co_await Blocking([&]() -> Result<Listing> {
     Listing out;
     std::string after = position;
+    // With a delimiter, every common prefix restarts the store listing past it, so the store is
+    // asked for small pages first (a page costs the store about max_keys names per index
+    // shard), doubling while no prefix cuts them short.
+    size_t page_keys = delimiter.empty() ? SIZE_MAX : 16;
     for (;;) {
       const size_t want = max_keys - out.objects.size() - out.prefixes.size();
       ListOptions o{.prefix = base + prefix,
                     .start_after = after.empty() ? std::string() : base + after,
-                    .max_keys = want + 1};
+                    .max_keys = std::min(want + 1, page_keys)};
       OC_ASSIGN_OR_RETURN(ListPage page, store_->List(o));
       bool restart = false;
       for (const ObjectInfo& info : page.objects) {
@@ -457,6 +461,7 @@ asio::awaitable<S3Result<void>> S3Handler::ListObjects(Ctx& c, bool v2) {
       }
       if (restart) continue;
       if (!page.truncated) break;
+      if (page_keys < SIZE_MAX / 2) page_keys *= 2;
     }
     return out;
   });
