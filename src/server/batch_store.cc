@@ -1,6 +1,7 @@
 // Batch store (docs/wire-format.md): one request stores many objects, the engine saving a
 // prefix after prefill. Records stream through writers; nothing is committed until the whole
-// body has arrived and its signature and checksums are verified, so a bad request stores nothing.
+// body has arrived and its signature and checksums are verified, so a bad request stores nothing;
+// a commit that fails halfway removes what the request had committed (all or nothing).
 #include <nlohmann/json.hpp>
 
 #include "core/byte_order.h"
@@ -41,6 +42,8 @@ asio::awaitable<S3Result<void>> S3Handler::BatchStore(Ctx& c) {
   std::string head;
   size_t head_need = 4;
   bool ended = false;
+  MemoryBudget::Lease lease = memory_.NewLease();
+  if (!lease.GrowTo(options_.io_buffer_bytes)) co_return MemoryBudgetExhausted();
   IoBuffer raw(options_.io_buffer_bytes);
   for (;;) {
     Result<size_t> n = co_await c.ex.ReadBody(raw.span());
@@ -131,13 +134,27 @@ asio::awaitable<S3Result<void>> S3Handler::BatchStore(Ctx& c) {
   for (auto& p : records) {
     ObjectAttributes attrs;
     attrs.etag = ToHex(p->md5.Finish());
-    Status s = co_await Blocking([&] {
-      OC_RETURN_IF_ERROR(p->writer->SetAttributes(attrs.Encode()));
-      return p->writer->Commit();
-    });
-    if (!s.ok()) co_return std::unexpected(FromStatus(s));
+    if (Status s = p->writer->SetAttributes(attrs.Encode()); !s.ok()) {
+      co_return std::unexpected(FromStatus(s));
+    }
     stored.push_back({{"key", p->key}, {"etag", attrs.etag}});
   }
+  // Commits one by one (each atomic); if one fails, those already committed by this request are
+  // removed again, so the batch leaves all of its objects or none (an object it replaced is
+  // then absent: a miss, never a mix of versions).
+  Status committed = co_await Blocking([&]() -> Status {
+    for (size_t i = 0; i < records.size(); ++i) {
+      Status s = records[i]->writer->Commit();
+      if (s.ok()) continue;
+      for (size_t k = 0; k < i; ++k) {
+        (void)store_->Delete(ObjectKey(c.req.bucket, records[k]->key));
+      }
+      return s.Annotate("batch store: committing '" + records[i]->key + "' (" +
+                        std::to_string(i) + " committed objects removed again)");
+    }
+    return Status();
+  });
+  if (!committed.ok()) co_return std::unexpected(FromStatus(committed));
   nlohmann::json out;
   out["stored"] = stored;
   Headers h{{"Content-Type", "application/json"}, {"x-amz-request-id", c.request_id}};
