@@ -75,9 +75,8 @@ bool ReferenceEtagMatch(std::string_view list, std::string_view etag) {
   size_t start = 0;
   for (;;) {
     size_t comma = list.find(',', start);
-    std::string_view item = Strip(list.substr(start, comma == std::string_view::npos
-                                                         ? std::string_view::npos
-                                                         : comma - start));
+    std::string_view item = Strip(list.substr(
+        start, comma == std::string_view::npos ? std::string_view::npos : comma - start));
     if (item.substr(0, 2) == "W/") item = item.substr(2);
     if (item.size() >= 2 && item.front() == '"' && item.back() == '"')
       item = item.substr(1, item.size() - 2);
@@ -87,8 +86,9 @@ bool ReferenceEtagMatch(std::string_view list, std::string_view etag) {
   }
 }
 
-objectcache::server::ConditionOutcome ReferenceConditions(
-    const std::optional<std::string>* h, std::string_view etag, std::time_t mtime) {
+objectcache::server::ConditionOutcome ReferenceConditions(const std::optional<std::string>* h,
+                                                          std::string_view etag,
+                                                          std::time_t mtime) {
   using objectcache::server::ConditionOutcome;
   using objectcache::server::ParseHttpTime;
   // h: if-match, if-none-match, if-modified-since, if-unmodified-since

@@ -89,8 +89,7 @@ std::string Exchange(uint16_t port, const std::string& request) {
   return reply;
 }
 
-std::string Request(const std::string& method, const std::string& target,
-                    const std::string& body) {
+std::string Request(const std::string& method, const std::string& target, const std::string& body) {
   return method + " " + target + " HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n" +
          "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
 }

@@ -18,6 +18,7 @@ import tempfile
 import time
 import unittest
 import urllib.request
+from concurrent.futures import ThreadPoolExecutor
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import s3_server_test as base  # noqa: E402
@@ -308,6 +309,29 @@ class MultipartTest(ServerCase):
             s3.complete_multipart_upload(Bucket="mpu", Key="k", UploadId=upload,
                                          MultipartUpload={"Parts": done[:1]})
         self.assertEqual(e.exception.response["Error"]["Code"], "NoSuchUpload")
+
+
+class CreateBucketRaceTest(ServerCase):
+    def test_racing_creates_with_different_layouts_have_one_winner(self):
+        # Regression: CreateBucket checked, then wrote: two creates could both succeed and the
+        # bucket ended bound to a layout other than the one its creator was told.
+        server = self.start()
+        layouts = ["llama-3.1-8b", "llama-3.1-70b"] * 4
+        for round_ in range(5):
+            bucket = f"race{round_}"
+            reqs = [signed_raw(server.endpoint, "PUT", f"/{bucket}",
+                               headers={"x-objectcache-kv-layout": layout}) for layout in layouts]
+            with ThreadPoolExecutor(len(reqs)) as ex:
+                replies = list(ex.map(lambda r: raw_exchange(server.port, r), reqs))
+            statuses = [status_and_code(r) for r in replies]
+            winners = [i for i, st in enumerate(statuses) if st[0] == 200]
+            self.assertEqual(len(winners), 1, statuses)
+            for st in statuses:
+                self.assertIn(st, [(200, None), (409, "BucketAlreadyOwnedByYou")])
+            req = base.signed_request(server.endpoint, "GET", f"/{bucket}?kv-layout")
+            got = urllib.request.urlopen(urllib.request.Request(
+                req.url, headers=dict(req.headers.items())), timeout=10).read()
+            self.assertIn(layouts[winners[0]].encode(), got)
 
 
 class MetricsPortTest(ServerCase):

@@ -60,6 +60,8 @@ struct StoreCapabilities {
   bool pinned_readers = true;
   // Names must be valid UTF-8 (S3 object names); others are refused with InvalidArgument.
   bool utf8_names = false;
+  // PutOptions::if_absent is honoured atomically (against every writer of the store).
+  bool conditional_put = false;
 };
 
 struct StoreUsage {
@@ -74,6 +76,10 @@ struct PutOptions {
   std::optional<bool> durable;
   // Stored and replaced together with the value; at most kMaxAttributeBytes.
   std::string attributes;
+  // Create only: when the name exists the put fails with AlreadyExists and changes nothing,
+  // atomically with respect to other writers. REQUIRES: Capabilities().conditional_put
+  // (otherwise Unimplemented).
+  bool if_absent = false;
 };
 
 // Streams one object's value into the store. Nothing is visible to readers until Commit

@@ -104,6 +104,10 @@ class S3Store final : public Store {
              const PutOptions& options) override {
     OC_RETURN_IF_ERROR(CheckKey(key));
     OC_RETURN_IF_ERROR(ValidateAttributes(options.attributes));
+    if (options.if_absent) {
+      return UnimplementedError("s3:// store: conditional puts are not supported (storing '" +
+                                std::string(key) + "')");
+    }
     Headers h;
     if (!options.attributes.empty())
       h.emplace_back(kAttrsHeader, s3::Base64Encode(options.attributes));

@@ -149,8 +149,8 @@ asio::awaitable<S3Result<void>> S3Handler::BatchStore(Ctx& c) {
       for (size_t k = 0; k < i; ++k) {
         (void)store_->Delete(ObjectKey(c.req.bucket, records[k]->key));
       }
-      return s.Annotate("batch store: committing '" + records[i]->key + "' (" +
-                        std::to_string(i) + " committed objects removed again)");
+      return s.Annotate("batch store: committing '" + records[i]->key + "' (" + std::to_string(i) +
+                        " committed objects removed again)");
     }
     return Status();
   });

@@ -329,10 +329,15 @@ asio::awaitable<S3Result<void>> S3Handler::CreateBucket(Ctx& c) {
   }
   const std::string key = std::string(kBucketPrefix) + bucket;
   Status s = co_await Blocking([&]() -> Status {
-    if (store_->Stat(key).has_value()) {
-      return AlreadyExistsError("bucket exists");
-    }
     const std::string text = meta.dump();
+    // Created only if absent, atomically, so that of two racing creates (with different
+    // layouts, say) exactly one wins. A store without conditional puts (s3://) gets the check
+    // and the write under this gateway's lock: safe for one gateway only (docs/s3-api.md).
+    if (store_->Capabilities().conditional_put) {
+      return store_->Put(key, AsBytes(text), {.if_absent = true});
+    }
+    std::lock_guard lock(bucket_create_mu_);
+    if (store_->Stat(key).has_value()) return AlreadyExistsError("bucket exists");
     return store_->Put(key, AsBytes(text));
   });
   if (s.code() == StatusCode::kAlreadyExists) {

@@ -183,6 +183,7 @@ class S3Handler final : public RequestHandler {
     BucketInfo info;
     std::chrono::steady_clock::time_point expires;
   };
+  std::mutex bucket_create_mu_;  // CreateBucket on a store without conditional puts
   std::mutex bucket_cache_mu_;
   std::unordered_map<std::string, CachedBucket> bucket_cache_;  // guarded by bucket_cache_mu_
 };

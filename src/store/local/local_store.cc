@@ -365,7 +365,8 @@ class LocalStore final : public Store {
     return {.ranged_reads = true,
             .persistent = true,
             .evicts = options_.capacity_bytes.has_value(),
-            .capacity_bytes = options_.capacity_bytes};
+            .capacity_bytes = options_.capacity_bytes,
+            .conditional_put = true};
   }
 
   StoreUsage Usage() const override {
@@ -382,7 +383,10 @@ class LocalStore final : public Store {
   Result<std::unique_ptr<ObjectReader>> OpenReaderIfCached(std::string_view key) override;
 
   // Moves a finished temporary file into place and indexes it (LocalObjectWriter::Commit).
-  Status Install(const std::string& key, const std::string& temp_name, uint64_t size, bool durable);
+  // With `if_absent`, an existing name fails the install with AlreadyExists (the temporary file
+  // is removed); the check and the rename happen under the shard lock.
+  Status Install(const std::string& key, const std::string& temp_name, uint64_t size, bool durable,
+                 bool if_absent);
   int tmp_dir() const { return tmp_dir_.get(); }
   std::optional<uint64_t> capacity() const { return options_.capacity_bytes; }
   Result<ObjectInfo> Stat(std::string_view key) override;
@@ -442,12 +446,13 @@ class LocalStore final : public Store {
 class LocalObjectWriter final : public ObjectWriter {
  public:
   LocalObjectWriter(LocalStore* store, std::string key, std::string temp_name, Fd fd, bool durable,
-                    std::string attributes)
+                    bool if_absent, std::string attributes)
       : store_(store),
         key_(std::move(key)),
         temp_name_(std::move(temp_name)),
         fd_(std::move(fd)),
         durable_(durable),
+        if_absent_(if_absent),
         attributes_(std::move(attributes)) {
     XXH3_64bits_reset(&checksum_);
   }
@@ -491,7 +496,7 @@ class LocalObjectWriter final : public ObjectWriter {
       return ErrnoError(what + ": writing", err);
     }
     done_ = true;
-    return store_->Install(key_, temp_name_, written_, durable_);
+    return store_->Install(key_, temp_name_, written_, durable_, if_absent_);
   }
 
   uint64_t bytes_written() const override { return written_; }
@@ -507,6 +512,7 @@ class LocalObjectWriter final : public ObjectWriter {
   std::string key_, temp_name_;
   Fd fd_;
   bool durable_;
+  bool if_absent_;
   std::string attributes_;
   XXH3_state_t checksum_;
   uint64_t written_ = 0;
@@ -557,9 +563,10 @@ Result<std::unique_ptr<ObjectWriter>> LocalStore::NewWriter(std::string_view key
   if (!fd.valid()) {
     return ErrnoError("storing '" + std::string(key) + "': creating temporary file", errno);
   }
-  return std::unique_ptr<ObjectWriter>(new LocalObjectWriter(
-      this, std::string(key), temp_name, std::move(fd),
-      put_options.durable.value_or(options_.durable), put_options.attributes));
+  return std::unique_ptr<ObjectWriter>(
+      new LocalObjectWriter(this, std::string(key), temp_name, std::move(fd),
+                            put_options.durable.value_or(options_.durable), put_options.if_absent,
+                            put_options.attributes));
 }
 
 Result<std::unique_ptr<ObjectReader>> LocalStore::OpenReaderIfCached(std::string_view key) {
@@ -596,7 +603,7 @@ Status LocalStore::Put(std::string_view key, std::span<const std::byte> value,
 }
 
 Status LocalStore::Install(const std::string& key, const std::string& temp_name, uint64_t size,
-                           bool durable) {
+                           bool durable, bool if_absent) {
   const std::string what = "storing '" + key + "'";
   const std::string file_name = LocalStoreFileName(key);
   const int dir = DirFor(key);
@@ -604,6 +611,10 @@ Status LocalStore::Install(const std::string& key, const std::string& temp_name,
   {
     // Rename and index update together, so the index always matches the directory.
     std::lock_guard lock(s.mu);
+    if (if_absent && s.objects.contains(key)) {
+      ::unlinkat(tmp_dir_.get(), temp_name.c_str(), 0);
+      return AlreadyExistsError(what + ": the name exists");
+    }
     if (::renameat(tmp_dir_.get(), temp_name.c_str(), dir, file_name.c_str()) != 0) {
       int e = errno;
       ::unlinkat(tmp_dir_.get(), temp_name.c_str(), 0);

@@ -42,7 +42,11 @@ class MemoryObjectReader final : public ObjectReader {
 class MemoryStore final : public Store {
  public:
   StoreCapabilities Capabilities() const override {
-    return {.ranged_reads = true, .persistent = false, .evicts = false, .capacity_bytes = {}};
+    return {.ranged_reads = true,
+            .persistent = false,
+            .evicts = false,
+            .capacity_bytes = {},
+            .conditional_put = true};
   }
 
   StoreUsage Usage() const override {
@@ -63,6 +67,9 @@ class MemoryStore final : public Store {
     {
       std::lock_guard lock(s.mu);
       auto [it, inserted] = s.objects.try_emplace(std::string(key));
+      if (!inserted && options.if_absent) {
+        return AlreadyExistsError("storing '" + std::string(key) + "': the name exists");
+      }
       old = std::move(it->second);
       it->second = std::move(v);
       if (inserted) objects_++;

@@ -115,7 +115,8 @@ class RadosStore final : public Store {
             .capacity_bytes = std::nullopt,
             .max_key_bytes = kMaxKeyBytes,
             .tracks_usage = false,
-            .pinned_readers = false};
+            .pinned_readers = false,
+            .conditional_put = true};
   }
   StoreUsage Usage() const override { return {}; }
   std::string Uri() const override {
@@ -134,12 +135,16 @@ class RadosStore final : public Store {
                                     std::to_string(kMaxRadosObjectBytes));
     }
     librados::ObjectWriteOperation op;
+    if (options.if_absent) op.create(/*exclusive=*/true);  // -EEXIST, and nothing written
     librados::bufferlist data = StaticBuffer(value);
     op.write_full(data);
     librados::bufferlist attributes;
     attributes.append(options.attributes);
     op.setxattr(kAttributesXattr, attributes);
     const int r = io_.operate(std::string(key), &op);
+    if (r == -EEXIST && options.if_absent) {
+      return AlreadyExistsError(Context("storing", key) + ": the name exists");
+    }
     if (r < 0) return RadosError(Context("storing", key), r);
     return Status();
   }
