@@ -128,6 +128,12 @@ Result<size_t> S3Handler::RemoveExpiredUploads(const std::string& bucket) {
     if (DeleteUpload(*store_, b, id).ok()) ++removed;
   }
   if (bucket.empty()) {
+    // Parts of an expired id whose record is gone (a part that finished uploading after the
+    // sweep took its upload), and everything of the former layout.
+    OC_RETURN_IF_ERROR(ForEachObject(*store_, std::string(kPartPrefix), [&](const ObjectInfo& p) {
+      const std::string_view id = std::string_view(p.key).substr(kPartPrefix.size(), 32);
+      if (ValidUploadId(id) && UploadExpired(id)) (void)store_->Delete(p.key);
+    }));
     OC_RETURN_IF_ERROR(ForEachObject(*store_, std::string(kLegacyUploadPrefix),
                                      [&](const ObjectInfo& p) { (void)store_->Delete(p.key); }));
   }
@@ -144,9 +150,10 @@ Status S3Handler::RemoveBucketUploads(const std::string& bucket) {
 }
 
 void S3Handler::ScheduleUploadSweep() {
-  // Every quarter of the expiry, at most every 10 minutes, at least every second.
+  // Every quarter of the expiry, between once a second and once an hour (a sweep lists the
+  // upload records and parts: on RADOS that enumerates the namespace).
   const auto period = std::clamp<std::chrono::seconds>(
-      options_.upload_expiry / 4, std::chrono::seconds(1), std::chrono::minutes(10));
+      options_.upload_expiry / 4, std::chrono::seconds(1), std::chrono::hours(1));
   sweep_timer_.expires_after(period);
   sweep_timer_.async_wait([this](boost::system::error_code ec) {
     if (ec || stopping_) return;  // cancelled: the handler is going away
