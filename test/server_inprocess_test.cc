@@ -1,6 +1,7 @@
-// The batch store's all-or-nothing promise when a commit fails halfway (docs/wire-format.md):
-// the server runs in this process over a memory store wrapped to fail one chosen commit, and a
-// batch of three objects is sent over a socket on 127.0.0.1.
+// The server in this process, driven over sockets on 127.0.0.1, where a test needs to reach
+// inside it: a handler ending a response it never began (that crashed the process), and the
+// batch store's all-or-nothing promise when a commit fails halfway (docs/wire-format.md), over a
+// memory store wrapped to fail one chosen commit.
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
@@ -105,6 +106,31 @@ std::string BatchBody(const std::vector<std::pair<std::string, std::string>>& ob
   }
   w.U32(0x4542434f);
   return w.str();
+}
+
+// Ends a response it never began on /bug; answers 200 elsewhere.
+class BuggyHandler final : public server::RequestHandler {
+ public:
+  boost::asio::awaitable<void> Handle(server::HttpExchange& ex) override {
+    if (ex.request().target() == "/bug") {
+      end_status = co_await ex.EndResponse();
+      co_return;
+    }
+    server::Headers h;
+    (void)co_await ex.Respond(200, std::move(h), "fine");
+  }
+  Status end_status;
+};
+
+TEST(HttpServerTest, EndingAResponseNeverBegunIsAnErrorNotACrash) {
+  // Regression: a ranged GET past u64 ended a response that was never begun and segfaulted.
+  server::ServerMetrics metrics;
+  BuggyHandler handler;
+  auto srv = server::HttpServer::Start({.port = 0}, &handler, &metrics);
+  ASSERT_TRUE(srv.has_value()) << srv.error().ToString();
+  EXPECT_EQ(Exchange((*srv)->port(), Request("GET", "/bug", "")), "");  // connection closed
+  EXPECT_EQ(handler.end_status.code(), StatusCode::kInternal);
+  EXPECT_TRUE(Exchange((*srv)->port(), Request("GET", "/ok", "")).starts_with("HTTP/1.1 200"));
 }
 
 class BatchStoreTest : public ::testing::TestWithParam<int> {};
