@@ -295,6 +295,30 @@ class S3ServerTest(unittest.TestCase):
         self.assertEqual(e.exception.code, 403)
         self.assertIn(b"expired", e.exception.read())
 
+    def test_boto3_empty_put_then_puts_on_one_connection(self):
+        # Regression: botocore sends Expect: 100-continue; an empty PUT was answered without a
+        # 100 Continue on a kept-alive connection, botocore kept that status line for its next
+        # request on the connection and misread the next response (a stall until its read
+        # timeout). Such a response now closes the connection.
+        b = self.bucket()
+        req = signed_request(self.server.endpoint, "PUT", f"/{b}/empty", b"",
+                             headers={"Expect": "100-continue"})
+        headers = dict(req.headers.items())
+        headers["Host"] = self.server.endpoint[len("http://"):]
+        head = f"PUT /{b}/empty HTTP/1.1\r\n" + "".join(
+            f"{k}: {v}\r\n" for k, v in headers.items()) + "Content-Length: 0\r\n\r\n"
+        with socket.create_connection(("127.0.0.1", self.server.port), timeout=30) as sock:
+            sock.sendall(head.encode())
+            reply = b""
+            while chunk := sock.recv(65536):
+                reply += chunk
+        self.assertTrue(reply.startswith(b"HTTP/1.1 200"), reply[:100])
+        self.assertIn(b"Connection: close", reply)
+        s3 = client(self.server.endpoint)
+        for i in range(4):
+            s3.put_object(Bucket=b, Key=f"k{i}", Body=b"x" * (i % 2))
+        self.assertEqual(s3.get_object(Bucket=b, Key="k1")["Body"].read(), b"x")
+
     def test_boto3_ranges_conditionals_and_metadata(self):
         b = self.bucket()
         data = self.rng.randbytes(3 * 1024 * 1024 + 17)  # streamed in pieces

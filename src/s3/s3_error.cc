@@ -45,6 +45,7 @@ constexpr CodeStatus kS3Errors[] = {
     {"NoSuchBucket", 404},
     {"NoSuchKey", 404},
     {"NoSuchUpload", 404},
+    {"NoSuchVersion", 404},
     {"NotImplemented", 501},
     {"NotModified", 304},
     {"PreconditionFailed", 412},

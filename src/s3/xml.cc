@@ -14,6 +14,14 @@ void XmlWriter::Open(std::string_view name, bool s3_namespace) {
   out_ += '>';
 }
 
+void XmlWriter::OpenWithAttributes(std::string_view name, std::string_view attributes) {
+  out_ += '<';
+  out_ += name;
+  out_ += ' ';
+  out_ += attributes;
+  out_ += '>';
+}
+
 void XmlWriter::Close(std::string_view name) {
   out_ += "</";
   out_ += name;

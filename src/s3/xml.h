@@ -19,6 +19,8 @@ class XmlWriter {
   XmlWriter();
   // Opens <name> (with the S3 namespace when `s3_namespace`).
   void Open(std::string_view name, bool s3_namespace = false);
+  // Opens <name attributes>; `attributes` is written as given (constant text only).
+  void OpenWithAttributes(std::string_view name, std::string_view attributes);
   void Close(std::string_view name);
   void Element(std::string_view name, std::string_view text);
   std::string Finish() { return std::move(out_); }

@@ -71,12 +71,8 @@ std::optional<uint64_t> HttpExchange::ContentLength() const {
 }
 
 asio::awaitable<Status> HttpExchange::SendContinueIfExpected() {
-  if (continue_sent_) co_return Status();
+  if (continue_sent_ || !ExpectsContinue()) co_return Status();
   continue_sent_ = true;
-  auto expect = parser_.get().find(http::field::expect);
-  if (expect == parser_.get().end() || !beast::iequals(expect->value(), "100-continue")) {
-    co_return Status();
-  }
   http::response<http::empty_body> res{http::status::continue_, 11};
   beast::error_code ec;
   stream_.expires_after(limits_.io_timeout);
@@ -120,7 +116,16 @@ Status HttpExchange::NotStarted(const char* what) {
   return InternalError(std::string(what) + " that was never begun");
 }
 
+bool HttpExchange::ExpectsContinue() const {
+  auto expect = parser_.get().find(http::field::expect);
+  return expect != parser_.get().end() && beast::iequals(expect->value(), "100-continue");
+}
+
 bool HttpExchange::reusable() const {
+  // A final response to a request expecting 100-continue that never got one ends the
+  // connection: botocore, having read that response in place of a 100, keeps its status line
+  // for the next request on the connection and misreads the next response (a 60 s stall).
+  if (ExpectsContinue() && !continue_sent_) return false;
   return !failed_ && !close_ && parser_.is_done() && parser_.get().keep_alive();
 }
 

@@ -122,6 +122,7 @@ class HttpExchange {
  private:
   void PrepareHeader(http::response_header<>& h, unsigned status, Headers& headers);
   asio::awaitable<Status> SendContinueIfExpected();
+  bool ExpectsContinue() const;
   // The Status of a finished read or write; marks the exchange failed on an error.
   Status Check(beast::error_code ec, const char* what);
   Status NotStarted(const char* what);
@@ -131,7 +132,7 @@ class HttpExchange {
   http::request_parser<http::buffer_body>& parser_;
   const HttpLimits& limits_;
   ServerMetrics* metrics_;
-  bool continue_sent_ = false;
+  bool continue_sent_ = false;  // a 100 Continue went out
   bool responded_ = false;
   bool close_ = false;
   bool failed_ = false;

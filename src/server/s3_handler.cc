@@ -14,6 +14,7 @@
 #include "server/log.h"
 #include "server/metrics_handler.h"
 #include "server/object_attributes.h"
+#include "server/s3_routes.h"
 
 namespace objectcache::server {
 
@@ -21,9 +22,6 @@ namespace {
 
 constexpr std::string_view kBucketPrefix = ".bucket/";
 constexpr size_t kMaxS3KeyBytes = 1024;
-constexpr const char* kUnsupportedBucketQueries[] = {"acl",       "policy",  "cors",
-                                                     "lifecycle", "tagging", "versioning",
-                                                     "website",   "logging", "encryption"};
 
 bool ValidBucketName(std::string_view b) {
   if (b.size() < 3 || b.size() > 63) return false;
@@ -32,10 +30,6 @@ bool ValidBucketName(std::string_view b) {
   }
   auto alnum = [](char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'); };
   return alnum(b.front()) && alnum(b.back()) && b.find("..") == std::string_view::npos;
-}
-
-std::string EncodeKey(std::string_view key, bool url) {
-  return url ? UriEncode(key, true) : std::string(key);
 }
 
 }  // namespace
@@ -182,85 +176,95 @@ asio::awaitable<S3Result<void>> S3Handler::Dispatch(Ctx& c) {
     co_return Fail("AccessDenied", "Anonymous requests are not accepted: sign with SigV4");
   }
 
-  const std::string& m = r.method;
-  if (r.bucket.empty()) {
-    if (m == "GET") co_return co_await ListBuckets(c);
-    co_return Fail("MethodNotAllowed", "The specified method is not allowed against this resource");
+  auto route = RouteS3Request(r);
+  if (!route) co_return std::unexpected(route.error());
+  if (!r.key.empty()) {
+    if (r.key.size() > kMaxS3KeyBytes) {
+      co_return Fail("KeyTooLongError", "Your key is too long (at most 1024 bytes)");
+    }
+    if (!IsValidUtf8(r.key)) co_return Fail("InvalidArgument", "object names must be valid UTF-8");
+    // One version of each object, whose id is "null" (docs/s3-api.md, "Versions").
+    if (const std::string* v = r.Query("versionId"); v && *v != "null") {
+      co_return Fail("NoSuchVersion", "The specified version does not exist.");
+    }
   }
-  if (r.key.empty()) {
-    if (m == "PUT") co_return co_await CreateBucket(c);
-    if (m == "DELETE") co_return co_await DeleteBucket(c);
-    if (m == "HEAD") {
+  switch (*route) {
+    case S3Route::kListBuckets:
+      co_return co_await ListBuckets(c);
+    case S3Route::kCreateBucket:
+      co_return co_await CreateBucket(c);
+    case S3Route::kDeleteBucket:
+      co_return co_await DeleteBucket(c);
+    case S3Route::kHeadBucket: {
       c.op = S3Op::kHeadBucket;
       auto b = co_await FindBucket(r.bucket);
       if (!b) co_return std::unexpected(b.error());
-      {
-        Headers h{{"x-amz-request-id", c.request_id}};
-        (void)co_await c.ex.RespondHeaderOnly(200, std::move(h), 0);
-      }
+      Headers h{{"x-amz-request-id", c.request_id}};
+      (void)co_await c.ex.RespondHeaderOnly(200, std::move(h), 0);
       co_return S3Result<void>();
     }
-    if (m == "GET") {
-      if (r.HasQuery("location")) {
-        auto b = co_await FindBucket(r.bucket);
-        if (!b) co_return std::unexpected(b.error());
-        XmlWriter w;
-        w.Open("LocationConstraint", true);
-        w.Close("LocationConstraint");
-        co_await SendXml(c, 200, w.Finish());
-        co_return S3Result<void>();
-      }
-      if (r.HasQuery("uploads")) co_return co_await ListUploads(c);
-      if (r.HasQuery("kv-layout")) {
-        auto b = co_await FindBucket(r.bucket);
-        if (!b) co_return std::unexpected(b.error());
-        if (!b->layout) co_return Fail("NoSuchKey", "bucket is not bound to a KV layout");
-        {
-          Headers h{{"Content-Type", "application/json"}};
-          (void)co_await c.ex.Respond(200, std::move(h), ModelToJson(*b->layout));
-        }
-        co_return S3Result<void>();
-      }
-      for (const char* unsupported : kUnsupportedBucketQueries) {
-        if (r.HasQuery(unsupported)) {
-          co_return Fail("NotImplemented",
-                         std::string("bucket ?") + unsupported + " is not implemented");
-        }
-      }
-      const std::string* list_type = r.Query("list-type");
-      co_return co_await ListObjects(c, list_type && *list_type == "2");
+    case S3Route::kListObjects:
+      co_return co_await ListObjects(c, false);
+    case S3Route::kListObjectsV2:
+      co_return co_await ListObjects(c, true);
+    case S3Route::kListObjectVersions:
+      co_return co_await ListObjectVersions(c);
+    case S3Route::kGetBucketLocation: {
+      auto b = co_await FindBucket(r.bucket);
+      if (!b) co_return std::unexpected(b.error());
+      XmlWriter w;
+      w.Open("LocationConstraint", true);
+      w.Close("LocationConstraint");
+      co_await SendXml(c, 200, w.Finish());
+      co_return S3Result<void>();
     }
-    if (m == "POST") {
-      if (r.HasQuery("delete")) co_return co_await DeleteObjects(c);
-      if (r.HasQuery("lookup")) co_return co_await BatchLookup(c);
-      if (r.HasQuery("layerwise")) co_return co_await LayerwiseRetrieve(c);
-      if (r.HasQuery("batch-store")) co_return co_await BatchStore(c);
+    case S3Route::kGetBucketVersioning:
+    case S3Route::kPutBucketVersioning:
+      co_return co_await BucketVersioning(c, *route == S3Route::kPutBucketVersioning);
+    case S3Route::kGetBucketAcl:
+    case S3Route::kGetObjectAcl:
+      co_return co_await GetAcl(c);
+    case S3Route::kPutBucketAcl:
+    case S3Route::kPutObjectAcl:
+      co_return co_await PutAcl(c);
+    case S3Route::kListMultipartUploads:
+      co_return co_await ListUploads(c);
+    case S3Route::kDeleteObjects:
+      co_return co_await DeleteObjects(c);
+    case S3Route::kGetKvLayout: {
+      auto b = co_await FindBucket(r.bucket);
+      if (!b) co_return std::unexpected(b.error());
+      if (!b->layout) co_return Fail("NoSuchKey", "bucket is not bound to a KV layout");
+      Headers h{{"Content-Type", "application/json"}};
+      (void)co_await c.ex.Respond(200, std::move(h), ModelToJson(*b->layout));
+      co_return S3Result<void>();
     }
-    co_return Fail("MethodNotAllowed", "The specified method is not allowed against this resource");
-  }
-  if (r.key.size() > kMaxS3KeyBytes) {
-    co_return Fail("KeyTooLongError", "Your key is too long (at most 1024 bytes)");
-  }
-  if (!IsValidUtf8(r.key)) {
-    co_return Fail("InvalidArgument", "object names must be valid UTF-8");
-  }
-  if (m == "PUT") {
-    if (r.HasQuery("uploadId")) co_return co_await UploadPart(c);
-    if (r.Header("x-amz-copy-source")) co_return co_await CopyObject(c);
-    co_return co_await PutObject(c);
-  }
-  if (m == "GET") {
-    if (r.HasQuery("uploadId")) co_return co_await ListParts(c);
-    co_return co_await GetObject(c, false);
-  }
-  if (m == "HEAD") co_return co_await GetObject(c, true);
-  if (m == "DELETE") {
-    if (r.HasQuery("uploadId")) co_return co_await AbortMultipart(c);
-    co_return co_await DeleteObject(c);
-  }
-  if (m == "POST") {
-    if (r.HasQuery("uploads")) co_return co_await CreateMultipart(c);
-    if (r.HasQuery("uploadId")) co_return co_await CompleteMultipart(c);
+    case S3Route::kBatchLookup:
+      co_return co_await BatchLookup(c);
+    case S3Route::kLayerwiseRetrieve:
+      co_return co_await LayerwiseRetrieve(c);
+    case S3Route::kBatchStore:
+      co_return co_await BatchStore(c);
+    case S3Route::kPutObject:
+      co_return co_await PutObject(c);
+    case S3Route::kCopyObject:
+      co_return co_await CopyObject(c);
+    case S3Route::kGetObject:
+      co_return co_await GetObject(c, false);
+    case S3Route::kHeadObject:
+      co_return co_await GetObject(c, true);
+    case S3Route::kDeleteObject:
+      co_return co_await DeleteObject(c);
+    case S3Route::kCreateMultipartUpload:
+      co_return co_await CreateMultipart(c);
+    case S3Route::kUploadPart:
+      co_return co_await UploadPart(c);
+    case S3Route::kListParts:
+      co_return co_await ListParts(c);
+    case S3Route::kCompleteMultipartUpload:
+      co_return co_await CompleteMultipart(c);
+    case S3Route::kAbortMultipartUpload:
+      co_return co_await AbortMultipart(c);
   }
   co_return Fail("MethodNotAllowed", "The specified method is not allowed against this resource");
 }
@@ -378,6 +382,63 @@ asio::awaitable<S3Result<void>> S3Handler::DeleteBucket(Ctx& c) {
   co_return S3Result<void>();
 }
 
+Result<S3Handler::Listing> S3Handler::ListBucket(const std::string& bucket,
+                                                 const std::string& prefix,
+                                                 const std::string& delimiter,
+                                                 const std::string& position, size_t max_keys) {
+  const std::string base = bucket + "/";
+  Listing out;
+  std::string after = position;
+  // With a delimiter, every common prefix restarts the store listing past it, so the store is
+  // asked for small pages first (a page costs the store about max_keys names per index shard),
+  // doubling while no prefix cuts them short.
+  size_t page_keys = delimiter.empty() ? SIZE_MAX : 16;
+  for (;;) {
+    const size_t want = max_keys - out.objects.size() - out.prefixes.size();
+    ListOptions o{.prefix = base + prefix,
+                  .start_after = after.empty() ? std::string() : base + after,
+                  .max_keys = std::min(want + 1, page_keys)};
+    OC_ASSIGN_OR_RETURN(ListPage page, store_->List(o));
+    bool restart = false;
+    for (const ObjectInfo& info : page.objects) {
+      if (out.objects.size() + out.prefixes.size() == max_keys) {
+        out.truncated = true;  // at least one more name follows
+        return out;
+      }
+      std::string name = info.key.substr(base.size());
+      if (!delimiter.empty()) {
+        size_t d = name.find(delimiter, prefix.size());
+        if (d != std::string::npos) {
+          std::string cp = name.substr(0, d + delimiter.size());
+          // A prefix at or before the resume point was returned by an earlier page.
+          if (position.empty() || cp > position) {
+            out.prefixes.push_back(cp);
+            out.last = cp;
+          }
+          after = cp + "\xff";  // past every name under this prefix (UTF-8 has no 0xff)
+          restart = true;
+          break;
+        }
+      }
+      std::string etag;
+      int64_t mtime = 0;
+      if (Result<std::unique_ptr<ObjectReader>> rd = store_->OpenReader(info.key)) {
+        if (auto a = ObjectAttributes::Decode((*rd)->attributes())) etag = a->etag;
+        mtime = (*rd)->mtime();
+      } else {
+        continue;  // deleted meanwhile
+      }
+      out.objects.push_back({name, info.size, etag, mtime});
+      out.last = name;
+      after = name;
+    }
+    if (restart) continue;
+    if (!page.truncated) break;
+    if (page_keys < SIZE_MAX / 2) page_keys *= 2;
+  }
+  return out;
+}
+
 asio::awaitable<S3Result<void>> S3Handler::ListObjects(Ctx& c, bool v2) {
   c.op = S3Op::kListObjects;
   const S3Request& r = c.req;
@@ -410,98 +471,40 @@ asio::awaitable<S3Result<void>> S3Handler::ListObjects(Ctx& c, bool v2) {
   } else {
     position = q("marker");
   }
-  struct Listing {
-    std::vector<std::tuple<std::string, uint64_t, std::string, int64_t>>
-        objects;  // key,size,etag,mtime
-    std::vector<std::string> prefixes;
-    bool truncated = false;
-    std::string last;  // the last key or prefix returned
-  };
-  const std::string base = r.bucket + "/";
-  auto listing = co_await Blocking([&]() -> Result<Listing> {
-    Listing out;
-    std::string after = position;
-    // With a delimiter, every common prefix restarts the store listing past it, so the store is
-    // asked for small pages first (a page costs the store about max_keys names per index
-    // shard), doubling while no prefix cuts them short.
-    size_t page_keys = delimiter.empty() ? SIZE_MAX : 16;
-    for (;;) {
-      const size_t want = max_keys - out.objects.size() - out.prefixes.size();
-      ListOptions o{.prefix = base + prefix,
-                    .start_after = after.empty() ? std::string() : base + after,
-                    .max_keys = std::min(want + 1, page_keys)};
-      OC_ASSIGN_OR_RETURN(ListPage page, store_->List(o));
-      bool restart = false;
-      for (const ObjectInfo& info : page.objects) {
-        if (out.objects.size() + out.prefixes.size() == max_keys) {
-          out.truncated = true;  // at least one more name follows
-          return out;
-        }
-        std::string name = info.key.substr(base.size());
-        if (!delimiter.empty()) {
-          size_t d = name.find(delimiter, prefix.size());
-          if (d != std::string::npos) {
-            std::string cp = name.substr(0, d + delimiter.size());
-            // A prefix at or before the resume point was returned by an earlier page.
-            if (position.empty() || cp > position) {
-              out.prefixes.push_back(cp);
-              out.last = cp;
-            }
-            after = cp + "\xff";  // past every name under this prefix (UTF-8 has no 0xff)
-            restart = true;
-            break;
-          }
-        }
-        std::string etag;
-        int64_t mtime = 0;
-        if (Result<std::unique_ptr<ObjectReader>> rd = store_->OpenReader(info.key)) {
-          if (auto a = ObjectAttributes::Decode((*rd)->attributes())) etag = a->etag;
-          mtime = (*rd)->mtime();
-        } else {
-          continue;  // deleted meanwhile
-        }
-        out.objects.emplace_back(name, info.size, etag, mtime);
-        out.last = name;
-        after = name;
-      }
-      if (restart) continue;
-      if (!page.truncated) break;
-      if (page_keys < SIZE_MAX / 2) page_keys *= 2;
-    }
-    return out;
-  });
+  auto listing = co_await Blocking(
+      [&] { return ListBucket(r.bucket, prefix, delimiter, position, max_keys); });
   if (!listing) co_return std::unexpected(FromStatus(listing.error()));
   XmlWriter w;
   w.Open("ListBucketResult", true);
   w.Element("Name", r.bucket);
-  w.Element("Prefix", EncodeKey(prefix, url));
-  if (!delimiter.empty()) w.Element("Delimiter", EncodeKey(delimiter, url));
+  w.Element("Prefix", ListingName(prefix, url));
+  if (!delimiter.empty()) w.Element("Delimiter", ListingName(delimiter, url));
   w.Element("MaxKeys", std::to_string(max_keys));
   if (url) w.Element("EncodingType", "url");
   w.Element("IsTruncated", listing->truncated ? "true" : "false");
   if (v2) {
     w.Element("KeyCount", std::to_string(listing->objects.size() + listing->prefixes.size()));
     if (const std::string* t = r.Query("continuation-token")) w.Element("ContinuationToken", *t);
-    if (r.Query("start-after")) w.Element("StartAfter", EncodeKey(q("start-after"), url));
+    if (r.Query("start-after")) w.Element("StartAfter", ListingName(q("start-after"), url));
     if (listing->truncated) w.Element("NextContinuationToken", Base64Encode(listing->last));
   } else {
-    w.Element("Marker", EncodeKey(position, url));
+    w.Element("Marker", ListingName(position, url));
     if (listing->truncated && !delimiter.empty()) {
-      w.Element("NextMarker", EncodeKey(listing->last, url));
+      w.Element("NextMarker", ListingName(listing->last, url));
     }
   }
-  for (const auto& [key, size, etag, mtime] : listing->objects) {
+  for (const Listing::Object& o : listing->objects) {
     w.Open("Contents");
-    w.Element("Key", EncodeKey(key, url));
-    w.Element("LastModified", IsoTime(mtime));
-    w.Element("ETag", "\"" + etag + "\"");
-    w.Element("Size", std::to_string(size));
+    w.Element("Key", ListingName(o.key, url));
+    w.Element("LastModified", IsoTime(o.mtime));
+    w.Element("ETag", "\"" + o.etag + "\"");
+    w.Element("Size", std::to_string(o.size));
     w.Element("StorageClass", "STANDARD");
     w.Close("Contents");
   }
   for (const std::string& p : listing->prefixes) {
     w.Open("CommonPrefixes");
-    w.Element("Prefix", EncodeKey(p, url));
+    w.Element("Prefix", ListingName(p, url));
     w.Close("CommonPrefixes");
   }
   w.Close("ListBucketResult");
@@ -521,20 +524,29 @@ asio::awaitable<S3Result<void>> S3Handler::DeleteObjects(Ctx& c) {
     co_return Fail("MalformedXML", "DeleteObjects body: " + (why.empty() ? "not <Delete>" : why));
   }
   std::vector<std::string> keys;
+  std::vector<bool> versioned;  // named <VersionId>null</VersionId>
+  std::vector<bool> no_such_version;
   for (const XmlElement& o : root.children) {
     if (o.name != "Object") continue;
     const XmlElement* k = o.Child("Key");
     if (k == nullptr || k->text.empty()) co_return Fail("MalformedXML", "<Object> without <Key>");
     keys.push_back(k->text);
+    const XmlElement* v = o.Child("VersionId");
+    versioned.push_back(v != nullptr);
+    no_such_version.push_back(v != nullptr && v->text != "null");
   }
   if (keys.size() > 1000) co_return Fail("MalformedXML", "at most 1000 keys per DeleteObjects");
   const XmlElement* quiet = root.Child("Quiet");
   const bool is_quiet = quiet && quiet->text == "true";
   auto statuses = co_await Blocking([&] {
     std::vector<Status> out;
-    for (const std::string& k : keys) {
-      Status s = k.size() > kMaxS3KeyBytes ? InvalidArgumentError("key too long")
-                                           : store_->Delete(ObjectKey(c.req.bucket, k));
+    for (size_t i = 0; i < keys.size(); ++i) {
+      if (no_such_version[i]) {
+        out.push_back(NotFoundError("no such version"));
+        continue;
+      }
+      Status s = keys[i].size() > kMaxS3KeyBytes ? InvalidArgumentError("key too long")
+                                                 : store_->Delete(ObjectKey(c.req.bucket, keys[i]));
       out.push_back(s.code() == StatusCode::kNotFound ? Status() : s);
     }
     return out;
@@ -546,9 +558,12 @@ asio::awaitable<S3Result<void>> S3Handler::DeleteObjects(Ctx& c) {
       if (is_quiet) continue;
       w.Open("Deleted");
       w.Element("Key", keys[i]);
+      if (versioned[i]) w.Element("VersionId", "null");
       w.Close("Deleted");
     } else {
-      S3Error e = FromStatus(statuses[i]);
+      S3Error e = no_such_version[i]
+                      ? MakeS3Error("NoSuchVersion", "The specified version does not exist.")
+                      : FromStatus(statuses[i]);
       w.Open("Error");
       w.Element("Key", keys[i]);
       w.Element("Code", e.code);

@@ -82,6 +82,11 @@ inline std::unexpected<S3Error> MemoryBudgetExhausted() {
   return Fail("SlowDown", "the server's request memory budget is in use; retry later");
 }
 
+// A name as a listing writes it: URL-encoded for encoding-type=url.
+inline std::string ListingName(std::string_view key, bool url_encoded) {
+  return url_encoded ? UriEncode(key, true) : std::string(key);
+}
+
 // The store object holding object `key` of `bucket`.
 inline std::string ObjectKey(const std::string& bucket, std::string_view key) {
   return bucket + "/" + std::string(key);
@@ -114,6 +119,28 @@ class S3Handler final : public RequestHandler {
   asio::awaitable<S3Result<void>> CreateBucket(Ctx& c);
   asio::awaitable<S3Result<void>> DeleteBucket(Ctx& c);
   asio::awaitable<S3Result<void>> ListObjects(Ctx& c, bool v2);
+  // Versions, versioning and ACLs as an unversioned, single-owner cache answers them
+  // (s3_versions_acl.cc).
+  asio::awaitable<S3Result<void>> ListObjectVersions(Ctx& c);
+  asio::awaitable<S3Result<void>> BucketVersioning(Ctx& c, bool put);
+  asio::awaitable<S3Result<void>> GetAcl(Ctx& c);
+  asio::awaitable<S3Result<void>> PutAcl(Ctx& c);
+  // One page of a bucket's names (objects and common prefixes) after `position`.
+  struct Listing {
+    struct Object {
+      std::string key;
+      uint64_t size = 0;
+      std::string etag;
+      int64_t mtime = 0;
+    };
+    std::vector<Object> objects;
+    std::vector<std::string> prefixes;
+    bool truncated = false;
+    std::string last;  // the last key or prefix returned
+  };
+  Result<Listing> ListBucket(const std::string& bucket, const std::string& prefix,
+                             const std::string& delimiter, const std::string& position,
+                             size_t max_keys);
   asio::awaitable<S3Result<void>> DeleteObjects(Ctx& c);
   asio::awaitable<S3Result<void>> BatchLookup(Ctx& c);
   // The layerwise aggregated retrieval of docs/wire-format.md (layerwise.cc).

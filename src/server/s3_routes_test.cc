@@ -1,0 +1,60 @@
+#include "server/s3_routes.h"
+
+#include <gtest/gtest.h>
+
+namespace objectcache::server {
+namespace {
+
+s3::S3Result<S3Route> Route(const std::string& method, const std::string& target,
+                            std::vector<std::pair<std::string, std::string>> headers = {}) {
+  auto r = s3::ParseS3Request(method, target, std::move(headers), {});
+  EXPECT_TRUE(r.has_value()) << target;
+  return RouteS3Request(*r);
+}
+
+TEST(S3RoutesTest, BaseOperationsByMethodAndScope) {
+  EXPECT_EQ(*Route("GET", "/"), S3Route::kListBuckets);
+  EXPECT_EQ(*Route("PUT", "/bkt"), S3Route::kCreateBucket);
+  EXPECT_EQ(*Route("GET", "/bkt?list-type=2&prefix=a"), S3Route::kListObjectsV2);
+  EXPECT_EQ(*Route("GET", "/bkt?prefix=a&x-id=ListObjects"), S3Route::kListObjects);
+  EXPECT_EQ(*Route("PUT", "/bkt/k"), S3Route::kPutObject);
+  EXPECT_EQ(*Route("PUT", "/bkt/k", {{"x-amz-copy-source", "/a/b"}}), S3Route::kCopyObject);
+  EXPECT_EQ(*Route("GET", "/bkt/k?versionId=null"), S3Route::kGetObject);
+  EXPECT_EQ(*Route("PUT", "/bkt/k?partNumber=2&uploadId=u"), S3Route::kUploadPart);
+  EXPECT_EQ(Route("POST", "/bkt/k").error().code, "MethodNotAllowed");
+  EXPECT_EQ(Route("DELETE", "/").error().code, "MethodNotAllowed");
+}
+
+TEST(S3RoutesTest, SubResourcesNeverFallThroughToTheBaseOperation) {
+  // The reported cases: ?versions was a plain listing, PUT ?acl was CreateBucket, GET
+  // ?attributes returned the object's bytes.
+  EXPECT_EQ(*Route("GET", "/bkt?versions"), S3Route::kListObjectVersions);
+  EXPECT_EQ(*Route("PUT", "/bkt?acl"), S3Route::kPutBucketAcl);
+  EXPECT_EQ(Route("GET", "/bkt/k?attributes").error().code, "NotImplemented");
+  EXPECT_EQ(*Route("GET", "/bkt?versioning"), S3Route::kGetBucketVersioning);
+  EXPECT_EQ(*Route("GET", "/bkt/k?acl"), S3Route::kGetObjectAcl);
+  EXPECT_EQ(*Route("POST", "/bkt/k?uploads"), S3Route::kCreateMultipartUpload);
+  for (const char* sub : {"cors", "lifecycle", "policy", "tagging", "website", "logging",
+                          "encryption", "replication", "notification", "object-lock",
+                          "publicAccessBlock", "ownershipControls", "requestPayment"}) {
+    for (const char* method : {"GET", "PUT", "DELETE"}) {
+      auto r = Route(method, std::string("/bkt?") + sub);
+      ASSERT_FALSE(r.has_value()) << method << " " << sub;
+      EXPECT_EQ(r.error().code, "NotImplemented") << method << " " << sub;
+      EXPECT_TRUE(IsSubResource(sub));
+    }
+  }
+  for (const char* sub : {"tagging", "retention", "legal-hold", "restore", "select", "torrent"}) {
+    EXPECT_EQ(Route("GET", std::string("/bkt/k?") + sub).error().code, "NotImplemented") << sub;
+    EXPECT_EQ(Route("POST", std::string("/bkt/k?") + sub).error().code, "NotImplemented") << sub;
+  }
+  // A sub-resource with a method it is not implemented for is not the base operation either.
+  EXPECT_EQ(Route("DELETE", "/bkt?versioning").error().code, "NotImplemented");
+  EXPECT_EQ(Route("POST", "/bkt?acl").error().code, "NotImplemented");
+  // GetObject of one part (partNumber without uploadId).
+  EXPECT_EQ(Route("GET", "/bkt/k?partNumber=1").error().code, "NotImplemented");
+  EXPECT_EQ(Route("POST", "/bkt?delete&lookup").error().code, "InvalidRequest");
+}
+
+}  // namespace
+}  // namespace objectcache::server

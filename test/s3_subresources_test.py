@@ -1,0 +1,176 @@
+#!/usr/bin/python3
+"""S3 sub-resources as clients use them (docs/s3-api.md, "Sub-resources"): versions listings
+and versioning on unversioned buckets, ACLs as a single-owner cache honours them, versionId=null,
+and every sub-resource the server does not implement answered 501 rather than the base
+operation. boto3 (botocore) calls where it has one, signed raw requests elsewhere.
+
+  s3_subresources_test.py --objectcache PATH [unittest args]
+"""
+import argparse
+import os
+import re
+import sys
+import tempfile
+import unittest
+import urllib.error
+import urllib.request
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import s3_server_test as base  # noqa: E402
+import boto3  # noqa: E402
+from botocore.exceptions import ClientError  # noqa: E402
+
+
+def raw(server, method, path, body=b""):
+    req = base.signed_request(server.endpoint, method, path, body)
+    r = urllib.request.Request(req.url, data=body or None, method=method,
+                               headers=dict(req.headers.items()))
+    try:
+        with urllib.request.urlopen(r, timeout=30) as resp:
+            return resp.status, resp.read()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read()
+
+
+def code_of(body):
+    m = re.search(rb"<Code>([^<]+)</Code>", body)
+    return m.group(1).decode() if m else None
+
+
+class SubResourceTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.TemporaryDirectory()
+        cls.server = base.Server(cls.tmp.name)
+        cls.s3 = base.client(cls.server.endpoint)
+
+    @classmethod
+    def tearDownClass(cls):
+        assert cls.server.stop() == 0
+        cls.tmp.cleanup()
+
+    def error_code(self, fn, **kw):
+        with self.assertRaises(ClientError) as e:
+            fn(**kw)
+        return e.exception.response["Error"]["Code"]
+
+    def test_a_versioned_cleanup_empties_and_deletes_the_bucket(self):
+        # Regression: ?versions was answered as a plain listing, the tool deleted nothing and the
+        # bucket delete failed with BucketNotEmpty.
+        s3 = self.s3
+        s3.create_bucket(Bucket="vclean")
+        for i in range(5):
+            s3.put_object(Bucket="vclean", Key=f"d/{i}", Body=b"x" * i)
+        resource = boto3.resource("s3", endpoint_url=self.server.endpoint,
+                                  aws_access_key_id=base.ACCESS,
+                                  aws_secret_access_key=base.SECRET, region_name="us-east-1")
+        bucket = resource.Bucket("vclean")
+        versions = list(bucket.object_versions.all())
+        self.assertEqual(sorted(v.object_key for v in versions), [f"d/{i}" for i in range(5)])
+        self.assertTrue(all(v.id == "null" and v.is_latest for v in versions))
+        bucket.object_versions.delete()
+        bucket.delete()
+        self.assertEqual(self.error_code(s3.head_bucket, Bucket="vclean"), "404")
+
+    def test_version_listings_page_like_s3(self):
+        s3 = self.s3
+        s3.create_bucket(Bucket="vpages")
+        for k in ["a", "b", "c/1", "c/2", "d"]:
+            s3.put_object(Bucket="vpages", Key=k, Body=k.encode())
+        first = s3.list_object_versions(Bucket="vpages", MaxKeys=2)
+        self.assertTrue(first["IsTruncated"])
+        self.assertEqual([v["Key"] for v in first["Versions"]], ["a", "b"])
+        self.assertEqual(first["NextVersionIdMarker"], "null")
+        rest = s3.list_object_versions(Bucket="vpages", KeyMarker=first["NextKeyMarker"],
+                                       VersionIdMarker="null", Delimiter="/")
+        self.assertFalse(rest["IsTruncated"])
+        self.assertEqual([v["Key"] for v in rest["Versions"]], ["d"])
+        self.assertEqual([p["Prefix"] for p in rest["CommonPrefixes"]], ["c/"])
+
+    def test_versioning_is_off_and_cannot_be_enabled(self):
+        s3 = self.s3
+        s3.create_bucket(Bucket="vconf")
+        self.assertNotIn("Status", s3.get_bucket_versioning(Bucket="vconf"))
+        s3.put_bucket_versioning(Bucket="vconf", VersioningConfiguration={"Status": "Suspended"})
+        self.assertEqual(self.error_code(s3.put_bucket_versioning, Bucket="vconf",
+                                         VersioningConfiguration={"Status": "Enabled"}),
+                         "NotImplemented")
+
+    def test_version_id_null_is_the_object_and_others_do_not_exist(self):
+        s3 = self.s3
+        s3.create_bucket(Bucket="vnull")
+        s3.put_object(Bucket="vnull", Key="k", Body=b"data")
+        self.assertEqual(s3.get_object(Bucket="vnull", Key="k", VersionId="null")["Body"].read(),
+                         b"data")
+        s3.head_object(Bucket="vnull", Key="k", VersionId="null")
+        self.assertEqual(self.error_code(s3.get_object, Bucket="vnull", Key="k",
+                                         VersionId="3HL4kqtJlcpXroDTDmJ"), "NoSuchVersion")
+        out = s3.delete_objects(Bucket="vnull", Delete={"Objects": [
+            {"Key": "k", "VersionId": "other"}]})
+        self.assertEqual(out["Errors"][0]["Code"], "NoSuchVersion")
+        self.assertEqual(s3.get_object(Bucket="vnull", Key="k")["Body"].read(), b"data")
+        s3.delete_object(Bucket="vnull", Key="k", VersionId="null")
+        self.assertEqual(self.error_code(s3.head_object, Bucket="vnull", Key="k"), "404")
+
+    def test_acls_are_the_owner_with_full_control_and_only_private_is_accepted(self):
+        s3 = self.s3
+        s3.create_bucket(Bucket="acls")
+        s3.put_object(Bucket="acls", Key="k", Body=b"v")
+        for acl in (s3.get_bucket_acl(Bucket="acls"), s3.get_object_acl(Bucket="acls", Key="k")):
+            self.assertEqual(acl["Owner"]["ID"], "objectcache")
+            self.assertEqual([(g["Grantee"]["ID"], g["Permission"]) for g in acl["Grants"]],
+                             [("objectcache", "FULL_CONTROL")])
+        # Regression: PUT ?acl was answered as CreateBucket (BucketAlreadyOwnedByYou).
+        s3.put_bucket_acl(Bucket="acls", ACL="private")
+        s3.put_object_acl(Bucket="acls", Key="k", ACL="private")
+        owner = {"ID": "objectcache"}
+        s3.put_bucket_acl(Bucket="acls", AccessControlPolicy={
+            "Owner": owner,
+            "Grants": [{"Grantee": {"ID": "objectcache", "Type": "CanonicalUser"},
+                        "Permission": "FULL_CONTROL"}]})
+        for bad in ("public-read", "authenticated-read"):
+            self.assertEqual(self.error_code(s3.put_bucket_acl, Bucket="acls", ACL=bad),
+                             "NotImplemented")
+            self.assertEqual(self.error_code(s3.put_object_acl, Bucket="acls", Key="k", ACL=bad),
+                             "NotImplemented")
+        self.assertEqual(self.error_code(s3.get_object_acl, Bucket="acls", Key="missing"),
+                         "NoSuchKey")
+        self.assertEqual(s3.get_object(Bucket="acls", Key="k")["Body"].read(), b"v")
+
+    def test_unimplemented_sub_resources_answer_501_not_the_base_operation(self):
+        s3 = self.s3
+        s3.create_bucket(Bucket="subs")
+        s3.put_object(Bucket="subs", Key="k", Body=b"object bytes")
+        # Regression: GET ?attributes returned the object's bytes where XML was expected.
+        status, body = raw(self.server, "GET", "/subs/k?attributes")
+        self.assertEqual((status, code_of(body)), (501, "NotImplemented"))
+        self.assertNotIn(b"object bytes", body)
+        for sub in ["cors", "lifecycle", "policy", "tagging", "website", "logging",
+                    "encryption", "replication", "notification", "object-lock", "accelerate",
+                    "requestPayment", "publicAccessBlock", "ownershipControls"]:
+            for method in ("GET", "PUT", "DELETE"):
+                status, body = raw(self.server, method, f"/subs?{sub}")
+                self.assertEqual((status, code_of(body)), (501, "NotImplemented"),
+                                 f"{method} ?{sub}")
+        for sub in ["tagging", "retention", "legal-hold", "torrent"]:
+            status, body = raw(self.server, "GET", f"/subs/k?{sub}")
+            self.assertEqual((status, code_of(body)), (501, "NotImplemented"), sub)
+        status, body = raw(self.server, "PUT", "/subs/k?tagging",
+                           b"<Tagging><TagSet/></Tagging>")
+        self.assertEqual(status, 501)
+        # Nothing was replaced, deleted or created meanwhile.
+        self.assertEqual(s3.get_object(Bucket="subs", Key="k")["Body"].read(), b"object bytes")
+        self.assertEqual([o["Key"] for o in s3.list_objects_v2(Bucket="subs")["Contents"]],
+                         ["k"])
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--objectcache", required=True)
+    args, rest = p.parse_known_args()
+    base.OC = os.path.abspath(args.objectcache)
+    unittest.main(argv=[sys.argv[0], "-v", *rest])
+
+
+if __name__ == "__main__":
+    main()
