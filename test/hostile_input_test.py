@@ -759,6 +759,26 @@ def part_number_with_junk(ctx):
 
 
 @case
+def put_bucket_acl_public(ctx):
+    return send_signed(ctx, "PUT", f"/{BUCKET}?acl", headers={"x-amz-acl": "public-read"})
+
+
+@case
+def get_object_attributes(ctx):
+    return send_signed(ctx, "GET", f"/{BUCKET}/keep/one?attributes")
+
+
+@case
+def bucket_policy(ctx):
+    return send_signed(ctx, "PUT", f"/{BUCKET}?policy", b'{"Statement": []}')
+
+
+@case
+def version_id_not_null(ctx):
+    return send_signed(ctx, "GET", f"/{BUCKET}/keep/one?versionId=3HL4kqtJlcpXroDTDmJ")
+
+
+@case
 def copy_from_missing_source(ctx):
     return send_signed(ctx, "PUT", f"/{BUCKET}/evil-copy",
                        headers={"x-amz-copy-source": "/hostile/../../etc/passwd"})
