@@ -631,6 +631,21 @@ asio::awaitable<S3Result<void>> S3Handler::BatchLookup(Ctx& c) {
 
 // ---- request bodies ------------------------------------------------------------------------
 
+S3Result<bool> S3Handler::WriteCondition(const S3Request& r) const {
+  if (r.Header("if-match") != nullptr) {
+    return Fail("NotImplemented", "If-Match on a write is not implemented (If-None-Match: * is)");
+  }
+  const std::string* none_match = r.Header("if-none-match");
+  if (none_match == nullptr) return false;
+  if (*none_match != "*") {
+    return Fail("NotImplemented", "If-None-Match on a write takes only *");
+  }
+  if (!store_->Capabilities().conditional_put) {
+    return Fail("NotImplemented", "this server's store has no conditional puts");
+  }
+  return true;
+}
+
 asio::awaitable<S3Result<std::string>> S3Handler::ReadSmallBody(Ctx& c, size_t limit) {
   std::optional<uint64_t> len = c.ex.ContentLength();
   if (len && *len > limit) co_return Fail("EntityTooLarge", "request body is too large");
@@ -669,9 +684,10 @@ asio::awaitable<S3Result<std::string>> S3Handler::ReadSmallBody(Ctx& c, size_t l
   co_return body;
 }
 
-asio::awaitable<S3Result<std::string>> S3Handler::ReceiveBody(
-    Ctx& c, const std::string& store_key, ObjectAttributes attributes,
-    const std::optional<ModelPreset>& kv) {
+asio::awaitable<S3Result<std::string>> S3Handler::ReceiveBody(Ctx& c, const std::string& store_key,
+                                                              ObjectAttributes attributes,
+                                                              const std::optional<ModelPreset>& kv,
+                                                              bool create_only) {
   const S3Request& r = c.req;
   const std::string payload_hash =
       c.id ? c.id->payload_hash
@@ -746,7 +762,8 @@ asio::awaitable<S3Result<std::string>> S3Handler::ReceiveBody(
     co_return Fail("MetadataTooLarge",
                    "Your metadata headers exceed the maximum allowed size (2 KiB)");
   }
-  auto writer = co_await Blocking([&] { return store_->NewWriter(store_key); });
+  auto writer =
+      co_await Blocking([&] { return store_->NewWriter(store_key, {.if_absent = create_only}); });
   if (!writer) co_return std::unexpected(FromStatus(writer.error()));
 
   Digest md5(Digest::Kind::kMd5);
@@ -811,6 +828,10 @@ asio::awaitable<S3Result<std::string>> S3Handler::ReceiveBody(
     co_return Fail("MetadataTooLarge", s.message());
   }
   Status committed = co_await Blocking([&] { return (*writer)->Commit(); });
+  if (committed.code() == StatusCode::kAlreadyExists && create_only) {
+    co_return Fail("PreconditionFailed",
+                   "At least one of the pre-conditions you specified did not hold");
+  }
   if (!committed.ok()) co_return std::unexpected(FromStatus(committed));
   co_return ToHex(digest);
 }

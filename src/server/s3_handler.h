@@ -177,10 +177,15 @@ class S3Handler final : public RequestHandler {
 
   // Streams the request body into store object `store_key` with `attributes`, checking
   // Content-MD5, x-amz-content-sha256 or the chunk signatures, and (for KV buckets) the chunk
-  // format. Returns the hex MD5 of the payload.
+  // format. Returns the hex MD5 of the payload. With `create_only`, an existing object fails
+  // the commit with PreconditionFailed and is left as it was.
   asio::awaitable<S3Result<std::string>> ReceiveBody(Ctx& c, const std::string& store_key,
                                                      ObjectAttributes attributes,
-                                                     const std::optional<ModelPreset>& kv);
+                                                     const std::optional<ModelPreset>& kv,
+                                                     bool create_only = false);
+  // The conditional write a PUT or a complete asks for: If-None-Match: * is create-only (true),
+  // no condition is false; If-Match and other forms are not implemented (501).
+  S3Result<bool> WriteCondition(const S3Request& r) const;
   // Reads a small request body (XML or JSON), checked like any other.
   asio::awaitable<S3Result<std::string>> ReadSmallBody(Ctx& c, size_t limit);
   // The bucket's description; cached for kBucketCacheTtl (a bucket deleted through another

@@ -359,6 +359,8 @@ asio::awaitable<S3Result<void>> S3Handler::CompleteMultipart(Ctx& c) {
       co_return Fail("InvalidChunkObject", "objects in a KV bucket are named by their chunk key");
     chunk_key = *k;
   }
+  S3Result<bool> create_only = WriteCondition(c.req);
+  if (!create_only) co_return std::unexpected(create_only.error());
   const std::string object_key = ObjectKey(c.req.bucket, c.req.key);
   const size_t piece = options_.io_buffer_bytes;
   MemoryBudget::Lease lease = memory_.NewLease();
@@ -402,7 +404,7 @@ asio::awaitable<S3Result<void>> S3Handler::CompleteMultipart(Ctx& c) {
       verifier.emplace(
           ChunkExpectation{.layout = &kv->layout, .key = &*chunk_key, .object_bytes = total});
     }
-    auto w = store_->NewWriter(object_key);
+    auto w = store_->NewWriter(object_key, {.if_absent = *create_only});
     if (!w) return std::unexpected(FromStatus(w.error()));
     IoBuffer buf(piece);
     for (const auto& rd : readers) {
@@ -426,7 +428,13 @@ asio::awaitable<S3Result<void>> S3Handler::CompleteMultipart(Ctx& c) {
     attrs.etag = final_etag;
     if (Status s = (*w)->SetAttributes(attrs.Encode()); !s.ok())
       return std::unexpected(FromStatus(s));
-    if (Status s = (*w)->Commit(); !s.ok()) return std::unexpected(FromStatus(s));
+    if (Status s = (*w)->Commit(); !s.ok()) {
+      if (s.code() == StatusCode::kAlreadyExists && *create_only) {
+        return Fail("PreconditionFailed",
+                    "At least one of the pre-conditions you specified did not hold");
+      }
+      return std::unexpected(FromStatus(s));
+    }
     (void)DeleteUpload(*store_, c.req.bucket, id);
     return attrs.etag;
   });

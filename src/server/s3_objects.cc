@@ -13,8 +13,11 @@ asio::awaitable<S3Result<void>> S3Handler::PutObject(Ctx& c) {
   c.op = S3Op::kPutObject;
   auto b = co_await FindBucket(c.req.bucket);
   if (!b) co_return std::unexpected(b.error());
-  auto etag = co_await ReceiveBody(c, ObjectKey(c.req.bucket, c.req.key),
-                                   ObjectAttributes::FromRequest(c.req.headers), b->layout);
+  S3Result<bool> create_only = WriteCondition(c.req);
+  if (!create_only) co_return std::unexpected(create_only.error());
+  auto etag =
+      co_await ReceiveBody(c, ObjectKey(c.req.bucket, c.req.key),
+                           ObjectAttributes::FromRequest(c.req.headers), b->layout, *create_only);
   if (!etag) co_return std::unexpected(etag.error());
   {
     Headers h{{"ETag", "\"" + *etag + "\""}, {"x-amz-request-id", c.request_id}};
