@@ -9,6 +9,7 @@ operation. boto3 (botocore) calls where it has one, signed raw requests elsewher
 import argparse
 import os
 import re
+import subprocess
 import sys
 import tempfile
 import unittest
@@ -19,6 +20,9 @@ from concurrent.futures import ThreadPoolExecutor
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import s3_server_test as base  # noqa: E402
 import boto3  # noqa: E402
+from botocore.auth import HmacV1Auth  # noqa: E402
+from botocore.awsrequest import AWSRequest  # noqa: E402
+from botocore.credentials import Credentials  # noqa: E402
 from botocore.exceptions import ClientError  # noqa: E402
 
 
@@ -218,6 +222,112 @@ class ConditionalWriteTest(unittest.TestCase):
             status, body = raw(self.server, "PUT", "/cond/kept", b"replaced", headers)
             self.assertEqual((status, code_of(body)), (501, "NotImplemented"), headers)
         self.assertEqual(self.s3.get_object(Bucket="cond", Key="kept")["Body"].read(), b"kept")
+
+
+class SigV2Test(unittest.TestCase):
+    """Signature Version 2, as Debian's boto3 presigns by default and s3cmd signs with
+    signature_v2 = True."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.TemporaryDirectory()
+        cls.server = base.Server(cls.tmp.name)
+        cls.s3 = base.client(cls.server.endpoint)
+        cls.s3.create_bucket(Bucket="sv2")
+        cls.s3.put_object(Bucket="sv2", Key="k", Body=b"v2 bytes")
+        # No signature_version: what a user of Debian 12's boto3 gets (SigV2 presigned URLs).
+        cls.default = boto3.client("s3", endpoint_url=cls.server.endpoint,
+                                   aws_access_key_id=base.ACCESS,
+                                   aws_secret_access_key=base.SECRET, region_name="us-east-1")
+
+    @classmethod
+    def tearDownClass(cls):
+        assert cls.server.stop() == 0
+        cls.tmp.cleanup()
+
+    def fetch(self, url, method="GET", data=None, headers=None):
+        # As curl -T does: no Content-Type (urllib would add a form type the URL did not sign).
+        headers = {"Content-Type": "", **(headers or {})} if data is not None else headers
+        try:
+            with urllib.request.urlopen(urllib.request.Request(
+                    url, data=data, method=method, headers=headers or {}), timeout=30) as r:
+                return r.status, r.read()
+        except urllib.error.HTTPError as e:
+            return e.code, e.read()
+
+    def test_boto3_default_presigned_urls_work(self):
+        url = self.default.generate_presigned_url("get_object", Params={"Bucket": "sv2", "Key": "k"})
+        self.assertIn("AWSAccessKeyId=", url)  # SigV2, the default asked for
+        self.assertEqual(self.fetch(url), (200, b"v2 bytes"))
+        put = self.default.generate_presigned_url("put_object",
+                                                  Params={"Bucket": "sv2", "Key": "up"})
+        self.assertEqual(self.fetch(put, "PUT", b"uploaded")[0], 200)
+        self.assertEqual(self.s3.get_object(Bucket="sv2", Key="up")["Body"].read(), b"uploaded")
+        # The URL is for that method, that key and those x-amz headers only.
+        status, body = self.fetch(put, "PUT", b"x", {"x-amz-copy-source": "/sv2/k"})
+        self.assertEqual((status, code_of(body)), (403, "SignatureDoesNotMatch"))
+        status, _ = self.fetch(url.replace("/sv2/k?", "/sv2/up?"))
+        self.assertEqual(status, 403)
+        expired = self.default.generate_presigned_url(
+            "get_object", Params={"Bucket": "sv2", "Key": "k"}, ExpiresIn=-60)
+        status, body = self.fetch(expired)
+        self.assertEqual((status, code_of(body)), (403, "AccessDenied"))
+
+    def test_s3cmd_with_signature_v2(self):
+        work = tempfile.mkdtemp(dir=self.tmp.name)
+        cfg = os.path.join(work, "s3cfg")
+        with open(cfg, "w") as f:
+            f.write("[default]\n"
+                    f"access_key = {base.ACCESS}\nsecret_key = {base.SECRET}\n"
+                    f"host_base = 127.0.0.1:{self.server.port}\n"
+                    f"host_bucket = 127.0.0.1:{self.server.port}\n"
+                    "use_https = False\nsignature_v2 = True\nbucket_location = us-east-1\n")
+
+        def s3cmd(*args):
+            p = subprocess.run([base.S3CMD, "-c", cfg, *args], capture_output=True, timeout=120)
+            self.assertEqual(p.returncode, 0, p.stderr.decode() + p.stdout.decode())
+            return p.stdout.decode()
+
+        data = os.urandom(16 * 1024 * 1024 + 5)  # multipart: uploads and uploadId signed too
+        path = os.path.join(work, "big.bin")
+        with open(path, "wb") as f:
+            f.write(data)
+        s3cmd("mb", "s3://v2-s3cmd")
+        s3cmd("put", path, "s3://v2-s3cmd/big.bin")
+        self.assertIn("s3://v2-s3cmd/big.bin", s3cmd("ls", "s3://v2-s3cmd"))
+        s3cmd("get", "s3://v2-s3cmd/big.bin", os.path.join(work, "big.out"))
+        with open(os.path.join(work, "big.out"), "rb") as f:
+            self.assertEqual(f.read(), data)
+        s3cmd("del", "s3://v2-s3cmd/big.bin")
+        s3cmd("rb", "s3://v2-s3cmd")
+
+    def test_extensions_need_sigv4(self):
+        req = AWSRequest(method="POST", url=self.server.endpoint + "/sv2?lookup",
+                         data=b'{"keys": ["k"]}', headers={"Content-Type": "application/json"})
+        HmacV1Auth(Credentials(base.ACCESS, base.SECRET)).add_auth(req)
+        r = urllib.request.Request(req.url, data=req.body, method="POST",
+                                   headers=dict(req.headers.items()))
+        try:
+            urllib.request.urlopen(r, timeout=30)
+            self.fail("a SigV2 lookup was accepted")
+        except urllib.error.HTTPError as e:
+            self.assertEqual((e.code, code_of(e.read())), (403, "AccessDenied"))
+
+    def test_no_sigv2_refuses_it(self):
+        with tempfile.TemporaryDirectory() as root:
+            server = base.Server(root, "--no-sigv2")
+            try:
+                base.client(server.endpoint).create_bucket(Bucket="sv2")
+                default = boto3.client("s3", endpoint_url=server.endpoint,
+                                       aws_access_key_id=base.ACCESS,
+                                       aws_secret_access_key=base.SECRET,
+                                       region_name="us-east-1")
+                url = default.generate_presigned_url("list_objects", Params={"Bucket": "sv2"})
+                status, body = self.fetch(url)
+                self.assertEqual((status, code_of(body)), (403, "AccessDenied"))
+                self.assertIn(b"--no-sigv2", body)
+            finally:
+                self.assertEqual(server.stop(), 0)
 
 
 def main():

@@ -26,6 +26,7 @@ struct ServeFlags {
   std::string capacity;
   std::string access_key, secret_key;
   bool anonymous = false;
+  bool no_sigv2 = false;
   unsigned workers = 2;
   unsigned blocking_threads = 8;
   std::vector<std::string> virtual_host_domains = {"localhost"};
@@ -93,6 +94,7 @@ Status RunServe(const ServeFlags& f) {
 
   S3Options s3;
   s3.anonymous = f.anonymous;
+  s3.sigv2 = !f.no_sigv2;
   OC_ASSIGN_OR_RETURN(s3.request_memory_bytes, ParseByteSize(f.request_memory));
   s3.upload_expiry = std::chrono::seconds(f.upload_expiry_s);
   s3.max_uploads_per_bucket = f.max_uploads_per_bucket;
@@ -203,6 +205,9 @@ void AddServeCommand(CLI::App* app) {
   cmd->add_option("--secret-key", f->secret_key, "Secret key (also OBJECTCACHE_SECRET_KEY)");
   cmd->add_flag("--anonymous", f->anonymous,
                 "Accept unsigned requests without checking signatures (local development only)");
+  cmd->add_flag("--no-sigv2", f->no_sigv2,
+                "Refuse Signature Version 2 requests (accepted by default, as radosgw and MinIO "
+                "do; see docs/security.md)");
   cmd->add_option("--workers", f->workers, "I/O threads, each with its own event loop")
       ->capture_default_str();
   cmd->add_option("--blocking-threads", f->blocking_threads, "Threads for store calls")

@@ -113,6 +113,14 @@ std::string HmacSha256(std::string_view key, std::string_view bytes) {
   return std::string(reinterpret_cast<char*>(out), len);
 }
 
+std::string HmacSha1(std::string_view key, std::string_view bytes) {
+  unsigned char out[EVP_MAX_MD_SIZE];
+  unsigned int len = 0;
+  HMAC(EVP_sha1(), key.data(), static_cast<int>(key.size()),
+       reinterpret_cast<const unsigned char*>(bytes.data()), bytes.size(), out, &len);
+  return std::string(reinterpret_cast<char*>(out), len);
+}
+
 std::string ToHex(std::string_view raw) {
   static constexpr char kDigits[] = "0123456789abcdef";
   std::string out(raw.size() * 2, '0');

@@ -61,6 +61,7 @@ class PayloadChecksum {
 std::string Sha256(std::string_view bytes);
 std::string Md5(std::string_view bytes);
 std::string HmacSha256(std::string_view key, std::string_view bytes);
+std::string HmacSha1(std::string_view key, std::string_view bytes);  // SigV2
 
 std::string ToHex(std::string_view raw);
 // Hex digits (either case) to raw bytes; false on anything else.

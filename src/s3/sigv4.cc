@@ -171,7 +171,7 @@ std::string SigningKey(std::string_view secret, std::string_view date, std::stri
 
 bool IsSigned(const S3Request& request) {
   return request.Header("authorization") != nullptr || request.HasQuery("X-Amz-Signature") ||
-         request.HasQuery("X-Amz-Credential");
+         request.HasQuery("X-Amz-Credential") || request.HasQuery("AWSAccessKeyId");
 }
 
 bool MustBeSigned(std::string_view header) {

@@ -27,6 +27,7 @@ inline constexpr std::string_view kEmptySha256 =
 // Who signed a request, and what the body must then match.
 struct SigV4Identity {
   std::string access_key;
+  int signature_version = 4;  // 2: verified by VerifySigV2 (sigv2.h)
   bool presigned = false;
   std::string payload_hash;  // x-amz-content-sha256 as signed (hex, UNSIGNED-PAYLOAD, streaming)
   // For checking streaming chunk signatures.
@@ -51,7 +52,7 @@ S3Result<SigV4Identity> VerifySigV4(const S3Request& request, const SecretLookup
 // Headers a signature must cover when present: host, content-md5, x-amz-* and x-objectcache-*.
 bool MustBeSigned(std::string_view lowercase_header_name);
 
-// True when the request carries any signature (header or query).
+// True when the request carries any signature (header or query, Version 4 or 2).
 bool IsSigned(const S3Request& request);
 
 // Checks the chunk signatures of a STREAMING-AWS4-HMAC-SHA256-PAYLOAD body in order.

@@ -9,6 +9,7 @@
 #include "objectcache/chunk_object.h"
 #include "s3/aws_chunked.h"
 #include "s3/crypto.h"
+#include "s3/sigv2.h"
 #include "s3/xml.h"
 #include "server/bounded_json.h"
 #include "server/log.h"
@@ -163,13 +164,16 @@ asio::awaitable<S3Result<void>> S3Handler::Dispatch(Ctx& c) {
     co_return S3Result<void>();
   }
   if (IsSigned(r) && !(options_.anonymous && options_.credentials.empty())) {
-    auto id = VerifySigV4(
-        r,
-        [this](std::string_view ak) -> const std::string* {
-          auto it = options_.credentials.find(std::string(ak));
-          return it == options_.credentials.end() ? nullptr : &it->second;
-        },
-        std::time(nullptr), options_.region);
+    const SecretLookup secrets = [this](std::string_view ak) -> const std::string* {
+      auto it = options_.credentials.find(std::string(ak));
+      return it == options_.credentials.end() ? nullptr : &it->second;
+    };
+    const bool v2 = IsSigV2(r);
+    if (v2 && !options_.sigv2) {
+      co_return Fail("AccessDenied", "Signature Version 2 is disabled here (--no-sigv2)");
+    }
+    auto id = v2 ? VerifySigV2(r, secrets, std::time(nullptr))
+                 : VerifySigV4(r, secrets, std::time(nullptr), options_.region);
     if (!id) co_return std::unexpected(id.error());
     c.id = std::move(*id);
   } else if (!options_.anonymous) {
@@ -178,6 +182,13 @@ asio::awaitable<S3Result<void>> S3Handler::Dispatch(Ctx& c) {
 
   auto route = RouteS3Request(r);
   if (!route) co_return std::unexpected(route.error());
+  // A SigV2 signature does not cover the extensions' sub-resources (they are not in its
+  // canonical resource): a signed lookup could be replayed as a batch store.
+  const bool extension = *route == S3Route::kGetKvLayout || *route == S3Route::kBatchLookup ||
+                         *route == S3Route::kLayerwiseRetrieve || *route == S3Route::kBatchStore;
+  if (extension && c.id && c.id->signature_version == 2) {
+    co_return Fail("AccessDenied", "the objectcache extensions need Signature Version 4");
+  }
   if (!r.key.empty()) {
     if (r.key.size() > kMaxS3KeyBytes) {
       co_return Fail("KeyTooLongError", "Your key is too long (at most 1024 bytes)");

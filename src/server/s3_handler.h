@@ -46,6 +46,8 @@ struct S3Options {
   // Hosts "<bucket>.<domain>" address buckets virtual-hosted style.
   std::vector<std::string> virtual_host_domains = {"localhost"};
   std::string region = "us-east-1";
+  // Accept Signature Version 2 (s3/sigv2.h), as radosgw and MinIO do.
+  bool sigv2 = true;
   unsigned blocking_threads = 8;
   size_t io_buffer_bytes = 1 << 20;  // per request, for streaming bodies
   size_t max_lookup_keys = 8192;
