@@ -1,5 +1,6 @@
-// SigV4 parsing and verification: a request (method line, target line, then "name: value"
-// header lines) through ParseS3Request and VerifySigV4, against one known credential at a fixed
+// SigV4 and SigV2 parsing and verification: a request (method line, target line, then
+// "name: value" header lines) through ParseS3Request, VerifySigV4 and VerifySigV2, against one
+// known credential at a fixed
 // time. Whatever the input, the answer is an S3 error or an identity, never a crash.
 #include <cstdint>
 #include <string>
@@ -8,6 +9,7 @@
 #include <vector>
 
 #include "s3/s3_request.h"
+#include "s3/sigv2.h"
 #include "s3/sigv4.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -38,5 +40,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       *request,
       [&](std::string_view access) { return access == "AKIDEXAMPLE" ? &secret : nullptr; },
       1798761600 /* 2027-01-01 */, "us-east-1");
+  if (IsSigV2(*request)) {
+    (void)SigV2StringToSign(*request, "Fri, 01 Jan 2027 00:00:00 GMT");
+    (void)VerifySigV2(
+        *request,
+        [&](std::string_view access) { return access == "AKIDEXAMPLE" ? &secret : nullptr; },
+        1798761600);
+  }
   return 0;
 }
