@@ -1,6 +1,7 @@
 // SigV4 and SigV2 parsing and verification: a request (method line, target line, then
 // "name: value" header lines) through ParseS3Request, VerifySigV4 and VerifySigV2, against one
-// known credential at a fixed time. Whatever the input, the answer is an S3 error or an identity, never a crash.
+// known credential at a fixed time. Whatever the input, the answer is an S3 error or an identity,
+// never a crash.
 #include <cstdint>
 #include <string>
 #include <string_view>
