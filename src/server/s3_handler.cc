@@ -393,6 +393,14 @@ asio::awaitable<S3Result<void>> S3Handler::DeleteBucket(Ctx& c) {
   co_return S3Result<void>();
 }
 
+void S3Handler::Listing::WritePrefixes(XmlWriter* w, bool url_encoded) const {
+  for (const std::string& p : prefixes) {
+    w->Open("CommonPrefixes");
+    w->Element("Prefix", ListingName(p, url_encoded));
+    w->Close("CommonPrefixes");
+  }
+}
+
 Result<S3Handler::Listing> S3Handler::ListBucket(const std::string& bucket,
                                                  const std::string& prefix,
                                                  const std::string& delimiter,
@@ -513,11 +521,7 @@ asio::awaitable<S3Result<void>> S3Handler::ListObjects(Ctx& c, bool v2) {
     w.Element("StorageClass", "STANDARD");
     w.Close("Contents");
   }
-  for (const std::string& p : listing->prefixes) {
-    w.Open("CommonPrefixes");
-    w.Element("Prefix", ListingName(p, url));
-    w.Close("CommonPrefixes");
-  }
+  listing->WritePrefixes(&w, url);
   w.Close("ListBucketResult");
   co_await SendXml(c, 200, w.Finish());
   co_return S3Result<void>();

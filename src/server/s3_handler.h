@@ -30,6 +30,7 @@
 #include "s3/s3_error.h"
 #include "s3/s3_request.h"
 #include "s3/sigv4.h"
+#include "s3/xml.h"
 #include "sched/bandwidth_scheduler.h"
 #include "server/http_server.h"
 #include "server/memory_budget.h"
@@ -139,6 +140,9 @@ class S3Handler final : public RequestHandler {
     std::vector<std::string> prefixes;
     bool truncated = false;
     std::string last;  // the last key or prefix returned
+
+    // <CommonPrefixes><Prefix>..</Prefix></CommonPrefixes> for each prefix.
+    void WritePrefixes(XmlWriter* w, bool url_encoded) const;
   };
   Result<Listing> ListBucket(const std::string& bucket, const std::string& prefix,
                              const std::string& delimiter, const std::string& position,

@@ -93,11 +93,7 @@ asio::awaitable<S3Result<void>> S3Handler::ListObjectVersions(Ctx& c) {
     w.Element("StorageClass", "STANDARD");
     w.Close("Version");
   }
-  for (const std::string& p : listing->prefixes) {
-    w.Open("CommonPrefixes");
-    w.Element("Prefix", ListingName(p, url));
-    w.Close("CommonPrefixes");
-  }
+  listing->WritePrefixes(&w, url);
   w.Close("ListVersionsResult");
   co_await SendXml(c, 200, w.Finish());
   co_return S3Result<void>();
