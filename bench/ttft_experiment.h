@@ -1,5 +1,5 @@
-// The TTFT experiment (issue 4, ARCHITECTURE.md section 5): an emulated layerwise prefill whose
-// cached prefix comes from local DRAM (Local-DRAM-LW, the baseline) or from object storage in
+// The TTFT experiment (issue 4; the compute model is docs/engine.md): an emulated layerwise prefill
+// whose cached prefix comes from local DRAM (Local-DRAM-LW, the baseline) or from object storage in
 // one of four ways (S3-CW, S3-LW, S3Agg-CW, S3Agg-LW), side by side in the same run, over a
 // grid of models, contexts, hit ratios and chunk granularities. Every run checks every byte it
 // received against what was stored. docs/engine.md has the method and the time dilation.

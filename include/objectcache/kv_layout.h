@@ -80,7 +80,7 @@ struct ModelPreset {
   KvLayout layout;
 };
 
-// The presets of ARCHITECTURE.md section 5: "llama-3.1-8b", "llama-3.1-70b", "granite-3.3-8b",
+// The model presets (docs/engine.md): "llama-3.1-8b", "llama-3.1-70b", "granite-3.3-8b",
 // "deepseek-r1-distill-qwen-7b".
 const std::vector<ModelPreset>& ModelPresets();
 

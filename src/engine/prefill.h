@@ -1,7 +1,7 @@
 // An emulated layerwise prefill: the consumer of layerwise retrieval in the TTFT experiment.
 //
-// The compute time of each layer comes from a model profile and a GPU profile (ARCHITECTURE.md
-// section 5): linear layers cost 2 x (parameters per layer) FLOPs per new token, causal
+// The compute time of each layer comes from a model profile and a GPU profile (docs/engine.md,
+// "Compute model"): linear layers cost 2 x (parameters per layer) FLOPs per new token, causal
 // attention over c cached and n new tokens 4 x hidden x (n x c + n^2 / 2) FLOPs per layer, at the
 // GPU's effective rate. The loop waits for each layer's KV, then "computes" by waiting for the
 // profile's time on a Clock, leaving the CPU free as a GPU would; it records TTFT and per-layer
