@@ -6,7 +6,6 @@ operation. boto3 (botocore) calls where it has one, signed raw requests elsewher
 
   s3_subresources_test.py --objectcache PATH [unittest args]
 """
-import argparse
 import os
 import re
 import subprocess
@@ -26,15 +25,20 @@ from botocore.credentials import Credentials  # noqa: E402
 from botocore.exceptions import ClientError  # noqa: E402
 
 
-def raw(server, method, path, body=b"", headers=None):
-    req = base.signed_request(server.endpoint, method, path, body, headers=headers)
-    r = urllib.request.Request(req.url, data=body or None, method=method,
-                               headers=dict(req.headers.items()))
+def fetch(url, method="GET", data=None, headers=None):
+    """(status, body) of one request; HTTP errors are answers too."""
     try:
-        with urllib.request.urlopen(r, timeout=30) as resp:
-            return resp.status, resp.read()
+        with urllib.request.urlopen(urllib.request.Request(
+                url, data=data, method=method, headers=headers or {}), timeout=30) as r:
+            return r.status, r.read()
     except urllib.error.HTTPError as e:
         return e.code, e.read()
+
+
+def raw(server, method, path, body=b"", headers=None):
+    """A request signed by botocore's SigV4 signer."""
+    req = base.signed_request(server.endpoint, method, path, body, headers=headers)
+    return fetch(req.url, method, body or None, dict(req.headers.items()))
 
 
 def code_of(body):
@@ -248,12 +252,7 @@ class SigV2Test(unittest.TestCase):
     def fetch(self, url, method="GET", data=None, headers=None):
         # As curl -T does: no Content-Type (urllib would add a form type the URL did not sign).
         headers = {"Content-Type": "", **(headers or {})} if data is not None else headers
-        try:
-            with urllib.request.urlopen(urllib.request.Request(
-                    url, data=data, method=method, headers=headers or {}), timeout=30) as r:
-                return r.status, r.read()
-        except urllib.error.HTTPError as e:
-            return e.code, e.read()
+        return fetch(url, method, data, headers)
 
     def test_boto3_default_presigned_urls_work(self):
         url = self.default.generate_presigned_url("get_object", Params={"Bucket": "sv2", "Key": "k"})
@@ -330,13 +329,5 @@ class SigV2Test(unittest.TestCase):
                 self.assertEqual(server.stop(), 0)
 
 
-def main():
-    p = argparse.ArgumentParser()
-    p.add_argument("--objectcache", required=True)
-    args, rest = p.parse_known_args()
-    base.OC = os.path.abspath(args.objectcache)
-    unittest.main(argv=[sys.argv[0], "-v", *rest])
-
-
 if __name__ == "__main__":
-    main()
+    base.main()

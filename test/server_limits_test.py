@@ -7,7 +7,6 @@ own port, and unsigned x-amz-* headers refused by every handler. Each starts
 
   server_limits_test.py --objectcache PATH [unittest args]
 """
-import argparse
 import hashlib
 import os
 import re
@@ -399,13 +398,5 @@ class UnsignedHeaderTest(ServerCase):
         self.assertEqual(names, ["k"])
 
 
-def main():
-    p = argparse.ArgumentParser()
-    p.add_argument("--objectcache", required=True)
-    args, rest = p.parse_known_args()
-    base.OC = os.path.abspath(args.objectcache)
-    unittest.main(argv=[sys.argv[0], "-v", *rest])
-
-
 if __name__ == "__main__":
-    main()
+    base.main()

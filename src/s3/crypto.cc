@@ -105,20 +105,22 @@ std::string Md5(std::string_view bytes) {
   return d.Finish();
 }
 
-std::string HmacSha256(std::string_view key, std::string_view bytes) {
+namespace {
+std::string Hmac(const EVP_MD* md, std::string_view key, std::string_view bytes) {
   unsigned char out[EVP_MAX_MD_SIZE];
   unsigned int len = 0;
-  HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()),
+  HMAC(md, key.data(), static_cast<int>(key.size()),
        reinterpret_cast<const unsigned char*>(bytes.data()), bytes.size(), out, &len);
   return std::string(reinterpret_cast<char*>(out), len);
 }
+}  // namespace
+
+std::string HmacSha256(std::string_view key, std::string_view bytes) {
+  return Hmac(EVP_sha256(), key, bytes);
+}
 
 std::string HmacSha1(std::string_view key, std::string_view bytes) {
-  unsigned char out[EVP_MAX_MD_SIZE];
-  unsigned int len = 0;
-  HMAC(EVP_sha1(), key.data(), static_cast<int>(key.size()),
-       reinterpret_cast<const unsigned char*>(bytes.data()), bytes.size(), out, &len);
-  return std::string(reinterpret_cast<char*>(out), len);
+  return Hmac(EVP_sha1(), key, bytes);
 }
 
 std::string ToHex(std::string_view raw) {

@@ -469,15 +469,8 @@ asio::awaitable<S3Result<void>> S3Handler::ListObjects(Ctx& c, bool v2) {
   };
   const std::string prefix = q("prefix"), delimiter = q("delimiter");
   const bool url = q("encoding-type") == "url";
-  size_t max_keys = 1000;
-  if (const std::string* mk = r.Query("max-keys")) {
-    size_t v = 0;
-    auto [end, ec] = std::from_chars(mk->data(), mk->data() + mk->size(), v);
-    if (ec != std::errc() || end != mk->data() + mk->size()) {
-      co_return Fail("InvalidArgument", "max-keys must be a non-negative integer");
-    }
-    max_keys = std::min<size_t>(v, 1000);
-  }
+  auto max_keys = QueryNumber(r, "max-keys", 1000, 1000);
+  if (!max_keys) co_return std::unexpected(max_keys.error());
   std::string position;  // list names strictly after this
   if (v2) {
     if (const std::string* token = r.Query("continuation-token")) {
@@ -491,14 +484,14 @@ asio::awaitable<S3Result<void>> S3Handler::ListObjects(Ctx& c, bool v2) {
     position = q("marker");
   }
   auto listing = co_await Blocking(
-      [&] { return ListBucket(r.bucket, prefix, delimiter, position, max_keys); });
+      [&] { return ListBucket(r.bucket, prefix, delimiter, position, *max_keys); });
   if (!listing) co_return std::unexpected(FromStatus(listing.error()));
   XmlWriter w;
   w.Open("ListBucketResult", true);
   w.Element("Name", r.bucket);
   w.Element("Prefix", ListingName(prefix, url));
   if (!delimiter.empty()) w.Element("Delimiter", ListingName(delimiter, url));
-  w.Element("MaxKeys", std::to_string(max_keys));
+  w.Element("MaxKeys", std::to_string(*max_keys));
   if (url) w.Element("EncodingType", "url");
   w.Element("IsTruncated", listing->truncated ? "true" : "false");
   if (v2) {
@@ -645,6 +638,17 @@ asio::awaitable<S3Result<void>> S3Handler::BatchLookup(Ctx& c) {
 }
 
 // ---- request bodies ------------------------------------------------------------------------
+
+S3Result<uint64_t> QueryNumber(const S3Request& r, const char* name, uint64_t fallback,
+                               uint64_t max) {
+  const std::string* v = r.Query(name);
+  if (v == nullptr) return fallback;
+  uint64_t n = 0;
+  if (!ParseDecimal(*v, &n)) {
+    return Fail("InvalidArgument", std::string(name) + " must be a non-negative integer");
+  }
+  return std::min(n, max);
+}
 
 S3Result<bool> S3Handler::WriteCondition(const S3Request& r) const {
   if (r.Header("if-match") != nullptr) {
@@ -843,10 +847,7 @@ asio::awaitable<S3Result<std::string>> S3Handler::ReceiveBody(Ctx& c, const std:
     co_return Fail("MetadataTooLarge", s.message());
   }
   Status committed = co_await Blocking([&] { return (*writer)->Commit(); });
-  if (committed.code() == StatusCode::kAlreadyExists && create_only) {
-    co_return Fail("PreconditionFailed",
-                   "At least one of the pre-conditions you specified did not hold");
-  }
+  if (committed.code() == StatusCode::kAlreadyExists && create_only) co_return PreconditionFailed();
   if (!committed.ok()) co_return std::unexpected(FromStatus(committed));
   co_return ToHex(digest);
 }

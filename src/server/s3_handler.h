@@ -81,6 +81,17 @@ inline std::unexpected<S3Error> Fail(std::string code, std::string message) {
   return std::unexpected(MakeS3Error(std::move(code), std::move(message)));
 }
 
+// A whole write condition that did not hold (412).
+inline std::unexpected<S3Error> PreconditionFailed() {
+  return Fail("PreconditionFailed",
+              "At least one of the pre-conditions you specified did not hold");
+}
+
+// The optional decimal query parameter `name` (`fallback` when absent), capped at `max`;
+// InvalidArgument when it is not a plain decimal number.
+S3Result<uint64_t> QueryNumber(const S3Request& r, const char* name, uint64_t fallback,
+                               uint64_t max);
+
 inline std::unexpected<S3Error> MemoryBudgetExhausted() {
   return Fail("SlowDown", "the server's request memory budget is in use; retry later");
 }
@@ -127,6 +138,8 @@ class S3Handler final : public RequestHandler {
   asio::awaitable<S3Result<void>> ListObjectVersions(Ctx& c);
   asio::awaitable<S3Result<void>> BucketVersioning(Ctx& c, bool put);
   asio::awaitable<S3Result<void>> GetAcl(Ctx& c);
+  // OK for a bucket request or an object that exists; NoSuchKey otherwise.
+  asio::awaitable<S3Result<void>> ObjectExists(Ctx& c);
   asio::awaitable<S3Result<void>> PutAcl(Ctx& c);
   // One page of a bucket's names (objects and common prefixes) after `position`.
   struct Listing {

@@ -64,18 +64,6 @@ std::string Unquote(std::string_view etag) {
   return std::string(etag);
 }
 
-// Reads an optional numeric query parameter no larger than `max`.
-S3Result<uint64_t> QueryNumber(const S3Request& r, const char* name, uint64_t fallback,
-                               uint64_t max) {
-  const std::string* v = r.Query(name);
-  if (v == nullptr) return fallback;
-  uint64_t n = 0;
-  if (!ParseDecimal(*v, &n)) {
-    return Fail("InvalidArgument", std::string(name) + " must be a non-negative integer");
-  }
-  return std::min(n, max);
-}
-
 // Removes an upload's parts, then its record (so a crash in between leaves a record whose
 // retried CompleteMultipartUpload still answers; see CompleteMultipart).
 Status DeleteUpload(Store& store, const std::string& bucket, const std::string& id) {
@@ -429,10 +417,7 @@ asio::awaitable<S3Result<void>> S3Handler::CompleteMultipart(Ctx& c) {
     if (Status s = (*w)->SetAttributes(attrs.Encode()); !s.ok())
       return std::unexpected(FromStatus(s));
     if (Status s = (*w)->Commit(); !s.ok()) {
-      if (s.code() == StatusCode::kAlreadyExists && *create_only) {
-        return Fail("PreconditionFailed",
-                    "At least one of the pre-conditions you specified did not hold");
-      }
+      if (s.code() == StatusCode::kAlreadyExists && *create_only) return PreconditionFailed();
       return std::unexpected(FromStatus(s));
     }
     (void)DeleteUpload(*store_, c.req.bucket, id);

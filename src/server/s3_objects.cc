@@ -76,8 +76,7 @@ asio::awaitable<S3Result<void>> S3Handler::GetObject(Ctx& c, bool head) {
                           .if_unmodified_since = r.Header("if-unmodified-since")},
                          attrs->etag, mtime);
   if (outcome == ConditionOutcome::kPreconditionFailed) {
-    co_return Fail("PreconditionFailed",
-                   "At least one of the pre-conditions you specified did not hold");
+    co_return PreconditionFailed();
   }
   Headers h{{"Last-Modified", HttpTime(mtime)},
             {"Accept-Ranges", "bytes"},

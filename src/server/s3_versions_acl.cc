@@ -57,15 +57,11 @@ asio::awaitable<S3Result<void>> S3Handler::ListObjectVersions(Ctx& c) {
     co_return Fail("InvalidArgument",
                    "version-id-marker must be \"null\" (every version here is), with key-marker");
   }
-  uint64_t max_keys = 1000;
-  if (const std::string* mk = r.Query("max-keys"); mk && !ParseDecimal(*mk, &max_keys)) {
-    co_return Fail("InvalidArgument", "max-keys must be a non-negative integer");
-  }
-  max_keys = std::min<uint64_t>(max_keys, 1000);
+  auto max_keys = QueryNumber(r, "max-keys", 1000, 1000);
+  if (!max_keys) co_return std::unexpected(max_keys.error());
   // One version per key: the version after (key-marker, null) is the next key's.
-  auto listing = co_await Blocking([&] {
-    return ListBucket(r.bucket, prefix, delimiter, key_marker, static_cast<size_t>(max_keys));
-  });
+  auto listing = co_await Blocking(
+      [&] { return ListBucket(r.bucket, prefix, delimiter, key_marker, *max_keys); });
   if (!listing) co_return std::unexpected(FromStatus(listing.error()));
   XmlWriter w;
   w.Open("ListVersionsResult", true);
@@ -77,7 +73,7 @@ asio::awaitable<S3Result<void>> S3Handler::ListObjectVersions(Ctx& c) {
     w.Element("NextKeyMarker", ListingName(listing->last, url));
     w.Element("NextVersionIdMarker", "null");
   }
-  w.Element("MaxKeys", std::to_string(max_keys));
+  w.Element("MaxKeys", std::to_string(*max_keys));
   if (!delimiter.empty()) w.Element("Delimiter", ListingName(delimiter, url));
   if (url) w.Element("EncodingType", "url");
   w.Element("IsTruncated", listing->truncated ? "true" : "false");
@@ -133,20 +129,22 @@ asio::awaitable<S3Result<void>> S3Handler::BucketVersioning(Ctx& c, bool put) {
   co_return S3Result<void>();
 }
 
+asio::awaitable<S3Result<void>> S3Handler::ObjectExists(Ctx& c) {
+  if (c.req.key.empty()) co_return S3Result<void>();
+  Result<ObjectInfo> info =
+      co_await Blocking([&] { return store_->Stat(ObjectKey(c.req.bucket, c.req.key)); });
+  if (info) co_return S3Result<void>();
+  if (info.error().code() == StatusCode::kNotFound) {
+    co_return Fail("NoSuchKey", "The specified key does not exist.");
+  }
+  co_return std::unexpected(FromStatus(info.error()));
+}
+
 asio::awaitable<S3Result<void>> S3Handler::GetAcl(Ctx& c) {
   c.op = S3Op::kOther;
   auto b = co_await FindBucket(c.req.bucket);
   if (!b) co_return std::unexpected(b.error());
-  if (!c.req.key.empty()) {
-    Result<ObjectInfo> info =
-        co_await Blocking([&] { return store_->Stat(ObjectKey(c.req.bucket, c.req.key)); });
-    if (!info) {
-      if (info.error().code() == StatusCode::kNotFound) {
-        co_return Fail("NoSuchKey", "The specified key does not exist.");
-      }
-      co_return std::unexpected(FromStatus(info.error()));
-    }
-  }
+  if (auto exists = co_await ObjectExists(c); !exists) co_return exists;
   XmlWriter w;
   w.Open("AccessControlPolicy", true);
   WriteOwner(&w, "Owner");
@@ -189,16 +187,7 @@ asio::awaitable<S3Result<void>> S3Handler::PutAcl(Ctx& c) {
     if (!ParseXml(*body, &root, &why)) co_return Fail("MalformedXML", "ACL body: " + why);
     if (!IsPrivatePolicy(root)) co_return refuse();
   }
-  if (!r.key.empty()) {
-    Result<ObjectInfo> info =
-        co_await Blocking([&] { return store_->Stat(ObjectKey(r.bucket, r.key)); });
-    if (!info) {
-      if (info.error().code() == StatusCode::kNotFound) {
-        co_return Fail("NoSuchKey", "The specified key does not exist.");
-      }
-      co_return std::unexpected(FromStatus(info.error()));
-    }
-  }
+  if (auto exists = co_await ObjectExists(c); !exists) co_return exists;
   Headers h{{"x-amz-request-id", c.request_id}};
   (void)co_await c.ex.Respond(200, std::move(h), "");
   co_return S3Result<void>();
