@@ -60,7 +60,8 @@ struct StoreCapabilities {
   bool pinned_readers = true;
   // Names must be valid UTF-8 (S3 object names); others are refused with InvalidArgument.
   bool utf8_names = false;
-  // PutOptions::if_absent is honoured atomically (against every writer of the store).
+  // PutOptions::if_absent and ::if_attributes, and DeleteIf, are honoured atomically (against
+  // every writer of the store).
   bool conditional_put = false;
 };
 
@@ -80,6 +81,11 @@ struct PutOptions {
   // atomically with respect to other writers. REQUIRES: Capabilities().conditional_put
   // (otherwise Unimplemented).
   bool if_absent = false;
+  // Replace only this version: when the name is absent (NotFound) or its attributes are not
+  // exactly these (FailedPrecondition), the put fails and changes nothing, atomically with
+  // respect to other writers. The compare-and-swap under S3's If-Match.
+  // REQUIRES: Capabilities().conditional_put (otherwise Unimplemented).
+  std::optional<std::string> if_attributes;
 };
 
 // Streams one object's value into the store. Nothing is visible to readers until Commit
@@ -176,6 +182,14 @@ class Store {
 
   // Removes an object. NotFound when absent.
   virtual Status Delete(std::string_view key) = 0;
+
+  // Removes an object only if its attributes are exactly `attributes`, atomically with respect
+  // to other writers: NotFound when absent, FailedPrecondition (and nothing removed) when they
+  // differ. REQUIRES: Capabilities().conditional_put (otherwise Unimplemented, the default).
+  virtual Status DeleteIf(std::string_view key, std::string_view attributes) {
+    (void)attributes;
+    return UnimplementedError("conditional delete of '" + std::string(key) + "'");
+  }
 
   virtual Result<ListPage> List(const ListOptions& options) = 0;
 

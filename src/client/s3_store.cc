@@ -104,7 +104,7 @@ class S3Store final : public Store {
              const PutOptions& options) override {
     OC_RETURN_IF_ERROR(CheckKey(key));
     OC_RETURN_IF_ERROR(ValidateAttributes(options.attributes));
-    if (options.if_absent) {
+    if (options.if_absent || options.if_attributes) {
       return UnimplementedError("s3:// store: conditional puts are not supported (storing '" +
                                 std::string(key) + "')");
     }

@@ -316,6 +316,61 @@ TEST_P(StoreConformanceTest, ConditionalPutCreatesOnceAmongRacingWriters) {
   EXPECT_EQ(*ReadWholeObject(*store_, "once0"), "replaced");
 }
 
+TEST_P(StoreConformanceTest, CompareAndSwapReplacesOnlyTheVersionItRead) {
+  if (!store_->Capabilities().conditional_put) {
+    EXPECT_EQ(store_->Put("cas", AsBytes("x"), {.if_attributes = "a"}).code(),
+              StatusCode::kUnimplemented);
+    EXPECT_EQ(store_->DeleteIf("cas", "a").code(), StatusCode::kUnimplemented);
+    GTEST_SKIP() << "no conditional put";
+  }
+  // Absent: nothing to compare with, nothing created.
+  EXPECT_EQ(store_->Put("cas", AsBytes("x"), {.if_attributes = "v0"}).code(),
+            StatusCode::kNotFound);
+  EXPECT_EQ(store_->Stat("cas").error().code(), StatusCode::kNotFound);
+  EXPECT_EQ(store_->DeleteIf("cas", "v0").code(), StatusCode::kNotFound);
+  // Of racing writers that all read version v0, exactly one replaces it, through Put and
+  // through a streaming writer alike; the others change nothing.
+  constexpr int kWriters = 8;
+  for (int round = 0; round < 5; ++round) {
+    const std::string read = "v" + std::to_string(round);
+    ASSERT_TRUE(store_->Put("cas", AsBytes(read), {.attributes = read}).ok());
+    std::atomic<int> won{-1}, swapped{0}, refused{0};
+    std::vector<std::thread> threads;
+    for (int w = 0; w < kWriters; ++w) {
+      threads.emplace_back([&, w] {
+        const std::string value = "writer " + std::to_string(w);
+        const PutOptions o{.attributes = value, .if_attributes = read};
+        Status s;
+        if (w % 2 == 0) {
+          s = store_->Put("cas", AsBytes(value), o);
+        } else {
+          Result<std::unique_ptr<ObjectWriter>> writer = store_->NewWriter("cas", o);
+          s = writer.has_value() ? (*writer)->Append(AsBytes(value)) : writer.error();
+          if (s.ok()) s = (*writer)->Commit();
+        }
+        if (s.ok()) {
+          swapped++;
+          won = w;
+        } else if (s.code() == StatusCode::kFailedPrecondition) {
+          refused++;
+        }
+      });
+    }
+    for (std::thread& t : threads) t.join();
+    EXPECT_EQ(swapped.load(), 1);
+    EXPECT_EQ(refused.load(), kWriters - 1);
+    const std::string winner = "writer " + std::to_string(won.load());
+    EXPECT_EQ(*ReadWholeObject(*store_, "cas"), winner);
+    EXPECT_EQ((*store_->OpenReader("cas"))->attributes(), winner);
+  }
+  // A conditional delete removes only the version it names.
+  ASSERT_TRUE(store_->Put("cas", AsBytes("d"), {.attributes = "d1"}).ok());
+  EXPECT_EQ(store_->DeleteIf("cas", "d0").code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(*ReadWholeObject(*store_, "cas"), "d");
+  EXPECT_TRUE(store_->DeleteIf("cas", "d1").ok());
+  EXPECT_EQ(store_->Stat("cas").error().code(), StatusCode::kNotFound);
+}
+
 TEST_P(StoreConformanceTest, StreamingWriterIsInvisibleUntilCommit) {
   std::string value = Pattern(3 << 20, 21);
   Result<std::unique_ptr<ObjectWriter>> w =

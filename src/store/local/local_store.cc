@@ -383,10 +383,11 @@ class LocalStore final : public Store {
   Result<std::unique_ptr<ObjectReader>> OpenReaderIfCached(std::string_view key) override;
 
   // Moves a finished temporary file into place and indexes it (LocalObjectWriter::Commit).
-  // With `if_absent`, an existing name fails the install with AlreadyExists (the temporary file
-  // is removed); the check and the rename happen under the shard lock.
+  // With `if_absent`, an existing name fails the install with AlreadyExists; with
+  // `if_attributes`, an absent name or other attributes fail it (MatchAttributes). Then the
+  // temporary file is removed; the check and the rename happen under the shard lock.
   Status Install(const std::string& key, const std::string& temp_name, uint64_t size, bool durable,
-                 bool if_absent);
+                 bool if_absent, const std::optional<std::string>& if_attributes);
   int tmp_dir() const { return tmp_dir_.get(); }
   std::optional<uint64_t> capacity() const { return options_.capacity_bytes; }
   Result<ObjectInfo> Stat(std::string_view key) override;
@@ -394,6 +395,7 @@ class LocalStore final : public Store {
   Status RetrieveRanges(std::span<RangeRead> reads) override;
   Result<std::vector<bool>> Exist(std::span<const std::string> keys) override;
   Status Delete(std::string_view key) override;
+  Status DeleteIf(std::string_view key, std::string_view attributes) override;
   Result<ListPage> List(const ListOptions& options) override;
 
   // Fills index shard `shard` with the objects found on disk at open. Their recency is their
@@ -424,6 +426,12 @@ class LocalStore final : public Store {
  private:
   int DirFor(std::string_view key) const { return dirs_[DirShardOf(key)].get(); }
   Result<OpenObjectRef> OpenForRead(std::string_view key);
+  // OK when object `key` exists with exactly `attributes`: NotFound when absent,
+  // FailedPrecondition when they differ. REQUIRES: the key's index shard lock is held.
+  Status MatchAttributes(const IndexShard& s, const std::string& key, std::string_view attributes,
+                         const std::string& what) const;
+  // Delete, or DeleteIf when `attributes` is set.
+  Status DeleteMatching(std::string_view key, std::optional<std::string_view> attributes);
   // Drops an object whose file failed a check, unless it was replaced meanwhile.
   Status DropDamaged(std::string_view key, ino_t inode, const Status& why);
 
@@ -446,13 +454,15 @@ class LocalStore final : public Store {
 class LocalObjectWriter final : public ObjectWriter {
  public:
   LocalObjectWriter(LocalStore* store, std::string key, std::string temp_name, Fd fd, bool durable,
-                    bool if_absent, std::string attributes)
+                    bool if_absent, std::optional<std::string> if_attributes,
+                    std::string attributes)
       : store_(store),
         key_(std::move(key)),
         temp_name_(std::move(temp_name)),
         fd_(std::move(fd)),
         durable_(durable),
         if_absent_(if_absent),
+        if_attributes_(std::move(if_attributes)),
         attributes_(std::move(attributes)) {
     XXH3_64bits_reset(&checksum_);
   }
@@ -496,7 +506,7 @@ class LocalObjectWriter final : public ObjectWriter {
       return ErrnoError(what + ": writing", err);
     }
     done_ = true;
-    return store_->Install(key_, temp_name_, written_, durable_, if_absent_);
+    return store_->Install(key_, temp_name_, written_, durable_, if_absent_, if_attributes_);
   }
 
   uint64_t bytes_written() const override { return written_; }
@@ -513,6 +523,7 @@ class LocalObjectWriter final : public ObjectWriter {
   Fd fd_;
   bool durable_;
   bool if_absent_;
+  std::optional<std::string> if_attributes_;
   std::string attributes_;
   XXH3_state_t checksum_;
   uint64_t written_ = 0;
@@ -566,7 +577,7 @@ Result<std::unique_ptr<ObjectWriter>> LocalStore::NewWriter(std::string_view key
   return std::unique_ptr<ObjectWriter>(
       new LocalObjectWriter(this, std::string(key), temp_name, std::move(fd),
                             put_options.durable.value_or(options_.durable), put_options.if_absent,
-                            put_options.attributes));
+                            put_options.if_attributes, put_options.attributes));
 }
 
 Result<std::unique_ptr<ObjectReader>> LocalStore::OpenReaderIfCached(std::string_view key) {
@@ -602,8 +613,22 @@ Status LocalStore::Put(std::string_view key, std::span<const std::byte> value,
   return writer->Commit();
 }
 
+Status LocalStore::MatchAttributes(const IndexShard& s, const std::string& key,
+                                   std::string_view attributes, const std::string& what) const {
+  if (!s.objects.contains(key)) return NotFoundError(what + ": no such object");
+  Fd fd(::openat(DirFor(key), LocalStoreFileName(key).c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd.valid()) {
+    if (errno == ENOENT) return NotFoundError(what + ": no such object");
+    return ErrnoError(what, errno);
+  }
+  OC_ASSIGN_OR_RETURN(std::string current, GetAttributes(fd.get(), key));
+  if (current != attributes) return FailedPreconditionError(what + ": the object was replaced");
+  return Status();
+}
+
 Status LocalStore::Install(const std::string& key, const std::string& temp_name, uint64_t size,
-                           bool durable, bool if_absent) {
+                           bool durable, bool if_absent,
+                           const std::optional<std::string>& if_attributes) {
   const std::string what = "storing '" + key + "'";
   const std::string file_name = LocalStoreFileName(key);
   const int dir = DirFor(key);
@@ -614,6 +639,12 @@ Status LocalStore::Install(const std::string& key, const std::string& temp_name,
     if (if_absent && s.objects.contains(key)) {
       ::unlinkat(tmp_dir_.get(), temp_name.c_str(), 0);
       return AlreadyExistsError(what + ": the name exists");
+    }
+    if (if_attributes) {
+      if (Status m = MatchAttributes(s, key, *if_attributes, what); !m.ok()) {
+        ::unlinkat(tmp_dir_.get(), temp_name.c_str(), 0);
+        return m;
+      }
     }
     if (::renameat(tmp_dir_.get(), temp_name.c_str(), dir, file_name.c_str()) != 0) {
       int e = errno;
@@ -785,13 +816,21 @@ Result<std::vector<bool>> LocalStore::Exist(std::span<const std::string> keys) {
   return out;
 }
 
-Status LocalStore::Delete(std::string_view key) {
+Status LocalStore::Delete(std::string_view key) { return DeleteMatching(key, std::nullopt); }
+
+Status LocalStore::DeleteIf(std::string_view key, std::string_view attributes) {
+  return DeleteMatching(key, attributes);
+}
+
+Status LocalStore::DeleteMatching(std::string_view key,
+                                  std::optional<std::string_view> attributes) {
   OC_RETURN_IF_ERROR(ValidateKey(key));
   const std::string what = "deleting '" + std::string(key) + "'";
   IndexShard& s = index_[IndexShardOf(key)];
   std::lock_guard lock(s.mu);
   auto it = s.objects.find(key);
   if (it == s.objects.end()) return NotFoundError(what + ": no such object");
+  if (attributes) OC_RETURN_IF_ERROR(MatchAttributes(s, it->first, *attributes, what));
   if (::unlinkat(DirFor(key), LocalStoreFileName(key).c_str(), 0) != 0 && errno != ENOENT) {
     return ErrnoError(what, errno);
   }

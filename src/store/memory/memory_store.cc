@@ -66,6 +66,16 @@ class MemoryStore final : public Store {
     Value old;
     {
       std::lock_guard lock(s.mu);
+      if (options.if_attributes) {
+        auto it = s.objects.find(key);
+        if (it == s.objects.end()) {
+          return NotFoundError("storing '" + std::string(key) + "': no such object");
+        }
+        if (it->second->attributes != *options.if_attributes) {
+          return FailedPreconditionError("storing '" + std::string(key) +
+                                         "': the object was replaced");
+        }
+      }
       auto [it, inserted] = s.objects.try_emplace(std::string(key));
       if (!inserted && options.if_absent) {
         return AlreadyExistsError("storing '" + std::string(key) + "': the name exists");
@@ -117,22 +127,10 @@ class MemoryStore final : public Store {
     return out;
   }
 
-  Status Delete(std::string_view key) override {
-    OC_RETURN_IF_ERROR(ValidateKey(key));
-    Shard& s = ShardFor(key);
-    Value old;
-    {
-      std::lock_guard lock(s.mu);
-      auto it = s.objects.find(key);
-      if (it == s.objects.end()) {
-        return NotFoundError("deleting '" + std::string(key) + "': no such object");
-      }
-      old = std::move(it->second);
-      s.objects.erase(it);
-    }
-    objects_--;
-    bytes_ -= old->data.size();
-    return Status();
+  Status Delete(std::string_view key) override { return DeleteMatching(key, std::nullopt); }
+
+  Status DeleteIf(std::string_view key, std::string_view attributes) override {
+    return DeleteMatching(key, attributes);
   }
 
   Result<ListPage> List(const ListOptions& options) override {
@@ -162,6 +160,30 @@ class MemoryStore final : public Store {
 
  private:
   static constexpr size_t kShards = 16;
+
+  // Delete, or DeleteIf when `attributes` is set.
+  Status DeleteMatching(std::string_view key, std::optional<std::string_view> attributes) {
+    OC_RETURN_IF_ERROR(ValidateKey(key));
+    Shard& s = ShardFor(key);
+    Value old;
+    {
+      std::lock_guard lock(s.mu);
+      auto it = s.objects.find(key);
+      if (it == s.objects.end()) {
+        return NotFoundError("deleting '" + std::string(key) + "': no such object");
+      }
+      if (attributes && it->second->attributes != *attributes) {
+        return FailedPreconditionError("deleting '" + std::string(key) +
+                                       "': the object was replaced");
+      }
+      old = std::move(it->second);
+      s.objects.erase(it);
+    }
+    objects_--;
+    bytes_ -= old->data.size();
+    return Status();
+  }
+
   struct Shard {
     std::mutex mu;
     std::map<std::string, Value, std::less<>> objects;

@@ -49,6 +49,16 @@ std::string Context(std::string_view what, std::string_view key) {
   return s;
 }
 
+// Makes `op` fail unless the object exists (-ENOENT) with exactly these attributes
+// (-ECANCELED): the compare half of a compare-and-swap, checked by the OSD with the write.
+// `storage` holds the compared bytes until the operation runs.
+void AssertAttributes(librados::ObjectWriteOperation& op, std::string_view attributes,
+                      librados::bufferlist* storage) {
+  storage->append(attributes.data(), attributes.size());
+  op.assert_exists();
+  op.cmpxattr(kAttributesXattr, LIBRADOS_CMPXATTR_OP_EQ, *storage);
+}
+
 // Wraps caller memory without copying; valid only while the memory is.
 librados::bufferlist StaticBuffer(std::span<const std::byte> bytes) {
   librados::bufferlist bl;
@@ -136,6 +146,8 @@ class RadosStore final : public Store {
     }
     librados::ObjectWriteOperation op;
     if (options.if_absent) op.create(/*exclusive=*/true);  // -EEXIST, and nothing written
+    librados::bufferlist expected;
+    if (options.if_attributes) AssertAttributes(op, *options.if_attributes, &expected);
     librados::bufferlist data = StaticBuffer(value);
     op.write_full(data);
     librados::bufferlist attributes;
@@ -144,6 +156,9 @@ class RadosStore final : public Store {
     const int r = io_.operate(std::string(key), &op);
     if (r == -EEXIST && options.if_absent) {
       return AlreadyExistsError(Context("storing", key) + ": the name exists");
+    }
+    if (r == -ECANCELED && options.if_attributes) {
+      return FailedPreconditionError(Context("storing", key) + ": the object was replaced");
     }
     if (r < 0) return RadosError(Context("storing", key), r);
     return Status();
@@ -234,6 +249,20 @@ class RadosStore final : public Store {
   Status Delete(std::string_view key) override {
     OC_RETURN_IF_ERROR(ValidateKey(key));
     const int r = io_.remove(std::string(key));
+    if (r < 0) return RadosError(Context("deleting", key), r);
+    return Status();
+  }
+
+  Status DeleteIf(std::string_view key, std::string_view attributes) override {
+    OC_RETURN_IF_ERROR(ValidateKey(key));
+    librados::ObjectWriteOperation op;
+    librados::bufferlist expected;
+    AssertAttributes(op, attributes, &expected);
+    op.remove();
+    const int r = io_.operate(std::string(key), &op);
+    if (r == -ECANCELED) {
+      return FailedPreconditionError(Context("deleting", key) + ": the object was replaced");
+    }
     if (r < 0) return RadosError(Context("deleting", key), r);
     return Status();
   }
