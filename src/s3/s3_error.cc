@@ -21,6 +21,7 @@ constexpr CodeStatus kS3Errors[] = {
     {"BucketAlreadyExists", 409},
     {"BucketAlreadyOwnedByYou", 409},
     {"BucketNotEmpty", 409},
+    {"ConditionalRequestConflict", 409},
     {"EntityTooLarge", 400},
     {"EntityTooSmall", 400},
     {"IncompleteBody", 400},

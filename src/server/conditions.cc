@@ -2,6 +2,7 @@
 
 #include <limits>
 
+#include "s3/s3_request.h"
 #include "server/object_attributes.h"
 
 namespace objectcache::server {
@@ -88,6 +89,43 @@ ConditionOutcome EvaluateConditions(const Conditions& c, std::string_view etag, 
     if (t && mtime <= *t) return ConditionOutcome::kNotModified;
   }
   return ConditionOutcome::kProceed;
+}
+
+s3::S3Result<DeleteConditions> ParseDeleteConditions(const std::string* if_match,
+                                                     const std::string* last_modified,
+                                                     const std::string* size) {
+  DeleteConditions c;
+  if (if_match != nullptr) {
+    if (TrimSpaces(*if_match).empty()) {
+      return std::unexpected(s3::MakeS3Error("InvalidArgument", "If-Match is empty"));
+    }
+    c.if_match = *if_match;
+  }
+  if (last_modified != nullptr) {
+    c.last_modified = ParseHttpTime(*last_modified);
+    if (!c.last_modified) c.last_modified = ParseIsoTime(*last_modified);
+    if (!c.last_modified) {
+      return std::unexpected(s3::MakeS3Error(
+          "InvalidArgument", "the last-modified condition '" + *last_modified + "' is not a date"));
+    }
+  }
+  if (size != nullptr) {
+    uint64_t n = 0;
+    if (!s3::ParseDecimal(*size, &n)) {
+      return std::unexpected(s3::MakeS3Error(
+          "InvalidArgument", "the size condition '" + *size + "' is not a decimal number"));
+    }
+    c.size = n;
+  }
+  return c;
+}
+
+bool DeleteConditionsHold(const DeleteConditions& c, std::string_view etag, std::time_t mtime,
+                          uint64_t size) {
+  if (c.if_match && !EtagListMatches(*c.if_match, etag)) return false;
+  if (c.last_modified && *c.last_modified != mtime) return false;
+  if (c.size && *c.size != size) return false;
+  return true;
 }
 
 }  // namespace objectcache::server

@@ -53,4 +53,28 @@ ConditionOutcome EvaluateConditions(const Conditions& conditions, std::string_vi
 // commas) name `etag`?
 bool EtagListMatches(std::string_view list, std::string_view etag);
 
+// The conditions S3 defines for deleting an object: an ETag (If-Match), a modification time and
+// a size, each of which must hold when present. DeleteObject takes them as the headers
+// If-Match, x-amz-if-match-last-modified-time and x-amz-if-match-size; each object of
+// DeleteObjects as the elements ETag, LastModifiedTime and Size.
+struct DeleteConditions {
+  std::optional<std::string> if_match;  // an If-Match list, or *
+  std::optional<std::time_t> last_modified;
+  std::optional<uint64_t> size;
+
+  bool any() const { return if_match || last_modified || size; }
+};
+
+// Reads the three values (null when absent). A time is an HTTP date or ISO 8601
+// ("2026-11-30T14:20:05.000Z", fractions of a second ignored), a size a plain decimal number.
+// A value that cannot be read is InvalidArgument, never ignored: ignoring it would turn a
+// conditional delete into an unconditional one.
+s3::S3Result<DeleteConditions> ParseDeleteConditions(const std::string* if_match,
+                                                     const std::string* last_modified,
+                                                     const std::string* size);
+
+// Whether an object version with `etag` (unquoted), `mtime` and `size` meets every condition.
+bool DeleteConditionsHold(const DeleteConditions& conditions, std::string_view etag,
+                          std::time_t mtime, uint64_t size);
+
 }  // namespace objectcache::server

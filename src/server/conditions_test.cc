@@ -167,5 +167,49 @@ TEST(ConditionsTest, FollowTheRfcOrder) {
   EXPECT_EQ(eval({.if_match = &other, .if_none_match = &match}), O::kPreconditionFailed);
 }
 
+TEST(DeleteConditionsTest, EveryConditionPresentMustHold) {
+  const std::time_t mtime = 1'700'000'000;
+  const std::string etag = "\"e1\"", star = "*", other = "e2";
+  const std::string http = HttpTime(mtime), iso = IsoTime(mtime), size = "100";
+  auto holds = [&](const std::string* m, const std::string* t, const std::string* n) {
+    S3Result<DeleteConditions> c = ParseDeleteConditions(m, t, n);
+    EXPECT_TRUE(c.has_value());
+    return DeleteConditionsHold(*c, "e1", mtime, 100);
+  };
+  EXPECT_FALSE(ParseDeleteConditions(nullptr, nullptr, nullptr)->any());
+  EXPECT_TRUE(holds(nullptr, nullptr, nullptr));
+  EXPECT_TRUE(holds(&etag, nullptr, nullptr));
+  EXPECT_TRUE(holds(&star, nullptr, nullptr));
+  EXPECT_FALSE(holds(&other, nullptr, nullptr));
+  EXPECT_TRUE(holds(nullptr, &http, nullptr));
+  EXPECT_TRUE(holds(nullptr, &iso, nullptr));
+  EXPECT_TRUE(holds(&etag, &iso, &size));
+  const std::string later = IsoTime(mtime + 1), smaller = "99";
+  EXPECT_FALSE(holds(&etag, &later, &size));
+  EXPECT_FALSE(holds(&etag, &iso, &smaller));
+  // u64 max is a size like any other; past it, and anything not decimal, is refused.
+  const std::string max = "18446744073709551615";
+  EXPECT_FALSE(holds(nullptr, nullptr, &max));
+  EXPECT_TRUE(
+      DeleteConditionsHold(*ParseDeleteConditions(nullptr, nullptr, &max), "e", mtime, UINT64_MAX));
+  for (std::string bad : {"18446744073709551616", "-1", "1e3", " 1", ""}) {
+    EXPECT_EQ(ParseDeleteConditions(nullptr, nullptr, &bad).error().code, "InvalidArgument") << bad;
+  }
+  // A condition that cannot be read is refused, never dropped.
+  for (std::string bad :
+       {"yesterday", "2026-11-30", "2026-11-30T14:20:05", "2026-11-30T14:20:05.Z"}) {
+    EXPECT_EQ(ParseDeleteConditions(nullptr, &bad, nullptr).error().code, "InvalidArgument") << bad;
+  }
+  const std::string empty = "";
+  EXPECT_EQ(ParseDeleteConditions(&empty, nullptr, nullptr).error().code, "InvalidArgument");
+}
+
+TEST(DeleteConditionsTest, IsoTimesRoundTrip) {
+  for (std::time_t t : {std::time_t{0}, std::time_t{1'700'000'000}, std::time_t{4'102'444'800}}) {
+    EXPECT_EQ(ParseIsoTime(IsoTime(t)), t);
+  }
+  EXPECT_EQ(ParseIsoTime("2026-11-30T14:20:05.123456Z"), ParseIsoTime("2026-11-30T14:20:05Z"));
+}
+
 }  // namespace
 }  // namespace objectcache::server

@@ -102,4 +102,18 @@ std::optional<std::time_t> ParseHttpTime(std::string_view text) {
   return std::nullopt;
 }
 
+std::optional<std::time_t> ParseIsoTime(std::string_view text) {
+  std::string s(text);
+  std::tm tm{};
+  const char* end = ::strptime(s.c_str(), "%Y-%m-%dT%H:%M:%S", &tm);
+  if (end == nullptr) return std::nullopt;
+  if (*end == '.') {
+    ++end;
+    if (*end < '0' || *end > '9') return std::nullopt;
+    while (*end >= '0' && *end <= '9') ++end;
+  }
+  if (end[0] != 'Z' || end[1] != '\0') return std::nullopt;
+  return ::timegm(&tm);
+}
+
 }  // namespace objectcache::server

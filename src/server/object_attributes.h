@@ -35,5 +35,8 @@ std::string HttpTime(std::time_t t);  // "Mon, 30 Nov 2026 14:20:05 GMT"
 std::string IsoTime(std::time_t t);   // "2026-11-30T14:20:05.000Z"
 // RFC 1123 (and RFC 850 / asctime) dates; nullopt if unparseable.
 std::optional<std::time_t> ParseHttpTime(std::string_view text);
+// ISO 8601 in UTC as S3 writes it ("2026-11-30T14:20:05.000Z"; the fraction is optional and
+// ignored); nullopt if unparseable.
+std::optional<std::time_t> ParseIsoTime(std::string_view text);
 
 }  // namespace objectcache::server

@@ -264,6 +264,8 @@ asio::awaitable<S3Result<void>> S3Handler::Dispatch(Ctx& c) {
       co_return co_await GetObject(c, false);
     case S3Route::kHeadObject:
       co_return co_await GetObject(c, true);
+    case S3Route::kGetObjectAttributes:
+      co_return co_await GetObjectAttributes(c);
     case S3Route::kDeleteObject:
       co_return co_await DeleteObject(c);
     case S3Route::kCreateMultipartUpload:
@@ -282,36 +284,83 @@ asio::awaitable<S3Result<void>> S3Handler::Dispatch(Ctx& c) {
 
 // ---- buckets -------------------------------------------------------------------------------
 
+void WriteOwner(XmlWriter* w, std::string_view element) {
+  w->Open(element);
+  w->Element("ID", kOwnerId);
+  w->Element("DisplayName", kOwnerId);
+  w->Close(element);
+}
+
 asio::awaitable<S3Result<void>> S3Handler::ListBuckets(Ctx& c) {
   c.op = S3Op::kListBuckets;
-  auto buckets = co_await Blocking([&]() -> Result<std::vector<std::pair<std::string, int64_t>>> {
-    std::vector<std::pair<std::string, int64_t>> out;
-    OC_RETURN_IF_ERROR(
-        ForEachObject(*store_, std::string(kBucketPrefix), [&](const ObjectInfo& info) {
-          Result<std::string> meta = ReadWholeObject(*store_, info.key);
-          if (!meta) return;  // deleted meanwhile
-          nlohmann::json j = nlohmann::json::parse(*meta, nullptr, false);
-          out.emplace_back(
-              info.key.substr(kBucketPrefix.size()),
-              j.is_object() && j["created"].is_number_integer() ? j["created"].get<int64_t>() : 0);
-        }));
-    return out;
+  const S3Request& r = c.req;
+  // Every bucket unless max-buckets asks for pages (1 to 10000, as S3 takes it).
+  std::optional<uint64_t> max_buckets;
+  if (r.Query("max-buckets")) {
+    auto n = QueryNumber(r, "max-buckets", 0, UINT64_MAX);
+    if (!n) co_return std::unexpected(n.error());
+    if (*n < 1 || *n > 10000) co_return Fail("InvalidArgument", "max-buckets must be 1 to 10000");
+    max_buckets = *n;
+  }
+  const std::string prefix = r.Query("prefix") ? *r.Query("prefix") : std::string();
+  std::string after;
+  if (const std::string* token = r.Query("continuation-token")) {
+    if (!Base64Decode(*token, &after) || after.empty()) {
+      co_return Fail("InvalidArgument", "The continuation token provided is incorrect");
+    }
+  }
+  // All buckets are in this server's region: another region has none.
+  const std::string* region = r.Query("bucket-region");
+  const bool other_region = region != nullptr && *region != options_.region;
+  struct Bucket {
+    std::string name;
+    int64_t created = 0;
+  };
+  struct Page {
+    std::vector<Bucket> buckets;
+    bool truncated = false;
+  };
+  auto page = co_await Blocking([&]() -> Result<Page> {
+    Page out;
+    if (other_region) return out;
+    const size_t want = max_buckets.value_or(SIZE_MAX - 1);
+    std::string start = after.empty() ? std::string() : std::string(kBucketPrefix) + after;
+    for (;;) {
+      OC_ASSIGN_OR_RETURN(ListPage names,
+                          store_->List({.prefix = std::string(kBucketPrefix) + prefix,
+                                        .start_after = start,
+                                        .max_keys = std::min<size_t>(want + 1, 1000)}));
+      for (const ObjectInfo& info : names.objects) {
+        start = info.key;
+        Result<std::string> meta = ReadWholeObject(*store_, info.key);
+        if (!meta) continue;  // deleted meanwhile
+        if (out.buckets.size() == want) {
+          out.truncated = true;
+          return out;
+        }
+        nlohmann::json j = nlohmann::json::parse(*meta, nullptr, false);
+        out.buckets.push_back(
+            {info.key.substr(kBucketPrefix.size()),
+             j.is_object() && j["created"].is_number_integer() ? j["created"].get<int64_t>() : 0});
+      }
+      if (!names.truncated) return out;
+    }
   });
-  if (!buckets) co_return std::unexpected(FromStatus(buckets.error()));
+  if (!page) co_return std::unexpected(FromStatus(page.error()));
   XmlWriter w;
   w.Open("ListAllMyBucketsResult", true);
-  w.Open("Owner");
-  w.Element("ID", "objectcache");
-  w.Element("DisplayName", "objectcache");
-  w.Close("Owner");
+  WriteOwner(&w);
   w.Open("Buckets");
-  for (const auto& [name, created] : *buckets) {
+  for (const Bucket& b : page->buckets) {
     w.Open("Bucket");
-    w.Element("Name", name);
-    w.Element("CreationDate", IsoTime(created));
+    w.Element("Name", b.name);
+    w.Element("CreationDate", IsoTime(b.created));
+    w.Element("BucketRegion", options_.region);
     w.Close("Bucket");
   }
   w.Close("Buckets");
+  if (page->truncated) w.Element("ContinuationToken", Base64Encode(page->buckets.back().name));
+  if (r.Query("prefix")) w.Element("Prefix", prefix);
   w.Close("ListAllMyBucketsResult");
   co_await SendXml(c, 200, w.Finish());
   co_return S3Result<void>();
@@ -407,6 +456,7 @@ Result<S3Handler::Listing> S3Handler::ListBucket(const std::string& bucket,
                                                  const std::string& position, size_t max_keys) {
   const std::string base = bucket + "/";
   Listing out;
+  if (max_keys == 0) return out;  // nothing asked for, nothing truncated (as S3 answers)
   std::string after = position;
   // With a delimiter, every common prefix restarts the store listing past it, so the store is
   // asked for small pages first (a page costs the store about max_keys names per index shard),
@@ -468,7 +518,11 @@ asio::awaitable<S3Result<void>> S3Handler::ListObjects(Ctx& c, bool v2) {
     return v ? *v : std::string();
   };
   const std::string prefix = q("prefix"), delimiter = q("delimiter");
-  const bool url = q("encoding-type") == "url";
+  auto url_encoded = QueryUrlEncoding(r);
+  if (!url_encoded) co_return std::unexpected(url_encoded.error());
+  const bool url = *url_encoded;
+  // ListObjects (v1) always names each object's owner; v2 when asked to.
+  const bool owner = !v2 || q("fetch-owner") == "true";
   auto max_keys = QueryNumber(r, "max-keys", 1000, 1000);
   if (!max_keys) co_return std::unexpected(max_keys.error());
   std::string position;  // list names strictly after this
@@ -511,6 +565,7 @@ asio::awaitable<S3Result<void>> S3Handler::ListObjects(Ctx& c, bool v2) {
     w.Element("LastModified", IsoTime(o.mtime));
     w.Element("ETag", "\"" + o.etag + "\"");
     w.Element("Size", std::to_string(o.size));
+    if (owner) WriteOwner(&w);
     w.Element("StorageClass", "STANDARD");
     w.Close("Contents");
   }
@@ -531,49 +586,61 @@ asio::awaitable<S3Result<void>> S3Handler::DeleteObjects(Ctx& c) {
   if (!ParseXml(*body, &root, &why) || root.name != "Delete") {
     co_return Fail("MalformedXML", "DeleteObjects body: " + (why.empty() ? "not <Delete>" : why));
   }
-  std::vector<std::string> keys;
-  std::vector<bool> versioned;  // named <VersionId>null</VersionId>
-  std::vector<bool> no_such_version;
+  // Each object: its key, whether it named version "null", and its conditions (or the error
+  // that makes it fail before anything is deleted: another version, an unreadable condition).
+  struct Target {
+    std::string key;
+    bool versioned = false;
+    S3Result<DeleteConditions> conditions;
+  };
+  std::vector<Target> targets;
   for (const XmlElement& o : root.children) {
     if (o.name != "Object") continue;
     const XmlElement* k = o.Child("Key");
     if (k == nullptr || k->text.empty()) co_return Fail("MalformedXML", "<Object> without <Key>");
-    keys.push_back(k->text);
-    const XmlElement* v = o.Child("VersionId");
-    versioned.push_back(v != nullptr);
-    no_such_version.push_back(v != nullptr && v->text != "null");
+    if (targets.size() == 1000)
+      co_return Fail("MalformedXML", "at most 1000 keys per DeleteObjects");
+    auto text = [&o](const char* name) {
+      const XmlElement* e = o.Child(name);
+      return e == nullptr ? nullptr : &e->text;
+    };
+    Target t{
+        .key = k->text,
+        .versioned = text("VersionId") != nullptr,
+        .conditions = ParseDeleteConditions(text("ETag"), text("LastModifiedTime"), text("Size"))};
+    if (t.versioned && *text("VersionId") != "null") {
+      t.conditions = Fail("NoSuchVersion", "The specified version does not exist.");
+    } else if (t.key.size() > kMaxS3KeyBytes) {
+      t.conditions = Fail("KeyTooLongError", "Your key is too long (at most 1024 bytes)");
+    }
+    targets.push_back(std::move(t));
   }
-  if (keys.size() > 1000) co_return Fail("MalformedXML", "at most 1000 keys per DeleteObjects");
   const XmlElement* quiet = root.Child("Quiet");
   const bool is_quiet = quiet && quiet->text == "true";
-  auto statuses = co_await Blocking([&] {
-    std::vector<Status> out;
-    for (size_t i = 0; i < keys.size(); ++i) {
-      if (no_such_version[i]) {
-        out.push_back(NotFoundError("no such version"));
-        continue;
+  auto results = co_await Blocking([&] {
+    std::vector<S3Result<void>> out;
+    for (const Target& t : targets) {
+      if (!t.conditions) {
+        out.push_back(std::unexpected(t.conditions.error()));
+      } else {
+        out.push_back(DeleteObjectIf(ObjectKey(c.req.bucket, t.key), *t.conditions));
       }
-      Status s = keys[i].size() > kMaxS3KeyBytes ? InvalidArgumentError("key too long")
-                                                 : store_->Delete(ObjectKey(c.req.bucket, keys[i]));
-      out.push_back(s.code() == StatusCode::kNotFound ? Status() : s);
     }
     return out;
   });
   XmlWriter w;
   w.Open("DeleteResult", true);
-  for (size_t i = 0; i < keys.size(); ++i) {
-    if (statuses[i].ok()) {
+  for (size_t i = 0; i < targets.size(); ++i) {
+    if (results[i].has_value()) {
       if (is_quiet) continue;
       w.Open("Deleted");
-      w.Element("Key", keys[i]);
-      if (versioned[i]) w.Element("VersionId", "null");
+      w.Element("Key", targets[i].key);
+      if (targets[i].versioned) w.Element("VersionId", "null");
       w.Close("Deleted");
     } else {
-      S3Error e = no_such_version[i]
-                      ? MakeS3Error("NoSuchVersion", "The specified version does not exist.")
-                      : FromStatus(statuses[i]);
+      const S3Error& e = results[i].error();
       w.Open("Error");
-      w.Element("Key", keys[i]);
+      w.Element("Key", targets[i].key);
       w.Element("Code", e.code);
       w.Element("Message", e.message);
       w.Close("Error");
@@ -650,19 +717,90 @@ S3Result<uint64_t> QueryNumber(const S3Request& r, const char* name, uint64_t fa
   return std::min(n, max);
 }
 
-S3Result<bool> S3Handler::WriteCondition(const S3Request& r) const {
-  if (r.Header("if-match") != nullptr) {
-    return Fail("NotImplemented", "If-Match on a write is not implemented (If-None-Match: * is)");
-  }
+S3Result<bool> QueryUrlEncoding(const S3Request& r) {
+  const std::string* v = r.Query("encoding-type");
+  if (v == nullptr) return false;
+  if (*v != "url") return Fail("InvalidArgument", "Invalid Encoding Method specified in Request");
+  return true;
+}
+
+S3Result<S3Handler::WriteCondition> S3Handler::ParseWriteCondition(const S3Request& r) const {
+  const std::string* match = r.Header("if-match");
   const std::string* none_match = r.Header("if-none-match");
-  if (none_match == nullptr) return false;
-  if (*none_match != "*") {
+  if (match == nullptr && none_match == nullptr) return WriteCondition{};
+  if (match != nullptr && none_match != nullptr) {
+    return Fail("InvalidRequest", "a write takes If-Match or If-None-Match, not both");
+  }
+  if (none_match != nullptr && *none_match != "*") {
     return Fail("NotImplemented", "If-None-Match on a write takes only *");
   }
+  if (match != nullptr && match->empty()) return Fail("InvalidArgument", "If-Match is empty");
   if (!store_->Capabilities().conditional_put) {
     return Fail("NotImplemented", "this server's store has no conditional puts");
   }
-  return true;
+  if (match != nullptr) return WriteCondition{.if_match = *match};
+  return WriteCondition{.create_only = true};
+}
+
+S3Result<PutOptions> S3Handler::ConditionalPutOptions(const WriteCondition& condition,
+                                                      const std::string& store_key) {
+  if (!condition.if_match) return PutOptions{.if_absent = condition.create_only};
+  Result<std::unique_ptr<ObjectReader>> current = store_->OpenReader(store_key);
+  if (!current) {
+    if (current.error().code() == StatusCode::kNotFound) {
+      return Fail("NoSuchKey", "The specified key does not exist.");
+    }
+    return std::unexpected(FromStatus(current.error()));
+  }
+  std::optional<ObjectAttributes> a = ObjectAttributes::Decode((*current)->attributes());
+  if (!a) return Fail("InternalError", "object metadata is damaged");
+  if (!EtagListMatches(*condition.if_match, a->etag)) return PreconditionFailed();
+  return PutOptions{.if_attributes = (*current)->attributes()};
+}
+
+S3Error CommitFailure(const Status& s, const PutOptions& condition) {
+  if (s.code() == StatusCode::kAlreadyExists && condition.if_absent) {
+    return PreconditionFailed().error();
+  }
+  if ((s.code() == StatusCode::kFailedPrecondition || s.code() == StatusCode::kNotFound) &&
+      condition.if_attributes) {
+    return ConditionalRequestConflict().error();
+  }
+  return FromStatus(s);
+}
+
+S3Result<void> S3Handler::DeleteObjectIf(const std::string& store_key,
+                                         const DeleteConditions& conditions) {
+  if (!conditions.any()) {
+    Status s = store_->Delete(store_key);
+    if (!s.ok() && s.code() != StatusCode::kNotFound) return std::unexpected(FromStatus(s));
+    return S3Result<void>();
+  }
+  if (!store_->Capabilities().conditional_put) {
+    return Fail("NotImplemented", "this server's store has no conditional deletes");
+  }
+  // S3: an absent object is NoSuchKey under If-Match, deleted already under the others.
+  auto absent = [&]() -> S3Result<void> {
+    if (conditions.if_match) return Fail("NoSuchKey", "The specified key does not exist.");
+    return S3Result<void>();
+  };
+  Result<std::unique_ptr<ObjectReader>> current = store_->OpenReader(store_key);
+  if (!current) {
+    if (current.error().code() == StatusCode::kNotFound) return absent();
+    return std::unexpected(FromStatus(current.error()));
+  }
+  const ObjectReader& version = **current;
+  std::optional<ObjectAttributes> a = ObjectAttributes::Decode(version.attributes());
+  if (!a) return Fail("InternalError", "object metadata is damaged");
+  if (!DeleteConditionsHold(conditions, a->etag, version.mtime(), version.size())) {
+    return PreconditionFailed();
+  }
+  // Removed only if still the version checked, else 409: a writer replaced it meanwhile.
+  Status s = store_->DeleteIf(store_key, version.attributes());
+  if (s.code() == StatusCode::kNotFound) return absent();
+  if (s.code() == StatusCode::kFailedPrecondition) return ConditionalRequestConflict();
+  if (!s.ok()) return std::unexpected(FromStatus(s));
+  return S3Result<void>();
 }
 
 asio::awaitable<S3Result<std::string>> S3Handler::ReadSmallBody(Ctx& c, size_t limit) {
@@ -706,7 +844,7 @@ asio::awaitable<S3Result<std::string>> S3Handler::ReadSmallBody(Ctx& c, size_t l
 asio::awaitable<S3Result<std::string>> S3Handler::ReceiveBody(Ctx& c, const std::string& store_key,
                                                               ObjectAttributes attributes,
                                                               const std::optional<ModelPreset>& kv,
-                                                              bool create_only) {
+                                                              const PutOptions& condition) {
   const S3Request& r = c.req;
   const std::string payload_hash =
       c.id ? c.id->payload_hash
@@ -781,8 +919,7 @@ asio::awaitable<S3Result<std::string>> S3Handler::ReceiveBody(Ctx& c, const std:
     co_return Fail("MetadataTooLarge",
                    "Your metadata headers exceed the maximum allowed size (2 KiB)");
   }
-  auto writer =
-      co_await Blocking([&] { return store_->NewWriter(store_key, {.if_absent = create_only}); });
+  auto writer = co_await Blocking([&] { return store_->NewWriter(store_key, condition); });
   if (!writer) co_return std::unexpected(FromStatus(writer.error()));
 
   Digest md5(Digest::Kind::kMd5);
@@ -847,8 +984,7 @@ asio::awaitable<S3Result<std::string>> S3Handler::ReceiveBody(Ctx& c, const std:
     co_return Fail("MetadataTooLarge", s.message());
   }
   Status committed = co_await Blocking([&] { return (*writer)->Commit(); });
-  if (committed.code() == StatusCode::kAlreadyExists && create_only) co_return PreconditionFailed();
-  if (!committed.ok()) co_return std::unexpected(FromStatus(committed));
+  if (!committed.ok()) co_return std::unexpected(CommitFailure(committed, condition));
   co_return ToHex(digest);
 }
 

@@ -32,6 +32,7 @@
 #include "s3/sigv4.h"
 #include "s3/xml.h"
 #include "sched/bandwidth_scheduler.h"
+#include "server/conditions.h"
 #include "server/http_server.h"
 #include "server/memory_budget.h"
 #include "server/metrics.h"
@@ -87,10 +88,23 @@ inline std::unexpected<S3Error> PreconditionFailed() {
               "At least one of the pre-conditions you specified did not hold");
 }
 
+// A conditional write or delete that lost a race after its condition was checked (409).
+inline std::unexpected<S3Error> ConditionalRequestConflict() {
+  return Fail("ConditionalRequestConflict",
+              "A conflicting operation occurred. Fetch the object's ETag and retry.");
+}
+
+// The S3 error for a commit under `condition` that failed with `s`: 412 when a create-only
+// write found the name taken, 409 when the version an If-Match write read was replaced.
+S3Error CommitFailure(const Status& s, const PutOptions& condition);
+
 // The optional decimal query parameter `name` (`fallback` when absent), capped at `max`;
 // InvalidArgument when it is not a plain decimal number.
 S3Result<uint64_t> QueryNumber(const S3Request& r, const char* name, uint64_t fallback,
                                uint64_t max);
+
+// encoding-type: true for "url", false when absent; InvalidArgument for any other value.
+S3Result<bool> QueryUrlEncoding(const S3Request& r);
 
 inline std::unexpected<S3Error> MemoryBudgetExhausted() {
   return Fail("SlowDown", "the server's request memory budget is in use; retry later");
@@ -100,6 +114,11 @@ inline std::unexpected<S3Error> MemoryBudgetExhausted() {
 inline std::string ListingName(std::string_view key, bool url_encoded) {
   return url_encoded ? UriEncode(key, true) : std::string(key);
 }
+
+// The one owner of every bucket and object: an ACL's grantee, a listing's Owner.
+inline constexpr std::string_view kOwnerId = "objectcache";
+// <element><ID>objectcache</ID><DisplayName>objectcache</DisplayName></element>
+void WriteOwner(XmlWriter* w, std::string_view element = "Owner");
 
 // The store object holding object `key` of `bucket`.
 inline std::string ObjectKey(const std::string& bucket, std::string_view key) {
@@ -170,6 +189,7 @@ class S3Handler final : public RequestHandler {
   // Objects.
   asio::awaitable<S3Result<void>> PutObject(Ctx& c);
   asio::awaitable<S3Result<void>> GetObject(Ctx& c, bool head);
+  asio::awaitable<S3Result<void>> GetObjectAttributes(Ctx& c);
   asio::awaitable<S3Result<void>> DeleteObject(Ctx& c);
   asio::awaitable<S3Result<void>> CopyObject(Ctx& c);
   // Multipart.
@@ -196,15 +216,31 @@ class S3Handler final : public RequestHandler {
 
   // Streams the request body into store object `store_key` with `attributes`, checking
   // Content-MD5, x-amz-content-sha256 or the chunk signatures, and (for KV buckets) the chunk
-  // format. Returns the hex MD5 of the payload. With `create_only`, an existing object fails
-  // the commit with PreconditionFailed and is left as it was.
+  // format. Returns the hex MD5 of the payload. The commit honours `condition`'s if_absent and
+  // if_attributes (CommitFailure).
   asio::awaitable<S3Result<std::string>> ReceiveBody(Ctx& c, const std::string& store_key,
                                                      ObjectAttributes attributes,
                                                      const std::optional<ModelPreset>& kv,
-                                                     bool create_only = false);
-  // The conditional write a PUT or a complete asks for: If-None-Match: * is create-only (true),
-  // no condition is false; If-Match and other forms are not implemented (501).
-  S3Result<bool> WriteCondition(const S3Request& r) const;
+                                                     const PutOptions& condition = {});
+  // The conditional write a PUT or a complete asks for (docs/s3-api.md, "Conditional
+  // writes"): If-None-Match: * creates only; If-Match: ETAG (or *) replaces only that version.
+  struct WriteCondition {
+    bool create_only = false;
+    std::optional<std::string> if_match;
+  };
+  // InvalidRequest for both at once, NotImplemented for If-None-Match with an ETag or a store
+  // without conditional puts.
+  S3Result<WriteCondition> ParseWriteCondition(const S3Request& r) const;
+  // The store put options that enforce `condition` on `store_key`: for If-Match, the current
+  // version's attributes, to be swapped only if still current (NoSuchKey when there is none,
+  // PreconditionFailed when its ETag is not named). Blocking.
+  S3Result<PutOptions> ConditionalPutOptions(const WriteCondition& condition,
+                                             const std::string& store_key);
+  // Deletes store object `store_key` if `conditions` hold (docs/s3-api.md): OK when absent
+  // without If-Match, NoSuchKey when absent with it, PreconditionFailed when a condition does
+  // not hold, ConditionalRequestConflict when the object changed between check and delete.
+  // Blocking.
+  S3Result<void> DeleteObjectIf(const std::string& store_key, const DeleteConditions& conditions);
   // Reads a small request body (XML or JSON), checked like any other.
   asio::awaitable<S3Result<std::string>> ReadSmallBody(Ctx& c, size_t limit);
   // The bucket's description; cached for kBucketCacheTtl (a bucket deleted through another

@@ -256,7 +256,7 @@ asio::awaitable<S3Result<void>> S3Handler::ListParts(Ctx& c) {
     OC_ASSIGN_OR_RETURN(ListPage listed, store_->List(o));
     for (const ObjectInfo& p : listed.objects) {
       if (out.parts.size() == *max_parts) {
-        out.truncated = true;
+        out.truncated = *max_parts > 0;  // max-parts=0 asks for nothing: nothing is cut short
         break;
       }
       uint64_t number = 0;
@@ -279,6 +279,8 @@ asio::awaitable<S3Result<void>> S3Handler::ListParts(Ctx& c) {
   w.Element("Bucket", c.req.bucket);
   w.Element("Key", c.req.key);
   w.Element("UploadId", id);
+  WriteOwner(&w, "Initiator");
+  WriteOwner(&w);
   w.Element("StorageClass", "STANDARD");
   w.Element("PartNumberMarker", std::to_string(*marker));
   if (!page->parts.empty()) {
@@ -347,8 +349,8 @@ asio::awaitable<S3Result<void>> S3Handler::CompleteMultipart(Ctx& c) {
       co_return Fail("InvalidChunkObject", "objects in a KV bucket are named by their chunk key");
     chunk_key = *k;
   }
-  S3Result<bool> create_only = WriteCondition(c.req);
-  if (!create_only) co_return std::unexpected(create_only.error());
+  S3Result<WriteCondition> condition = ParseWriteCondition(c.req);
+  if (!condition) co_return std::unexpected(condition.error());
   const std::string object_key = ObjectKey(c.req.bucket, c.req.key);
   const size_t piece = options_.io_buffer_bytes;
   MemoryBudget::Lease lease = memory_.NewLease();
@@ -387,12 +389,16 @@ asio::awaitable<S3Result<void>> S3Handler::CompleteMultipart(Ctx& c) {
       total += (*rd)->size();
       readers.push_back(std::move(*rd));
     }
+    // Checked once the upload is known to be live, so that a retried complete is recognised
+    // above even when its If-Match named the version the first attempt replaced.
+    S3Result<PutOptions> put = ConditionalPutOptions(*condition, object_key);
+    if (!put) return std::unexpected(put.error());
     std::optional<ChunkStreamVerifier> verifier;
     if (kv) {
       verifier.emplace(
           ChunkExpectation{.layout = &kv->layout, .key = &*chunk_key, .object_bytes = total});
     }
-    auto w = store_->NewWriter(object_key, {.if_absent = *create_only});
+    auto w = store_->NewWriter(object_key, *put);
     if (!w) return std::unexpected(FromStatus(w.error()));
     IoBuffer buf(piece);
     for (const auto& rd : readers) {
@@ -416,10 +422,7 @@ asio::awaitable<S3Result<void>> S3Handler::CompleteMultipart(Ctx& c) {
     attrs.etag = final_etag;
     if (Status s = (*w)->SetAttributes(attrs.Encode()); !s.ok())
       return std::unexpected(FromStatus(s));
-    if (Status s = (*w)->Commit(); !s.ok()) {
-      if (s.code() == StatusCode::kAlreadyExists && *create_only) return PreconditionFailed();
-      return std::unexpected(FromStatus(s));
-    }
+    if (Status s = (*w)->Commit(); !s.ok()) return std::unexpected(CommitFailure(s, *put));
     (void)DeleteUpload(*store_, c.req.bucket, id);
     return attrs.etag;
   });
@@ -466,7 +469,11 @@ asio::awaitable<S3Result<void>> S3Handler::ListUploads(Ctx& c) {
     return v ? *v : std::string();
   };
   const std::string prefix = q("prefix"), key_marker = q("key-marker");
+  const std::string delimiter = q("delimiter");
   const std::string id_marker = q("upload-id-marker");
+  auto url_encoded = QueryUrlEncoding(r);
+  if (!url_encoded) co_return std::unexpected(url_encoded.error());
+  const bool url = *url_encoded;
   // A bucket holds at most max_uploads_per_bucket uploads (plus those being created), so the
   // page is made from all of them, sorted as S3 sorts: by key, then by upload id.
   auto uploads = co_await Blocking([&]() -> Result<std::vector<std::pair<std::string, Upload>>> {
@@ -491,35 +498,67 @@ asio::awaitable<S3Result<void>> S3Handler::ListUploads(Ctx& c) {
     if (u.second.key != key_marker) return u.second.key > key_marker;
     return !id_marker.empty() && u.first > id_marker;
   };
+  // The page: uploads, and with a delimiter the common prefixes that stand for the uploads of
+  // keys under them, each counting as one entry.
   std::vector<const std::pair<std::string, Upload>*> page;
+  std::vector<std::string> prefixes;
   bool truncated = false;
+  std::string next_key, next_id;
   for (const auto& u : *uploads) {
     if (!after_markers(u)) continue;
-    if (page.size() == *max_uploads) {
-      truncated = true;
+    std::string common;
+    if (!delimiter.empty()) {
+      if (size_t d = u.second.key.find(delimiter, prefix.size()); d != std::string::npos) {
+        common = u.second.key.substr(0, d + delimiter.size());
+      }
+    }
+    // A prefix at or before the key marker was on an earlier page; one just added covers this.
+    if (!common.empty() && ((!prefixes.empty() && prefixes.back() == common) ||
+                            (!key_marker.empty() && common <= key_marker))) {
+      continue;
+    }
+    if (page.size() + prefixes.size() == *max_uploads) {
+      truncated = *max_uploads > 0;
       break;
     }
-    page.push_back(&u);
+    if (common.empty()) {
+      page.push_back(&u);
+      next_key = u.second.key;
+      next_id = u.first;
+    } else {
+      prefixes.push_back(common);
+      next_key = common;
+      next_id.clear();
+    }
   }
   XmlWriter w;
   w.Open("ListMultipartUploadsResult", true);
   w.Element("Bucket", r.bucket);
-  w.Element("KeyMarker", key_marker);
+  w.Element("KeyMarker", ListingName(key_marker, url));
   w.Element("UploadIdMarker", id_marker);
-  if (truncated && !page.empty()) {
-    w.Element("NextKeyMarker", page.back()->second.key);
-    w.Element("NextUploadIdMarker", page.back()->first);
+  if (truncated) {
+    w.Element("NextKeyMarker", ListingName(next_key, url));
+    w.Element("NextUploadIdMarker", next_id);
   }
-  w.Element("Prefix", prefix);
+  w.Element("Prefix", ListingName(prefix, url));
+  if (!delimiter.empty()) w.Element("Delimiter", ListingName(delimiter, url));
+  if (url) w.Element("EncodingType", "url");
   w.Element("MaxUploads", std::to_string(*max_uploads));
   w.Element("IsTruncated", truncated ? "true" : "false");
   for (const auto* u : page) {
     w.Open("Upload");
-    w.Element("Key", u->second.key);
+    w.Element("Key", ListingName(u->second.key, url));
     w.Element("UploadId", u->first);
-    w.Element("Initiated", IsoTime(u->second.created));
+    WriteOwner(&w, "Initiator");
+    WriteOwner(&w);
     w.Element("StorageClass", "STANDARD");
+    w.Element("Initiated", IsoTime(u->second.created));
     w.Close("Upload");
+  }
+  for (const std::string& p : prefixes) {
+    w.Open("CommonPrefixes");
+    w.Element("Prefix", ListingName(p, url));
+    w.Close("CommonPrefixes");
   }
   w.Close("ListMultipartUploadsResult");
   co_await SendXml(c, 200, w.Finish());

@@ -41,6 +41,7 @@ enum class S3Route {
   kCopyObject,
   kGetObject,
   kHeadObject,
+  kGetObjectAttributes,
   kDeleteObject,
   kGetObjectAcl,
   kPutObjectAcl,

@@ -30,7 +30,9 @@ TEST(S3RoutesTest, SubResourcesNeverFallThroughToTheBaseOperation) {
   // ?attributes returned the object's bytes.
   EXPECT_EQ(*Route("GET", "/bkt?versions"), S3Route::kListObjectVersions);
   EXPECT_EQ(*Route("PUT", "/bkt?acl"), S3Route::kPutBucketAcl);
-  EXPECT_EQ(Route("GET", "/bkt/k?attributes").error().code, "NotImplemented");
+  EXPECT_EQ(*Route("GET", "/bkt/k?attributes"), S3Route::kGetObjectAttributes);
+  EXPECT_EQ(Route("PUT", "/bkt/k?attributes").error().code, "NotImplemented");
+  EXPECT_EQ(Route("GET", "/bkt?attributes").error().code, "NotImplemented");
   EXPECT_EQ(*Route("GET", "/bkt?versioning"), S3Route::kGetBucketVersioning);
   EXPECT_EQ(*Route("GET", "/bkt/k?acl"), S3Route::kGetObjectAcl);
   EXPECT_EQ(*Route("POST", "/bkt/k?uploads"), S3Route::kCreateMultipartUpload);

@@ -10,15 +10,6 @@
 namespace objectcache::server {
 namespace {
 
-constexpr std::string_view kOwner = "objectcache";
-
-void WriteOwner(XmlWriter* w, std::string_view element) {
-  w->Open(element);
-  w->Element("ID", kOwner);
-  w->Element("DisplayName", kOwner);
-  w->Close(element);
-}
-
 // Is this ACL body the owner with FULL_CONTROL and nothing else (what "private" means)?
 bool IsPrivatePolicy(const XmlElement& root) {
   if (root.name != "AccessControlPolicy") return false;
@@ -31,7 +22,7 @@ bool IsPrivatePolicy(const XmlElement& root) {
     const XmlElement* grantee = g.Child("Grantee");
     const XmlElement* permission = g.Child("Permission");
     const XmlElement* id = grantee ? grantee->Child("ID") : nullptr;
-    if (id == nullptr || id->text != kOwner || permission == nullptr ||
+    if (id == nullptr || id->text != kOwnerId || permission == nullptr ||
         permission->text != "FULL_CONTROL") {
       return false;
     }
@@ -52,7 +43,9 @@ asio::awaitable<S3Result<void>> S3Handler::ListObjectVersions(Ctx& c) {
   };
   const std::string prefix = q("prefix"), delimiter = q("delimiter"), key_marker = q("key-marker");
   const std::string version_marker = q("version-id-marker");
-  const bool url = q("encoding-type") == "url";
+  auto url_encoded = QueryUrlEncoding(r);
+  if (!url_encoded) co_return std::unexpected(url_encoded.error());
+  const bool url = *url_encoded;
   if (!version_marker.empty() && (key_marker.empty() || version_marker != "null")) {
     co_return Fail("InvalidArgument",
                    "version-id-marker must be \"null\" (every version here is), with key-marker");
@@ -153,8 +146,8 @@ asio::awaitable<S3Result<void>> S3Handler::GetAcl(Ctx& c) {
   w.OpenWithAttributes("Grantee",
                        "xmlns:xsi=\"http://www.w3.org/2001/XMLSchema-instance\" "
                        "xsi:type=\"CanonicalUser\"");
-  w.Element("ID", kOwner);
-  w.Element("DisplayName", kOwner);
+  w.Element("ID", kOwnerId);
+  w.Element("DisplayName", kOwnerId);
   w.Close("Grantee");
   w.Element("Permission", "FULL_CONTROL");
   w.Close("Grant");
