@@ -14,7 +14,6 @@ import tempfile
 import unittest
 import urllib.error
 import urllib.request
-from concurrent.futures import ThreadPoolExecutor
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import s3_server_test as base  # noqa: E402
@@ -171,61 +170,6 @@ class SubResourceTest(unittest.TestCase):
         self.assertEqual(s3.get_object(Bucket="subs", Key="k")["Body"].read(), b"object bytes")
         self.assertEqual([o["Key"] for o in s3.list_objects_v2(Bucket="subs")["Contents"]],
                          ["k"])
-
-
-class ConditionalWriteTest(unittest.TestCase):
-    @classmethod
-    def setUpClass(cls):
-        cls.tmp = tempfile.TemporaryDirectory()
-        cls.server = base.Server(cls.tmp.name)
-        cls.s3 = base.client(cls.server.endpoint)
-        cls.s3.create_bucket(Bucket="cond")
-
-    @classmethod
-    def tearDownClass(cls):
-        assert cls.server.stop() == 0
-        cls.tmp.cleanup()
-
-    def test_if_none_match_star_creates_only(self):
-        status, _ = raw(self.server, "PUT", "/cond/once", b"first", {"If-None-Match": "*"})
-        self.assertEqual(status, 200)
-        status, body = raw(self.server, "PUT", "/cond/once", b"second", {"If-None-Match": "*"})
-        self.assertEqual((status, code_of(body)), (412, "PreconditionFailed"))
-        self.assertEqual(self.s3.get_object(Bucket="cond", Key="once")["Body"].read(), b"first")
-
-    def test_racing_create_only_writes_have_one_winner(self):
-        for round_ in range(5):
-            key = f"race{round_}"
-            bodies = [f"writer {i}".encode() for i in range(8)]
-            with ThreadPoolExecutor(len(bodies)) as ex:
-                results = list(ex.map(lambda b: raw(self.server, "PUT", f"/cond/{key}", b,
-                                                    {"If-None-Match": "*"}), bodies))
-            statuses = [st for st, _ in results]
-            self.assertEqual(statuses.count(200), 1, statuses)
-            self.assertEqual(statuses.count(412), len(bodies) - 1, statuses)
-            winner = bodies[statuses.index(200)]
-            self.assertEqual(self.s3.get_object(Bucket="cond", Key=key)["Body"].read(), winner)
-
-    def test_complete_multipart_create_only(self):
-        s3 = self.s3
-        s3.put_object(Bucket="cond", Key="exists", Body=b"old")
-        upload = s3.create_multipart_upload(Bucket="cond", Key="exists")["UploadId"]
-        etag = s3.upload_part(Bucket="cond", Key="exists", UploadId=upload, PartNumber=1,
-                              Body=b"new")["ETag"]
-        body = (f"<CompleteMultipartUpload><Part><PartNumber>1</PartNumber><ETag>{etag}</ETag>"
-                f"</Part></CompleteMultipartUpload>").encode()
-        status, reply = raw(self.server, "POST", f"/cond/exists?uploadId={upload}", body,
-                            {"If-None-Match": "*"})
-        self.assertEqual((status, code_of(reply)), (412, "PreconditionFailed"))
-        self.assertEqual(s3.get_object(Bucket="cond", Key="exists")["Body"].read(), b"old")
-
-    def test_unsupported_write_conditions_are_refused_not_ignored(self):
-        # If-Match on a write used to be ignored: the write replaced the object regardless.
-        self.s3.put_object(Bucket="cond", Key="kept", Body=b"kept")
-        for headers in ({"If-Match": '"0123"'}, {"If-None-Match": '"0123"'}):
-            status, body = raw(self.server, "PUT", "/cond/kept", b"replaced", headers)
-            self.assertEqual((status, code_of(body)), (501, "NotImplemented"), headers)
-        self.assertEqual(self.s3.get_object(Bucket="cond", Key="kept")["Body"].read(), b"kept")
 
 
 class SigV2Test(unittest.TestCase):

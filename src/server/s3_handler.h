@@ -221,7 +221,7 @@ class S3Handler final : public RequestHandler {
   asio::awaitable<S3Result<std::string>> ReceiveBody(Ctx& c, const std::string& store_key,
                                                      ObjectAttributes attributes,
                                                      const std::optional<ModelPreset>& kv,
-                                                     const PutOptions& condition = {});
+                                                     const PutOptions& condition);
   // The conditional write a PUT or a complete asks for (docs/s3-api.md, "Conditional
   // writes"): If-None-Match: * creates only; If-Match: ETAG (or *) replaces only that version.
   struct WriteCondition {

@@ -220,7 +220,11 @@ asio::awaitable<S3Result<void>> S3Handler::UploadPart(Ctx& c) {
   if (!upload || upload->key != c.req.key) {
     co_return Fail("NoSuchUpload", "The specified multipart upload does not exist.");
   }
-  auto etag = co_await ReceiveBody(c, PartKey(id, part), ObjectAttributes(), std::nullopt);
+  // Locals, not temporaries, for the reference parameters: GCC 12 destroys temporaries in a
+  // co_await expression wrongly (a double free).
+  const std::optional<ModelPreset> plain;
+  const PutOptions unconditional;
+  auto etag = co_await ReceiveBody(c, PartKey(id, part), ObjectAttributes(), plain, unconditional);
   if (!etag) co_return std::unexpected(etag.error());
   {
     Headers h{{"ETag", "\"" + *etag + "\""}, {"x-amz-request-id", c.request_id}};
