@@ -195,7 +195,7 @@ asio::awaitable<S3Result<void>> S3Handler::GetObjectAttributes(Ctx& c) {
     // A multipart object: its part count. The parts themselves are not kept after completion
     // (S3 lists them only for uploads made with checksums).
     w.Open("ObjectParts");
-    w.Element("TotalPartsCount", attrs->etag.substr(dash + 1));
+    w.Element("PartsCount", attrs->etag.substr(dash + 1));  // SDKs: TotalPartsCount
     w.Close("ObjectParts");
   }
   if (wanted[3]) w.Element("StorageClass", "STANDARD");
