@@ -2,7 +2,10 @@
 // obvious way in 128-bit arithmetic. Input: 8 bytes of object size, then the Range header, then
 // If-Match, If-None-Match, If-Modified-Since and If-Unmodified-Since values, separated by
 // newlines (a missing field: header absent). Properties: the same answer as the reference; a
-// served range lies inside the object and is not empty.
+// served range lies inside the object and is not empty. The same fields, read as a delete's
+// conditions (If-Match, the last-modified time from If-Unmodified-Since's field, the size from
+// the Range field), are parsed and evaluated as the reference does: a size past u64 or a time
+// that is not one is refused, never ignored.
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -41,6 +44,18 @@ std::optional<uint64_t> Number(std::string_view s) {
     if (v > kMax) v = u128{kMax} + 1;  // stays above the u64 range
   }
   return static_cast<uint64_t>(v > kMax ? u128{kMax} : v);
+}
+
+// Digits only, at most 20 of them, within u64 (no saturation): a size, exactly.
+std::optional<uint64_t> Decimal(std::string_view s) {
+  if (s.empty() || s.size() > 20) return std::nullopt;
+  u128 v = 0;
+  for (char c : s) {
+    if (c < '0' || c > '9') return std::nullopt;
+    v = v * 10 + static_cast<unsigned>(c - '0');
+  }
+  if (v > kMax) return std::nullopt;
+  return static_cast<uint64_t>(v);
 }
 
 Ref ReferenceRange(std::string_view h, uint64_t size) {
@@ -151,5 +166,21 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
                .if_modified_since = h[2] ? &*h[2] : nullptr,
                .if_unmodified_since = h[3] ? &*h[3] : nullptr};
   if (EvaluateConditions(c, etag, mtime) != ReferenceConditions(h, etag, mtime)) std::abort();
+
+  const std::optional<std::string>& size_text = fields[0];
+  auto deleting = ParseDeleteConditions(h[0] ? &*h[0] : nullptr, h[3] ? &*h[3] : nullptr,
+                                        size_text ? &*size_text : nullptr);
+  std::optional<std::time_t> when;
+  if (h[3]) when = ParseHttpTime(*h[3]) ? ParseHttpTime(*h[3]) : ParseIsoTime(*h[3]);
+  std::optional<uint64_t> bytes;
+  if (size_text) bytes = Decimal(*size_text);
+  const bool readable = (!h[0] || !Strip(*h[0]).empty()) && (!h[3] || when) &&
+                        (!size_text || bytes);
+  if (deleting.has_value() != readable) std::abort();
+  if (deleting.has_value()) {
+    const bool want = (!h[0] || ReferenceEtagMatch(*h[0], etag)) && (!when || *when == mtime) &&
+                      (!bytes || *bytes == object_size);
+    if (DeleteConditionsHold(*deleting, etag, mtime, object_size) != want) std::abort();
+  }
   return 0;
 }

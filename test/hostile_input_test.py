@@ -779,6 +779,75 @@ def version_id_not_null(ctx):
 
 
 @case
+def get_object_attributes_unknown_name(ctx):
+    return send_signed(ctx, "GET", f"/{BUCKET}/keep/one?attributes",
+                       headers={"x-amz-object-attributes": "ETag,../../etc/passwd"})
+
+
+@case
+def delete_if_match_wrong(ctx):
+    return send_signed(ctx, "DELETE", f"/{BUCKET}/keep/one", headers={"If-Match": '"0123"'})
+
+
+@case
+def delete_if_size_past_u64(ctx):
+    return send_signed(ctx, "DELETE", f"/{BUCKET}/keep/one",
+                       headers={"x-amz-if-match-size": "18446744073709551616"})
+
+
+@case
+def delete_if_size_u64_max(ctx):
+    return send_signed(ctx, "DELETE", f"/{BUCKET}/keep/one",
+                       headers={"x-amz-if-match-size": "18446744073709551615"})
+
+
+@case
+def delete_if_time_garbage(ctx):
+    return send_signed(ctx, "DELETE", f"/{BUCKET}/keep/one",
+                       headers={"x-amz-if-match-last-modified-time": "yesterday"})
+
+
+@case
+def delete_objects_condition_garbage(ctx):
+    body = (b"<Delete><Object><Key>keep/one</Key><Size>-1</Size></Object>"
+            b"<Object><Key>keep/two</Key><LastModifiedTime>soon</LastModifiedTime></Object>"
+            b"</Delete>")
+    return send_signed(ctx, "POST", f"/{BUCKET}?delete", body)
+
+
+@case
+def put_if_match_and_if_none_match(ctx):
+    return send_signed(ctx, "PUT", f"/{BUCKET}/keep/one", b"evil",
+                       headers={"If-Match": "*", "If-None-Match": "*"})
+
+
+@case
+def put_if_match_stale_etag(ctx):
+    return send_signed(ctx, "PUT", f"/{BUCKET}/keep/one", b"evil",
+                       headers={"If-Match": '"d41d8cd98f00b204e9800998ecf8427e"'})
+
+
+@case
+def list_buckets_max_buckets_zero(ctx):
+    return send_signed(ctx, "GET", "/?max-buckets=0")
+
+
+@case
+def list_buckets_max_buckets_u64_max(ctx):
+    return send_signed(ctx, "GET", "/?max-buckets=18446744073709551615")
+
+
+@case
+def list_buckets_token_not_base64(ctx):
+    return send_signed(ctx, "GET", "/?max-buckets=1&continuation-token=%25%25%25")
+
+
+@case
+def list_encoding_type_unknown(ctx):
+    return send_signed(ctx, "GET", f"/{BUCKET}?list-type=2&encoding-type=base64")
+
+
+@case
 def copy_from_missing_source(ctx):
     return send_signed(ctx, "PUT", f"/{BUCKET}/evil-copy",
                        headers={"x-amz-copy-source": "/hostile/../../etc/passwd"})
