@@ -95,6 +95,10 @@ class ListingTest(unittest.TestCase):
         self.assertEqual((versions.get("Versions"), versions["IsTruncated"]), (None, False))
         uploads = s3.list_multipart_uploads(Bucket="zero", MaxUploads=0)
         self.assertEqual((uploads.get("Uploads"), uploads["IsTruncated"]), (None, False))
+        upload = s3.list_multipart_uploads(Bucket="zero")["Uploads"][0]["UploadId"]
+        s3.upload_part(Bucket="zero", Key="u", UploadId=upload, PartNumber=1, Body=b"p")
+        parts = s3.list_parts(Bucket="zero", Key="u", UploadId=upload, MaxParts=0)
+        self.assertEqual((parts.get("Parts"), parts["IsTruncated"]), (None, False))
 
     def test_fetch_owner(self):
         s3 = self.s3

@@ -252,7 +252,9 @@ class AwsCliTest(unittest.TestCase):
         for args in (["get-bucket-cors", *b], ["get-bucket-tagging", *b],
                      ["get-bucket-lifecycle-configuration", *b], ["get-bucket-policy", *b],
                      ["get-object-tagging", *b, "--key", "d/k"],
-                     ["get-object-retention", *b, "--key", "d/k"]):
+                     ["get-object-retention", *b, "--key", "d/k"],
+                     ["get-object", *b, "--key", "d/k", "--part-number", "1",
+                      os.path.join(self.tmp.name, "part")]):
             self.s3api(*args, fails_with="NotImplemented")
         # delete with versionId=null, in one and in many
         self.s3api("delete-object", *b, "--key", "d/k", "--version-id", "null")
