@@ -848,6 +848,13 @@ def list_encoding_type_unknown(ctx):
 
 
 @case
+def copy_source_if_match_wrong(ctx):
+    return send_signed(ctx, "PUT", f"/{BUCKET}/keep/two",
+                       headers={"x-amz-copy-source": f"/{BUCKET}/keep/one",
+                                "x-amz-copy-source-if-match": '"0123"'})
+
+
+@case
 def copy_from_missing_source(ctx):
     return send_signed(ctx, "PUT", f"/{BUCKET}/evil-copy",
                        headers={"x-amz-copy-source": "/hostile/../../etc/passwd"})

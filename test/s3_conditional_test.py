@@ -18,6 +18,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import s3_server_test as base  # noqa: E402
+from botocore.exceptions import ClientError  # noqa: E402
 from s3_subresources_test import code_of, raw  # noqa: E402
 
 
@@ -169,6 +170,26 @@ class ConditionalWriteTest(ConditionalTest):
         # the version its If-Match names is gone.
         status, again = self.complete("mpu", upload, etag, {"If-Match": old})
         self.assertEqual((status, again), (200, first))
+
+    def test_copy_conditions_on_the_source_and_the_destination(self):
+        s3 = self.s3
+        src = self.put("copy-src", b"source")
+        s3.copy_object(Bucket="cond", Key="copy-a", CopySource="cond/copy-src",
+                       CopySourceIfMatch=src)
+        for kw in ({"CopySourceIfMatch": '"0123"'}, {"CopySourceIfNoneMatch": src}):
+            with self.assertRaises(ClientError) as e:
+                s3.copy_object(Bucket="cond", Key="copy-b", CopySource="cond/copy-src", **kw)
+            self.assertEqual(e.exception.response["Error"]["Code"], "PreconditionFailed", kw)
+        self.assertFalse(self.exists("copy-b"))
+        # The destination's If-None-Match / If-Match, as on PutObject (raw: boto3 1.26 has none).
+        copy = {"x-amz-copy-source": "/cond/copy-src"}
+        status, body = raw(self.server, "PUT", "/cond/copy-a", b"", {**copy, "If-None-Match": "*"})
+        self.assertEqual((status, code_of(body)), (412, "PreconditionFailed"))
+        status, body = raw(self.server, "PUT", "/cond/copy-a", b"", {**copy, "If-Match": '"0123"'})
+        self.assertEqual((status, code_of(body)), (412, "PreconditionFailed"))
+        status, _ = raw(self.server, "PUT", "/cond/copy-c", b"", {**copy, "If-None-Match": "*"})
+        self.assertEqual(status, 200)
+        self.assertEqual(self.get("copy-c"), b"source")
 
     def test_unsupported_or_contradictory_conditions_are_refused_not_ignored(self):
         self.put("kept", b"kept")

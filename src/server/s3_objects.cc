@@ -261,10 +261,21 @@ asio::awaitable<S3Result<void>> S3Handler::CopyObject(Ctx& c) {
     }
     co_return std::unexpected(FromStatus(reader.error()));
   }
-  std::optional<ObjectAttributes> attrs = replace
-                                              ? ObjectAttributes::FromRequest(r.headers)
-                                              : ObjectAttributes::Decode((*reader)->attributes());
-  if (!attrs) co_return Fail("InternalError", "source object metadata is damaged");
+  // The source's conditions (x-amz-copy-source-if-*): any that fails is 412, 304 included.
+  std::optional<ObjectAttributes> source_attrs = ObjectAttributes::Decode((*reader)->attributes());
+  if (!source_attrs) co_return Fail("InternalError", "source object metadata is damaged");
+  const ConditionOutcome source_outcome =
+      EvaluateConditions({.if_match = r.Header("x-amz-copy-source-if-match"),
+                          .if_none_match = r.Header("x-amz-copy-source-if-none-match"),
+                          .if_modified_since = r.Header("x-amz-copy-source-if-modified-since"),
+                          .if_unmodified_since = r.Header("x-amz-copy-source-if-unmodified-since")},
+                         source_attrs->etag, (*reader)->mtime());
+  if (source_outcome != ConditionOutcome::kProceed) co_return PreconditionFailed();
+  // The destination's, as on PutObject (If-None-Match: *, If-Match).
+  S3Result<WriteCondition> condition = ParseWriteCondition(r);
+  if (!condition) co_return std::unexpected(condition.error());
+  std::optional<ObjectAttributes> attrs =
+      replace ? ObjectAttributes::FromRequest(r.headers) : source_attrs;
   const std::optional<ModelPreset>& kv = b->layout;
   std::optional<ChunkKey> chunk_key;
   if (kv) {
@@ -274,40 +285,42 @@ asio::awaitable<S3Result<void>> S3Handler::CopyObject(Ctx& c) {
     chunk_key = *k;
   }
   const size_t piece = options_.io_buffer_bytes;
-  auto copied = co_await Blocking([&]() -> Result<std::string> {
-    const ObjectReader& src = **reader;
-    std::optional<ChunkStreamVerifier> verifier;
-    if (kv) {
-      verifier.emplace(
-          ChunkExpectation{.layout = &kv->layout, .key = &*chunk_key, .object_bytes = src.size()});
-    }
-    OC_ASSIGN_OR_RETURN(std::unique_ptr<ObjectWriter> w,
-                        store_->NewWriter(ObjectKey(r.bucket, r.key)));
-    Digest md5(Digest::Kind::kMd5);
-    IoBuffer buf(piece);
-    for (uint64_t at = 0; at < src.size();) {
-      const size_t n = static_cast<size_t>(std::min<uint64_t>(piece, src.size() - at));
-      auto part = buf.span().first(n);
-      OC_RETURN_IF_ERROR(src.ReadAt(at, part));
-      if (verifier) OC_RETURN_IF_ERROR(verifier->Feed(part));
-      md5.Update(std::span<const std::byte>(part));
-      OC_RETURN_IF_ERROR(w->Append(part));
-      at += n;
-    }
-    if (verifier) OC_RETURN_IF_ERROR(verifier->Finish());
+  const std::string dest_key = ObjectKey(r.bucket, r.key);
+  auto copied = co_await Blocking([&]() -> S3Result<std::string> {
+    S3Result<PutOptions> put = ConditionalPutOptions(*condition, dest_key);
+    if (!put) return std::unexpected(put.error());
     ObjectAttributes out = *attrs;
-    out.etag = ToHex(md5.Finish());
-    OC_RETURN_IF_ERROR(w->SetAttributes(out.Encode()));
-    OC_RETURN_IF_ERROR(w->Commit());
-    return out.etag;
-  });
-  if (!copied) {
-    if (kv && (copied.error().code() == StatusCode::kDataLoss ||
-               copied.error().code() == StatusCode::kInvalidArgument)) {
-      co_return Fail("InvalidChunkObject", copied.error().ToString());
+    const Status s = [&]() -> Status {
+      const ObjectReader& src = **reader;
+      std::optional<ChunkStreamVerifier> verifier;
+      if (kv) {
+        verifier.emplace(ChunkExpectation{
+            .layout = &kv->layout, .key = &*chunk_key, .object_bytes = src.size()});
+      }
+      OC_ASSIGN_OR_RETURN(std::unique_ptr<ObjectWriter> w, store_->NewWriter(dest_key, *put));
+      Digest md5(Digest::Kind::kMd5);
+      IoBuffer buf(piece);
+      for (uint64_t at = 0; at < src.size();) {
+        const size_t n = static_cast<size_t>(std::min<uint64_t>(piece, src.size() - at));
+        auto part = buf.span().first(n);
+        OC_RETURN_IF_ERROR(src.ReadAt(at, part));
+        if (verifier) OC_RETURN_IF_ERROR(verifier->Feed(part));
+        md5.Update(std::span<const std::byte>(part));
+        OC_RETURN_IF_ERROR(w->Append(part));
+        at += n;
+      }
+      if (verifier) OC_RETURN_IF_ERROR(verifier->Finish());
+      out.etag = ToHex(md5.Finish());
+      OC_RETURN_IF_ERROR(w->SetAttributes(out.Encode()));
+      return w->Commit();
+    }();
+    if (s.ok()) return out.etag;
+    if (kv && (s.code() == StatusCode::kDataLoss || s.code() == StatusCode::kInvalidArgument)) {
+      return Fail("InvalidChunkObject", s.ToString());
     }
-    co_return std::unexpected(FromStatus(copied.error()));
-  }
+    return std::unexpected(CommitFailure(s, *put));
+  });
+  if (!copied) co_return std::unexpected(copied.error());
   XmlWriter w;
   w.Open("CopyObjectResult", true);
   w.Element("LastModified", IsoTime(std::time(nullptr)));
