@@ -112,7 +112,7 @@ std::string BatchBody(const std::vector<std::pair<std::string, std::string>>& ob
 class BuggyHandler final : public server::RequestHandler {
  public:
   boost::asio::awaitable<void> Handle(server::HttpExchange& ex) override {
-    if (ex.request().target() == "/bug") {
+    if (ex.target() == "/bug") {
       end_status = co_await ex.EndResponse();
       co_return;
     }

@@ -10,6 +10,9 @@
 #include "server/s3_handler.h"
 
 namespace objectcache::server {
+
+// The S3 protocol pieces (src/s3): SigV4, errors, XML, request parsing.
+using namespace ::objectcache::s3;
 namespace {
 
 constexpr uint32_t kRecordMagic = 0x5042434f;  // "OCBP"

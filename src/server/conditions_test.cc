@@ -8,6 +8,9 @@
 #include "server/object_attributes.h"
 
 namespace objectcache::server {
+
+// The S3 protocol pieces (src/s3): SigV4, errors, XML, request parsing.
+using namespace ::objectcache::s3;
 namespace {
 
 constexpr uint64_t kMax = std::numeric_limits<uint64_t>::max();

@@ -6,6 +6,9 @@
 #include <boost/asio/post.hpp>
 #include <boost/asio/redirect_error.hpp>
 #include <boost/asio/steady_timer.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/core/tcp_stream.hpp>
+#include <boost/beast/http.hpp>
 #include <ctime>
 #include <list>
 
@@ -18,6 +21,11 @@
 
 namespace objectcache::server {
 
+// The S3 protocol pieces (src/s3): SigV4, errors, XML, request parsing.
+using namespace ::objectcache::s3;
+
+namespace beast = boost::beast;
+namespace http = beast::http;
 using tcp = asio::ip::tcp;
 
 namespace {
@@ -45,16 +53,64 @@ Status FromError(const beast::error_code& ec, const char* what) {
 
 }  // namespace
 
-// ---- HttpExchange ----------------------------------------------------------------------------
+// ---- BeastHttpExchange -----------------------------------------------------------------------
 
-HttpExchange::HttpExchange(beast::tcp_stream& stream, beast::flat_buffer& buffer,
-                           http::request_parser<http::buffer_body>& parser,
-                           const HttpLimits& limits, ServerMetrics* metrics)
-    : stream_(stream), buffer_(buffer), parser_(parser), limits_(limits), metrics_(metrics) {}
+// The exchange on a connection: reads the body through the connection's parser and writes the
+// response to its stream, each under the I/O timeout.
+class BeastHttpExchange final : public HttpExchange {
+ public:
+  BeastHttpExchange(beast::tcp_stream& stream, beast::flat_buffer& buffer,
+                    http::request_parser<http::buffer_body>& parser, const HttpLimits& limits,
+                    ServerMetrics* metrics)
+      : stream_(stream), buffer_(buffer), parser_(parser), limits_(limits), metrics_(metrics) {}
 
-HttpExchange::~HttpExchange() = default;
+  std::string_view method() const override {
+    const auto m = parser_.get().method_string();
+    return {m.data(), m.size()};
+  }
+  std::string_view target() const override {
+    const auto t = parser_.get().target();
+    return {t.data(), t.size()};
+  }
+  Headers RequestHeaders() const override;
+  std::optional<uint64_t> ContentLength() const override;
+  asio::awaitable<Result<size_t>> ReadBody(std::span<std::byte> dest) override;
+  bool body_done() const override { return parser_.is_done(); }
+  asio::awaitable<Status> Respond(unsigned status, Headers headers, std::string body) override;
+  asio::awaitable<Status> RespondHeaderOnly(unsigned status, Headers headers,
+                                            uint64_t content_length) override;
+  asio::awaitable<Status> BeginResponse(unsigned status, Headers headers,
+                                        std::optional<uint64_t> content_length) override;
+  asio::awaitable<Status> WriteBody(std::span<const std::byte> bytes) override;
+  asio::awaitable<Status> EndResponse() override;
+  void CloseAfterResponse() override { close_ = true; }
 
-Headers HttpExchange::RequestHeaders() const {
+  bool responded() const { return responded_; }
+  // After the response: may the connection carry another request?
+  bool reusable() const;
+
+ private:
+  void PrepareHeader(http::response_header<>& h, unsigned status, Headers& headers);
+  asio::awaitable<Status> SendContinueIfExpected();
+  bool ExpectsContinue() const;
+  // The Status of a finished read or write; marks the exchange failed on an error.
+  Status Check(beast::error_code ec, const char* what);
+  Status NotStarted(const char* what);
+
+  beast::tcp_stream& stream_;
+  beast::flat_buffer& buffer_;
+  http::request_parser<http::buffer_body>& parser_;
+  const HttpLimits& limits_;
+  ServerMetrics* metrics_;
+  bool continue_sent_ = false;  // a 100 Continue went out
+  bool responded_ = false;
+  bool close_ = false;
+  bool failed_ = false;
+  std::unique_ptr<http::response<http::buffer_body>> streamed_;
+  std::unique_ptr<http::response_serializer<http::buffer_body>> serializer_;
+};
+
+Headers BeastHttpExchange::RequestHeaders() const {
   Headers out;
   for (const auto& f : parser_.get()) {
     std::string name(f.name_string());
@@ -64,13 +120,13 @@ Headers HttpExchange::RequestHeaders() const {
   return out;
 }
 
-std::optional<uint64_t> HttpExchange::ContentLength() const {
+std::optional<uint64_t> BeastHttpExchange::ContentLength() const {
   auto len = parser_.content_length();
   if (len) return *len;
   return std::nullopt;
 }
 
-asio::awaitable<Status> HttpExchange::SendContinueIfExpected() {
+asio::awaitable<Status> BeastHttpExchange::SendContinueIfExpected() {
   if (continue_sent_ || !ExpectsContinue()) co_return Status();
   continue_sent_ = true;
   http::response<http::empty_body> res{http::status::continue_, 11};
@@ -80,7 +136,7 @@ asio::awaitable<Status> HttpExchange::SendContinueIfExpected() {
   co_return Check(ec, "sending 100 Continue");
 }
 
-asio::awaitable<Result<size_t>> HttpExchange::ReadBody(std::span<std::byte> dest) {
+asio::awaitable<Result<size_t>> BeastHttpExchange::ReadBody(std::span<std::byte> dest) {
   if (parser_.is_done() || dest.empty()) co_return size_t{0};
   if (Status s = co_await SendContinueIfExpected(); !s.ok()) co_return s;
   auto& body = parser_.get().body();
@@ -100,7 +156,7 @@ asio::awaitable<Result<size_t>> HttpExchange::ReadBody(std::span<std::byte> dest
   co_return n;
 }
 
-Status HttpExchange::Check(beast::error_code ec, const char* what) {
+Status BeastHttpExchange::Check(beast::error_code ec, const char* what) {
   if (ec == http::error::need_buffer) ec = {};  // a buffer body asking for more: not an error
   if (!ec) return Status();
   failed_ = true;
@@ -108,7 +164,7 @@ Status HttpExchange::Check(beast::error_code ec, const char* what) {
   return FromError(ec, what);
 }
 
-Status HttpExchange::NotStarted(const char* what) {
+Status BeastHttpExchange::NotStarted(const char* what) {
   // A handler bug, never a client's doing: fail this exchange (the connection closes), keep the
   // process.
   failed_ = true;
@@ -116,12 +172,12 @@ Status HttpExchange::NotStarted(const char* what) {
   return InternalError(std::string(what) + " that was never begun");
 }
 
-bool HttpExchange::ExpectsContinue() const {
+bool BeastHttpExchange::ExpectsContinue() const {
   auto expect = parser_.get().find(http::field::expect);
   return expect != parser_.get().end() && beast::iequals(expect->value(), "100-continue");
 }
 
-bool HttpExchange::reusable() const {
+bool BeastHttpExchange::reusable() const {
   // A final response to a request expecting 100-continue that never got one ends the
   // connection: botocore, having read that response in place of a 100, keeps its status line
   // for the next request on the connection and misreads the next response (a 60 s stall).
@@ -129,7 +185,8 @@ bool HttpExchange::reusable() const {
   return !failed_ && !close_ && parser_.is_done() && parser_.get().keep_alive();
 }
 
-void HttpExchange::PrepareHeader(http::response_header<>& h, unsigned status, Headers& headers) {
+void BeastHttpExchange::PrepareHeader(http::response_header<>& h, unsigned status,
+                                      Headers& headers) {
   h.version(11);
   h.result(status);
   h.set(http::field::server, "ObjectCache");
@@ -138,7 +195,8 @@ void HttpExchange::PrepareHeader(http::response_header<>& h, unsigned status, He
   h.set(http::field::connection, reusable() ? "keep-alive" : "close");
 }
 
-asio::awaitable<Status> HttpExchange::Respond(unsigned status, Headers headers, std::string body) {
+asio::awaitable<Status> BeastHttpExchange::Respond(unsigned status, Headers headers,
+                                                   std::string body) {
   http::response<http::string_body> res;
   PrepareHeader(res.base(), status, headers);
   metrics_->bytes_sent += body.size();
@@ -151,8 +209,8 @@ asio::awaitable<Status> HttpExchange::Respond(unsigned status, Headers headers, 
   co_return Check(ec, "writing the response");
 }
 
-asio::awaitable<Status> HttpExchange::RespondHeaderOnly(unsigned status, Headers headers,
-                                                        uint64_t content_length) {
+asio::awaitable<Status> BeastHttpExchange::RespondHeaderOnly(unsigned status, Headers headers,
+                                                             uint64_t content_length) {
   http::response<http::empty_body> res;
   PrepareHeader(res.base(), status, headers);
   if (status != 304) res.set(http::field::content_length, std::to_string(content_length));
@@ -164,8 +222,8 @@ asio::awaitable<Status> HttpExchange::RespondHeaderOnly(unsigned status, Headers
   co_return Check(ec, "writing the response");
 }
 
-asio::awaitable<Status> HttpExchange::BeginResponse(unsigned status, Headers headers,
-                                                    std::optional<uint64_t> content_length) {
+asio::awaitable<Status> BeastHttpExchange::BeginResponse(unsigned status, Headers headers,
+                                                         std::optional<uint64_t> content_length) {
   streamed_ = std::make_unique<http::response<http::buffer_body>>();
   PrepareHeader(streamed_->base(), status, headers);
   if (content_length) {
@@ -184,7 +242,7 @@ asio::awaitable<Status> HttpExchange::BeginResponse(unsigned status, Headers hea
   co_return Check(ec, "writing the response header");
 }
 
-asio::awaitable<Status> HttpExchange::WriteBody(std::span<const std::byte> bytes) {
+asio::awaitable<Status> BeastHttpExchange::WriteBody(std::span<const std::byte> bytes) {
   if (!streamed_) co_return NotStarted("writing a response body");
   streamed_->body().data = const_cast<std::byte*>(bytes.data());
   streamed_->body().size = bytes.size();
@@ -197,7 +255,7 @@ asio::awaitable<Status> HttpExchange::WriteBody(std::span<const std::byte> bytes
   co_return Status();
 }
 
-asio::awaitable<Status> HttpExchange::EndResponse() {
+asio::awaitable<Status> BeastHttpExchange::EndResponse() {
   if (!streamed_) co_return NotStarted("finishing a response");
   streamed_->body().data = nullptr;
   streamed_->body().size = 0;
@@ -407,7 +465,7 @@ asio::awaitable<void> HttpServer::Serve(Worker* w, tcp::socket socket) {
       }
       break;
     }
-    HttpExchange exchange(stream, buffer, parser, limits, metrics_);
+    BeastHttpExchange exchange(stream, buffer, parser, limits, metrics_);
     bool failed = false;
     try {
       co_await handler_->Handle(exchange);

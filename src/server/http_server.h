@@ -19,37 +19,23 @@
 
 #include <atomic>
 #include <boost/asio/async_result.hpp>
-#include <boost/asio/awaitable.hpp>
 #include <boost/asio/co_spawn.hpp>
+#include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/thread_pool.hpp>
 #include <boost/asio/use_awaitable.hpp>
-#include <boost/beast/core/flat_buffer.hpp>
-#include <boost/beast/core/tcp_stream.hpp>
-#include <boost/beast/http.hpp>
 #include <chrono>
 #include <memory>
-#include <optional>
-#include <span>
 #include <string>
 #include <thread>
 #include <utility>
 #include <vector>
 
 #include "objectcache/status.h"
+#include "server/http_exchange.h"
 #include "server/metrics.h"
 
-namespace objectcache::s3 {}
-
 namespace objectcache::server {
-
-// The S3 protocol pieces (SigV4, errors, XML, request parsing) live in src/s3, shared with the
-// client; the server uses them unqualified.
-using namespace ::objectcache::s3;
-
-namespace asio = boost::asio;
-namespace beast = boost::beast;
-namespace http = beast::http;
 
 struct HttpLimits {
   size_t header_bytes = 16 << 10;
@@ -66,85 +52,6 @@ struct HttpServerOptions {
   unsigned workers = 2;
   HttpLimits limits;
   std::chrono::seconds shutdown_grace{10};
-};
-
-using Headers = std::vector<std::pair<std::string, std::string>>;
-
-// A streaming buffer that is not zero-filled (it is always written before it is read): a
-// request's 1 MiB buffer costs no memset on the hot path.
-class IoBuffer {
- public:
-  explicit IoBuffer(size_t size)
-      : data_(std::make_unique_for_overwrite<std::byte[]>(size)), size_(size) {}
-  std::span<std::byte> span() { return {data_.get(), size_}; }
-
- private:
-  std::unique_ptr<std::byte[]> data_;
-  size_t size_;
-};
-
-// One request and its response. Owned by the connection; valid during RequestHandler::Handle.
-class HttpExchange {
- public:
-  HttpExchange(beast::tcp_stream& stream, beast::flat_buffer& buffer,
-               http::request_parser<http::buffer_body>& parser, const HttpLimits& limits,
-               ServerMetrics* metrics);
-  ~HttpExchange();
-
-  const http::request_header<>& request() const { return parser_.get(); }
-  // Header names lowercased, in the order received.
-  Headers RequestHeaders() const;
-  std::optional<uint64_t> ContentLength() const;
-
-  // Reads up to dest.size() bytes of the body; 0 at its end.
-  asio::awaitable<Result<size_t>> ReadBody(std::span<std::byte> dest);
-  bool body_done() const { return parser_.is_done(); }
-
-  // A whole response with a small body.
-  asio::awaitable<Status> Respond(unsigned status, Headers headers, std::string body);
-  // A header-only response announcing `content_length` (HEAD).
-  asio::awaitable<Status> RespondHeaderOnly(unsigned status, Headers headers,
-                                            uint64_t content_length);
-  // A streamed response: the header, then body pieces, then the end. Without a content length
-  // the body goes out with chunked transfer encoding.
-  asio::awaitable<Status> BeginResponse(unsigned status, Headers headers,
-                                        std::optional<uint64_t> content_length);
-  // Both fail with Internal (and close the connection) when no BeginResponse preceded them.
-  asio::awaitable<Status> WriteBody(std::span<const std::byte> bytes);
-  asio::awaitable<Status> EndResponse();
-
-  bool responded() const { return responded_; }
-  // After the response: may the connection carry another request?
-  bool reusable() const;
-  // The handler may ask to close the connection after the response.
-  void CloseAfterResponse() { close_ = true; }
-
- private:
-  void PrepareHeader(http::response_header<>& h, unsigned status, Headers& headers);
-  asio::awaitable<Status> SendContinueIfExpected();
-  bool ExpectsContinue() const;
-  // The Status of a finished read or write; marks the exchange failed on an error.
-  Status Check(beast::error_code ec, const char* what);
-  Status NotStarted(const char* what);
-
-  beast::tcp_stream& stream_;
-  beast::flat_buffer& buffer_;
-  http::request_parser<http::buffer_body>& parser_;
-  const HttpLimits& limits_;
-  ServerMetrics* metrics_;
-  bool continue_sent_ = false;  // a 100 Continue went out
-  bool responded_ = false;
-  bool close_ = false;
-  bool failed_ = false;
-  std::unique_ptr<http::response<http::buffer_body>> streamed_;
-  std::unique_ptr<http::response_serializer<http::buffer_body>> serializer_;
-};
-
-class RequestHandler {
- public:
-  virtual ~RequestHandler() = default;
-  // Must respond (unless the connection failed). Runs on a worker thread.
-  virtual asio::awaitable<void> Handle(HttpExchange& exchange) = 0;
 };
 
 class HttpServer {

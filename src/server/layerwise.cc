@@ -18,6 +18,9 @@
 #include "server/s3_handler.h"
 
 namespace objectcache::server {
+
+// The S3 protocol pieces (src/s3): SigV4, errors, XML, request parsing.
+using namespace ::objectcache::s3;
 namespace {
 
 constexpr char kResponseMagic[8] = {'O', 'C', 'L', 'W', 'R', 'S', 'P', '1'};

@@ -8,8 +8,7 @@ std::string RenderMetrics(const ServerMetrics& metrics, Store& store) {
 }
 
 asio::awaitable<void> MetricsHandler::Handle(HttpExchange& ex) {
-  const auto& req = ex.request();
-  if (req.method() == http::verb::get && req.target() == "/metrics") {
+  if (ex.method() == "GET" && ex.target() == "/metrics") {
     Headers h{{"Content-Type", "text/plain; version=0.0.4"}};
     (void)co_await ex.Respond(200, std::move(h), RenderMetrics(*metrics_, *store_));
   } else {

@@ -19,6 +19,9 @@
 
 namespace objectcache::server {
 
+// The S3 protocol pieces (src/s3): SigV4, errors, XML, request parsing.
+using namespace ::objectcache::s3;
+
 namespace {
 
 constexpr std::string_view kBucketPrefix = ".bucket/";
@@ -86,18 +89,16 @@ asio::awaitable<void> S3Handler::SendError(Ctx& c, const S3Error& e) {
 
 asio::awaitable<void> S3Handler::Handle(HttpExchange& ex) {
   const auto start = std::chrono::steady_clock::now();
-  const http::request_header<>& hdr = ex.request();
   Ctx c{ex, {}, std::nullopt, "", S3Op::kOther};
   char id[24];
   std::snprintf(id, sizeof(id), "%016llx",
                 static_cast<unsigned long long>(request_counter_.fetch_add(1) + 1));
   c.request_id = id;
   auto parsed =
-      ParseS3Request(std::string_view(hdr.method_string()), std::string_view(hdr.target()),
-                     ex.RequestHeaders(), options_.virtual_host_domains);
+      ParseS3Request(ex.method(), ex.target(), ex.RequestHeaders(), options_.virtual_host_domains);
   S3Result<void> result;
   if (!parsed) {
-    c.req.method = std::string(hdr.method_string());
+    c.req.method = std::string(ex.method());
     result = std::unexpected(parsed.error());
   } else {
     c.req = std::move(*parsed);

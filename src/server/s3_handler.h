@@ -75,50 +75,50 @@ struct S3Options {
 
 // Parses a layerwise request body (docs/wire-format.md) as LayerwiseRetrieve does, without a
 // bucket: the S3 error it would answer, or OK. For tests and fuzzing.
-S3Result<void> CheckLayerwiseRequestBody(std::string_view body, size_t max_keys);
+s3::S3Result<void> CheckLayerwiseRequestBody(std::string_view body, size_t max_keys);
 
-// `return Fail("NoSuchKey", "...")` from a function returning S3Result<T>.
-inline std::unexpected<S3Error> Fail(std::string code, std::string message) {
-  return std::unexpected(MakeS3Error(std::move(code), std::move(message)));
+// `return Fail("NoSuchKey", "...")` from a function returning s3::S3Result<T>.
+inline std::unexpected<s3::S3Error> Fail(std::string code, std::string message) {
+  return std::unexpected(s3::MakeS3Error(std::move(code), std::move(message)));
 }
 
 // A whole write condition that did not hold (412).
-inline std::unexpected<S3Error> PreconditionFailed() {
+inline std::unexpected<s3::S3Error> PreconditionFailed() {
   return Fail("PreconditionFailed",
               "At least one of the pre-conditions you specified did not hold");
 }
 
 // A conditional write or delete that lost a race after its condition was checked (409).
-inline std::unexpected<S3Error> ConditionalRequestConflict() {
+inline std::unexpected<s3::S3Error> ConditionalRequestConflict() {
   return Fail("ConditionalRequestConflict",
               "A conflicting operation occurred. Fetch the object's ETag and retry.");
 }
 
 // The S3 error for a commit under `condition` that failed with `s`: 412 when a create-only
 // write found the name taken, 409 when the version an If-Match write read was replaced.
-S3Error CommitFailure(const Status& s, const PutOptions& condition);
+s3::S3Error CommitFailure(const Status& s, const PutOptions& condition);
 
 // The optional decimal query parameter `name` (`fallback` when absent), capped at `max`;
 // InvalidArgument when it is not a plain decimal number.
-S3Result<uint64_t> QueryNumber(const S3Request& r, const char* name, uint64_t fallback,
-                               uint64_t max);
+s3::S3Result<uint64_t> QueryNumber(const s3::S3Request& r, const char* name, uint64_t fallback,
+                                   uint64_t max);
 
 // encoding-type: true for "url", false when absent; InvalidArgument for any other value.
-S3Result<bool> QueryUrlEncoding(const S3Request& r);
+s3::S3Result<bool> QueryUrlEncoding(const s3::S3Request& r);
 
-inline std::unexpected<S3Error> MemoryBudgetExhausted() {
+inline std::unexpected<s3::S3Error> MemoryBudgetExhausted() {
   return Fail("SlowDown", "the server's request memory budget is in use; retry later");
 }
 
 // A name as a listing writes it: URL-encoded for encoding-type=url.
 inline std::string ListingName(std::string_view key, bool url_encoded) {
-  return url_encoded ? UriEncode(key, true) : std::string(key);
+  return url_encoded ? s3::UriEncode(key, true) : std::string(key);
 }
 
 // The one owner of every bucket and object: an ACL's grantee, a listing's Owner.
 inline constexpr std::string_view kOwnerId = "objectcache";
 // <element><ID>objectcache</ID><DisplayName>objectcache</DisplayName></element>
-void WriteOwner(XmlWriter* w, std::string_view element = "Owner");
+void WriteOwner(s3::XmlWriter* w, std::string_view element = "Owner");
 
 // The store object holding object `key` of `bucket`.
 inline std::string ObjectKey(const std::string& bucket, std::string_view key) {
@@ -136,8 +136,8 @@ class S3Handler final : public RequestHandler {
   // The state of one request while it is handled.
   struct Ctx {
     HttpExchange& ex;
-    S3Request req;
-    std::optional<SigV4Identity> id;  // unset for anonymous requests
+    s3::S3Request req;
+    std::optional<s3::SigV4Identity> id;  // unset for anonymous requests
     std::string request_id;
     S3Op op = S3Op::kOther;
   };
@@ -146,20 +146,20 @@ class S3Handler final : public RequestHandler {
     std::optional<ModelPreset> layout;
   };
 
-  asio::awaitable<S3Result<void>> Dispatch(Ctx& c);
+  asio::awaitable<s3::S3Result<void>> Dispatch(Ctx& c);
   // Buckets.
-  asio::awaitable<S3Result<void>> ListBuckets(Ctx& c);
-  asio::awaitable<S3Result<void>> CreateBucket(Ctx& c);
-  asio::awaitable<S3Result<void>> DeleteBucket(Ctx& c);
-  asio::awaitable<S3Result<void>> ListObjects(Ctx& c, bool v2);
+  asio::awaitable<s3::S3Result<void>> ListBuckets(Ctx& c);
+  asio::awaitable<s3::S3Result<void>> CreateBucket(Ctx& c);
+  asio::awaitable<s3::S3Result<void>> DeleteBucket(Ctx& c);
+  asio::awaitable<s3::S3Result<void>> ListObjects(Ctx& c, bool v2);
   // Versions, versioning and ACLs as an unversioned, single-owner cache answers them
   // (s3_versions_acl.cc).
-  asio::awaitable<S3Result<void>> ListObjectVersions(Ctx& c);
-  asio::awaitable<S3Result<void>> BucketVersioning(Ctx& c, bool put);
-  asio::awaitable<S3Result<void>> GetAcl(Ctx& c);
+  asio::awaitable<s3::S3Result<void>> ListObjectVersions(Ctx& c);
+  asio::awaitable<s3::S3Result<void>> BucketVersioning(Ctx& c, bool put);
+  asio::awaitable<s3::S3Result<void>> GetAcl(Ctx& c);
   // OK for a bucket request or an object that exists; NoSuchKey otherwise.
-  asio::awaitable<S3Result<void>> ObjectExists(Ctx& c);
-  asio::awaitable<S3Result<void>> PutAcl(Ctx& c);
+  asio::awaitable<s3::S3Result<void>> ObjectExists(Ctx& c);
+  asio::awaitable<s3::S3Result<void>> PutAcl(Ctx& c);
   // One page of a bucket's names (objects and common prefixes) after `position`.
   struct Listing {
     struct Object {
@@ -174,30 +174,30 @@ class S3Handler final : public RequestHandler {
     std::string last;  // the last key or prefix returned
 
     // <CommonPrefixes><Prefix>..</Prefix></CommonPrefixes> for each prefix.
-    void WritePrefixes(XmlWriter* w, bool url_encoded) const;
+    void WritePrefixes(s3::XmlWriter* w, bool url_encoded) const;
   };
   Result<Listing> ListBucket(const std::string& bucket, const std::string& prefix,
                              const std::string& delimiter, const std::string& position,
                              size_t max_keys);
-  asio::awaitable<S3Result<void>> DeleteObjects(Ctx& c);
-  asio::awaitable<S3Result<void>> BatchLookup(Ctx& c);
+  asio::awaitable<s3::S3Result<void>> DeleteObjects(Ctx& c);
+  asio::awaitable<s3::S3Result<void>> BatchLookup(Ctx& c);
   // The layerwise aggregated retrieval of docs/wire-format.md (layerwise.cc).
-  asio::awaitable<S3Result<void>> LayerwiseRetrieve(Ctx& c);
+  asio::awaitable<s3::S3Result<void>> LayerwiseRetrieve(Ctx& c);
   // Many objects in one request (batch_store.cc).
-  asio::awaitable<S3Result<void>> BatchStore(Ctx& c);
-  asio::awaitable<S3Result<void>> ListUploads(Ctx& c);
+  asio::awaitable<s3::S3Result<void>> BatchStore(Ctx& c);
+  asio::awaitable<s3::S3Result<void>> ListUploads(Ctx& c);
   // Objects.
-  asio::awaitable<S3Result<void>> PutObject(Ctx& c);
-  asio::awaitable<S3Result<void>> GetObject(Ctx& c, bool head);
-  asio::awaitable<S3Result<void>> GetObjectAttributes(Ctx& c);
-  asio::awaitable<S3Result<void>> DeleteObject(Ctx& c);
-  asio::awaitable<S3Result<void>> CopyObject(Ctx& c);
+  asio::awaitable<s3::S3Result<void>> PutObject(Ctx& c);
+  asio::awaitable<s3::S3Result<void>> GetObject(Ctx& c, bool head);
+  asio::awaitable<s3::S3Result<void>> GetObjectAttributes(Ctx& c);
+  asio::awaitable<s3::S3Result<void>> DeleteObject(Ctx& c);
+  asio::awaitable<s3::S3Result<void>> CopyObject(Ctx& c);
   // Multipart.
-  asio::awaitable<S3Result<void>> CreateMultipart(Ctx& c);
-  asio::awaitable<S3Result<void>> UploadPart(Ctx& c);
-  asio::awaitable<S3Result<void>> CompleteMultipart(Ctx& c);
-  asio::awaitable<S3Result<void>> AbortMultipart(Ctx& c);
-  asio::awaitable<S3Result<void>> ListParts(Ctx& c);
+  asio::awaitable<s3::S3Result<void>> CreateMultipart(Ctx& c);
+  asio::awaitable<s3::S3Result<void>> UploadPart(Ctx& c);
+  asio::awaitable<s3::S3Result<void>> CompleteMultipart(Ctx& c);
+  asio::awaitable<s3::S3Result<void>> AbortMultipart(Ctx& c);
+  asio::awaitable<s3::S3Result<void>> ListParts(Ctx& c);
   // Multipart housekeeping (s3_multipart.cc); blocking, run on the pool.
   struct Upload {
     std::string key;
@@ -218,10 +218,10 @@ class S3Handler final : public RequestHandler {
   // Content-MD5, x-amz-content-sha256 or the chunk signatures, and (for KV buckets) the chunk
   // format. Returns the hex MD5 of the payload. The commit honours `condition`'s if_absent and
   // if_attributes (CommitFailure).
-  asio::awaitable<S3Result<std::string>> ReceiveBody(Ctx& c, const std::string& store_key,
-                                                     ObjectAttributes attributes,
-                                                     const std::optional<ModelPreset>& kv,
-                                                     const PutOptions& condition);
+  asio::awaitable<s3::S3Result<std::string>> ReceiveBody(Ctx& c, const std::string& store_key,
+                                                         ObjectAttributes attributes,
+                                                         const std::optional<ModelPreset>& kv,
+                                                         const PutOptions& condition);
   // The conditional write a PUT or a complete asks for (docs/s3-api.md, "Conditional
   // writes"): If-None-Match: * creates only; If-Match: ETAG (or *) replaces only that version.
   struct WriteCondition {
@@ -230,24 +230,25 @@ class S3Handler final : public RequestHandler {
   };
   // InvalidRequest for both at once, NotImplemented for If-None-Match with an ETag or a store
   // without conditional puts.
-  S3Result<WriteCondition> ParseWriteCondition(const S3Request& r) const;
+  s3::S3Result<WriteCondition> ParseWriteCondition(const s3::S3Request& r) const;
   // The store put options that enforce `condition` on `store_key`: for If-Match, the current
   // version's attributes, to be swapped only if still current (NoSuchKey when there is none,
   // PreconditionFailed when its ETag is not named). Blocking.
-  S3Result<PutOptions> ConditionalPutOptions(const WriteCondition& condition,
-                                             const std::string& store_key);
+  s3::S3Result<PutOptions> ConditionalPutOptions(const WriteCondition& condition,
+                                                 const std::string& store_key);
   // Deletes store object `store_key` if `conditions` hold (docs/s3-api.md): OK when absent
   // without If-Match, NoSuchKey when absent with it, PreconditionFailed when a condition does
   // not hold, ConditionalRequestConflict when the object changed between check and delete.
   // Blocking.
-  S3Result<void> DeleteObjectIf(const std::string& store_key, const DeleteConditions& conditions);
+  s3::S3Result<void> DeleteObjectIf(const std::string& store_key,
+                                    const DeleteConditions& conditions);
   // Reads a small request body (XML or JSON), checked like any other.
-  asio::awaitable<S3Result<std::string>> ReadSmallBody(Ctx& c, size_t limit);
+  asio::awaitable<s3::S3Result<std::string>> ReadSmallBody(Ctx& c, size_t limit);
   // The bucket's description; cached for kBucketCacheTtl (a bucket deleted through another
   // gateway may be seen for that long), dropped at once on a delete through this one.
-  asio::awaitable<S3Result<BucketInfo>> FindBucket(const std::string& bucket);
+  asio::awaitable<s3::S3Result<BucketInfo>> FindBucket(const std::string& bucket);
   void ForgetBucket(const std::string& bucket);
-  asio::awaitable<void> SendError(Ctx& c, const S3Error& e);
+  asio::awaitable<void> SendError(Ctx& c, const s3::S3Error& e);
   asio::awaitable<void> SendXml(Ctx& c, unsigned status, std::string xml);
 
   template <typename F>

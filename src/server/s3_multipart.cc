@@ -15,6 +15,9 @@
 #include "server/s3_handler.h"
 
 namespace objectcache::server {
+
+// The S3 protocol pieces (src/s3): SigV4, errors, XML, request parsing.
+using namespace ::objectcache::s3;
 namespace {
 
 constexpr std::string_view kUploadPrefix = ".uploads/";

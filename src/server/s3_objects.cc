@@ -11,6 +11,9 @@
 
 namespace objectcache::server {
 
+// The S3 protocol pieces (src/s3): SigV4, errors, XML, request parsing.
+using namespace ::objectcache::s3;
+
 asio::awaitable<S3Result<void>> S3Handler::PutObject(Ctx& c) {
   c.op = S3Op::kPutObject;
   auto b = co_await FindBucket(c.req.bucket);

@@ -8,6 +8,9 @@
 #include "server/s3_handler.h"
 
 namespace objectcache::server {
+
+// The S3 protocol pieces (src/s3): SigV4, errors, XML, request parsing.
+using namespace ::objectcache::s3;
 namespace {
 
 // Is this ACL body the owner with FULL_CONTROL and nothing else (what "private" means)?

@@ -1,0 +1,82 @@
+// One HTTP request and its response, as a request handler sees them: the interface every
+// handler is written against (as Envoy's filters are written against envoy/http/filter.h), with
+// two implementations: the Beast one on a connection (http_server.cc) and an in-memory one for
+// tests (memory_exchange.h). The request body streams in and the response streams out, so no
+// object has to fit in memory.
+#pragma once
+
+// Before Boost.Asio 1.74's awaitable.hpp, which uses std::exchange without including it.
+#include <utility>
+
+#include <boost/asio/awaitable.hpp>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "objectcache/status.h"
+
+namespace objectcache::server {
+
+namespace asio = boost::asio;
+
+using Headers = std::vector<std::pair<std::string, std::string>>;
+
+// A streaming buffer that is not zero-filled (it is always written before it is read): a
+// request's 1 MiB buffer costs no memset on the hot path.
+class IoBuffer {
+ public:
+  explicit IoBuffer(size_t size)
+      : data_(std::make_unique_for_overwrite<std::byte[]>(size)), size_(size) {}
+  std::span<std::byte> span() { return {data_.get(), size_}; }
+
+ private:
+  std::unique_ptr<std::byte[]> data_;
+  size_t size_;
+};
+
+// Valid while the handler runs. Not thread-safe: one coroutine drives it.
+class HttpExchange {
+ public:
+  virtual ~HttpExchange() = default;
+
+  virtual std::string_view method() const = 0;
+  // The request target as sent: path and query, still percent-encoded.
+  virtual std::string_view target() const = 0;
+  // Header names lowercased, in the order received.
+  virtual Headers RequestHeaders() const = 0;
+  virtual std::optional<uint64_t> ContentLength() const = 0;
+
+  // Reads up to dest.size() bytes of the body; 0 at its end.
+  virtual asio::awaitable<Result<size_t>> ReadBody(std::span<std::byte> dest) = 0;
+  virtual bool body_done() const = 0;
+
+  // A whole response with a small body. REQUIRES: no response begun yet (as for the next two).
+  virtual asio::awaitable<Status> Respond(unsigned status, Headers headers, std::string body) = 0;
+  // A header-only response announcing `content_length` (HEAD).
+  virtual asio::awaitable<Status> RespondHeaderOnly(unsigned status, Headers headers,
+                                                    uint64_t content_length) = 0;
+  // A streamed response: the header, then body pieces, then the end. Without a content length
+  // the body goes out with chunked transfer encoding.
+  virtual asio::awaitable<Status> BeginResponse(unsigned status, Headers headers,
+                                                std::optional<uint64_t> content_length) = 0;
+  // Both fail with Internal (and end the exchange) when no BeginResponse preceded them.
+  virtual asio::awaitable<Status> WriteBody(std::span<const std::byte> bytes) = 0;
+  virtual asio::awaitable<Status> EndResponse() = 0;
+
+  // The handler may ask to close the connection after the response.
+  virtual void CloseAfterResponse() = 0;
+};
+
+class RequestHandler {
+ public:
+  virtual ~RequestHandler() = default;
+  // Must respond (unless the exchange failed).
+  virtual asio::awaitable<void> Handle(HttpExchange& exchange) = 0;
+};
+
+}  // namespace objectcache::server

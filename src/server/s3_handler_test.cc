@@ -1,0 +1,268 @@
+// The S3 handlers over a memory store through an in-memory exchange: no sockets, no processes,
+// no signatures (anonymous mode). The Python suites drive the same handlers over HTTP with real
+// clients; these pin each handler's own behaviour, deterministically.
+#include "server/s3_handler.h"
+
+#include <gtest/gtest.h>
+
+#include <regex>
+
+#include "objectcache/chunk_object.h"
+#include "objectcache/kv_layout.h"
+#include "s3/crypto.h"
+#include "server/memory_exchange.h"
+#include "store/memory/memory_store.h"
+
+namespace objectcache::server {
+namespace {
+
+// Every match of `pattern`'s first group in `xml`, in order.
+std::vector<std::string> All(const std::string& xml, const std::string& pattern) {
+  std::vector<std::string> out;
+  const std::regex re(pattern);
+  for (auto it = std::sregex_iterator(xml.begin(), xml.end(), re); it != std::sregex_iterator();
+       ++it) {
+    out.push_back((*it)[1]);
+  }
+  return out;
+}
+
+std::string Code(const MemoryHttpExchange& ex) {
+  std::vector<std::string> codes = All(ex.response_body(), "<Code>([^<]*)</Code>");
+  return codes.empty() ? std::string() : codes[0];
+}
+
+class S3HandlerTest : public ::testing::Test {
+ protected:
+  S3HandlerTest() : store_(NewMemoryStore()), handler_(store_.get(), &metrics_, Options()) {}
+
+  static S3Options Options() {
+    S3Options o;
+    o.anonymous = true;
+    o.blocking_threads = 2;
+    o.io_buffer_bytes = 64 << 10;  // several pieces for a body of a few hundred KiB
+    return o;
+  }
+
+  std::unique_ptr<MemoryHttpExchange> Call(std::string method, std::string target,
+                                           std::string body = "", Headers headers = {},
+                                           std::function<void()> before_body = nullptr) {
+    headers.emplace_back("host", "127.0.0.1");
+    auto ex = std::make_unique<MemoryHttpExchange>(std::move(method), std::move(target),
+                                                   std::move(headers), std::move(body), 7000);
+    if (before_body) ex->BeforeFirstBodyRead(std::move(before_body));
+    RunExchange(io_, handler_, *ex);
+    EXPECT_EQ(ex->responses(), 1);
+    EXPECT_TRUE(ex->complete());
+    return ex;
+  }
+
+  // Status of a call, with its error code when it has one ("200", "404 NoSuchKey").
+  std::string Answer(std::string method, std::string target, std::string body = "",
+                     Headers headers = {}) {
+    auto ex = Call(std::move(method), std::move(target), std::move(body), std::move(headers));
+    const std::string code = Code(*ex);
+    return std::to_string(ex->status()) + (code.empty() ? "" : " " + code);
+  }
+
+  std::string Get(const std::string& path) {
+    auto ex = Call("GET", path);
+    EXPECT_EQ(ex->status(), 200u) << path << ": " << ex->response_body();
+    return ex->response_body();
+  }
+
+  void Put(const std::string& path, const std::string& body) {
+    EXPECT_EQ(Answer("PUT", path, body), "200") << path;
+  }
+
+  ServerMetrics metrics_;
+  std::unique_ptr<Store> store_;
+  S3Handler handler_;
+  asio::io_context io_;
+};
+
+TEST_F(S3HandlerTest, ListingWithPrefixesDelimitersAndContinuation) {
+  Put("/lst", "");
+  for (const char* k : {"a/1", "a/2", "b/1", "c", "d", "e/f/g"}) Put(std::string("/lst/") + k, k);
+  std::string xml = Get("/lst?list-type=2&delimiter=%2F");
+  EXPECT_EQ(All(xml, "<Key>([^<]*)</Key>"), (std::vector<std::string>{"c", "d"}));
+  EXPECT_EQ(All(xml, "<Prefix>([^<]+)</Prefix>"), (std::vector<std::string>{"a/", "b/", "e/"}));
+  xml = Get("/lst?list-type=2&prefix=e%2F&delimiter=%2F");
+  EXPECT_EQ(All(xml, "<CommonPrefixes><Prefix>([^<]*)</Prefix>"),
+            (std::vector<std::string>{"e/f/"}));
+  // One name a page, with the tokens the server hands out: every name once, in order.
+  std::vector<std::string> seen;
+  std::string token;
+  for (int pages = 0; pages < 10; ++pages) {
+    xml = Get("/lst?list-type=2&max-keys=1" +
+              (token.empty() ? "" : "&continuation-token=" + s3::UriEncode(token, false)));
+    for (const std::string& k : All(xml, "<Key>([^<]*)</Key>")) seen.push_back(k);
+    const std::vector<std::string> next =
+        All(xml, "<NextContinuationToken>([^<]*)</NextContinuationToken>");
+    if (next.empty()) break;
+    token = next[0];
+  }
+  EXPECT_EQ(seen, (std::vector<std::string>{"a/1", "a/2", "b/1", "c", "d", "e/f/g"}));
+  EXPECT_EQ(All(Get("/lst?list-type=2&start-after=c"), "<Key>([^<]*)</Key>"),
+            (std::vector<std::string>{"d", "e/f/g"}));
+  // v1: marker, and NextMarker with a delimiter.
+  xml = Get("/lst?delimiter=%2F&max-keys=2&marker=a%2F");
+  EXPECT_EQ(All(xml, "<Prefix>([^<]+)</Prefix>"), (std::vector<std::string>{"b/"}));
+  EXPECT_EQ(All(xml, "<Key>([^<]*)</Key>"), (std::vector<std::string>{"c"}));
+  EXPECT_EQ(All(xml, "<NextMarker>([^<]*)</NextMarker>"), (std::vector<std::string>{"c"}));
+  EXPECT_EQ(Answer("GET", "/lst?list-type=2&continuation-token=%25"), "400 InvalidArgument");
+  EXPECT_EQ(Answer("GET", "/missing-bucket?list-type=2"), "404 NoSuchBucket");
+}
+
+TEST_F(S3HandlerTest, MultipartCompletionAndAbort) {
+  Put("/mpu", "");
+  const std::string part1(5 << 20, 'x'), part2 = "tail";
+  auto created = Call("POST", "/mpu/obj?uploads");
+  const std::string id = All(created->response_body(), "<UploadId>([^<]*)</UploadId>").at(0);
+  std::vector<std::string> etags;
+  for (const auto& [n, body] : {std::pair{1, part1}, std::pair{2, part2}}) {
+    auto up = Call("PUT", "/mpu/obj?partNumber=" + std::to_string(n) + "&uploadId=" + id, body);
+    ASSERT_EQ(up->status(), 200u) << up->response_body();
+    etags.push_back(*up->ResponseHeader("ETag"));
+  }
+  auto parts = Get("/mpu/obj?uploadId=" + id);
+  EXPECT_EQ(All(parts, "<Size>([^<]*)</Size>"), (std::vector<std::string>{"5242880", "4"}));
+  // Out of order, then a wrong ETag: refused, nothing made.
+  std::string out_of_order = "<CompleteMultipartUpload><Part><PartNumber>2</PartNumber><ETag>" +
+                             etags[1] + "</ETag></Part><Part><PartNumber>1</PartNumber><ETag>" +
+                             etags[0] + "</ETag></Part></CompleteMultipartUpload>";
+  EXPECT_EQ(Answer("POST", "/mpu/obj?uploadId=" + id, out_of_order), "400 InvalidPartOrder");
+  std::string wrong =
+      "<CompleteMultipartUpload><Part><PartNumber>1</PartNumber><ETag>\"00\""
+      "</ETag></Part></CompleteMultipartUpload>";
+  EXPECT_EQ(Answer("POST", "/mpu/obj?uploadId=" + id, wrong), "400 InvalidPart");
+  EXPECT_EQ(Answer("GET", "/mpu/obj"), "404 NoSuchKey");
+  std::string complete = "<CompleteMultipartUpload><Part><PartNumber>1</PartNumber><ETag>" +
+                         etags[0] + "</ETag></Part><Part><PartNumber>2</PartNumber><ETag>" +
+                         etags[1] + "</ETag></Part></CompleteMultipartUpload>";
+  auto done = Call("POST", "/mpu/obj?uploadId=" + id, complete);
+  ASSERT_EQ(done->status(), 200u) << done->response_body();
+  std::string md5s;
+  for (const std::string& body : {part1, part2}) md5s += s3::Md5(body);
+  const std::string want = "\"" + s3::ToHex(s3::Md5(md5s)) + "-2\"";
+  EXPECT_EQ(All(done->response_body(), "<ETag>([^<]*)</ETag>").at(0),
+            "&quot;" + want.substr(1, want.size() - 2) + "&quot;");
+  EXPECT_EQ(Get("/mpu/obj"), part1 + part2);
+  // The same complete again (a retry): the same answer.
+  auto again = Call("POST", "/mpu/obj?uploadId=" + id, complete);
+  EXPECT_EQ(again->response_body(), done->response_body());
+  // Abort: the upload and its parts are gone.
+  auto other = Call("POST", "/mpu/other?uploads");
+  const std::string id2 = All(other->response_body(), "<UploadId>([^<]*)</UploadId>").at(0);
+  EXPECT_EQ(Answer("PUT", "/mpu/other?partNumber=1&uploadId=" + id2, "p"), "200");
+  EXPECT_EQ(Answer("DELETE", "/mpu/other?uploadId=" + id2), "204");
+  EXPECT_EQ(Answer("GET", "/mpu/other?uploadId=" + id2), "404 NoSuchUpload");
+  EXPECT_TRUE(All(Get("/mpu?uploads"), "<UploadId>([^<]*)</UploadId>").empty());
+  auto left = store_->List({.prefix = "", .start_after = "", .max_keys = 100});
+  for (const ObjectInfo& o : left->objects) EXPECT_EQ(o.key.find(id2), std::string::npos) << o.key;
+}
+
+TEST_F(S3HandlerTest, DeleteObjectsReportsEachKey) {
+  Put("/del", "");
+  for (const char* k : {"k1", "k2", "k3"}) Put(std::string("/del/") + k, "v");
+  const std::string body =
+      "<Delete><Object><Key>k1</Key></Object><Object><Key>absent</Key></Object>"
+      "<Object><Key>k2</Key><VersionId>null</VersionId></Object>"
+      "<Object><Key>k3</Key><VersionId>v7</VersionId></Object></Delete>";
+  auto ex = Call("POST", "/del?delete", body);
+  ASSERT_EQ(ex->status(), 200u);
+  EXPECT_EQ(All(ex->response_body(), "<Deleted><Key>([^<]*)</Key>"),
+            (std::vector<std::string>{"k1", "absent", "k2"}));
+  EXPECT_EQ(All(ex->response_body(), "<Error><Key>([^<]*)</Key><Code>([^<]*)"),
+            (std::vector<std::string>{"k3"}));
+  EXPECT_EQ(Code(*ex), "NoSuchVersion");
+  EXPECT_EQ(Answer("GET", "/del/k3"), "200");
+  // Quiet: only the failures.
+  auto quiet = Call("POST", "/del?delete",
+                    "<Delete><Quiet>true</Quiet><Object><Key>k3</Key></Object></Delete>");
+  EXPECT_EQ(quiet->response_body().find("<Deleted>"), std::string::npos);
+  EXPECT_EQ(Answer("POST", "/del?delete", "<Delete><Object>"), "400 MalformedXML");
+}
+
+TEST_F(S3HandlerTest, CopyKeepsOrReplacesMetadata) {
+  Put("/cpy", "");
+  EXPECT_EQ(
+      Answer("PUT", "/cpy/src", "bytes", {{"content-type", "text/x-a"}, {"x-amz-meta-k", "v"}}),
+      "200");
+  EXPECT_EQ(Answer("PUT", "/cpy/dst", "", {{"x-amz-copy-source", "/cpy/src"}}), "200");
+  auto head = Call("HEAD", "/cpy/dst");
+  EXPECT_EQ(head->ResponseHeader("Content-Type"), "text/x-a");
+  EXPECT_EQ(head->ResponseHeader("x-amz-meta-k"), "v");
+  EXPECT_EQ(Answer("PUT", "/cpy/dst", "",
+                   {{"x-amz-copy-source", "/cpy/src"},
+                    {"x-amz-metadata-directive", "REPLACE"},
+                    {"content-type", "text/x-b"}}),
+            "200");
+  head = Call("HEAD", "/cpy/dst");
+  EXPECT_EQ(head->ResponseHeader("Content-Type"), "text/x-b");
+  EXPECT_EQ(head->ResponseHeader("x-amz-meta-k"), std::nullopt);
+  EXPECT_EQ(Get("/cpy/dst"), "bytes");
+  EXPECT_EQ(Answer("PUT", "/cpy/src", "", {{"x-amz-copy-source", "/cpy/src"}}),
+            "400 InvalidRequest");
+  EXPECT_EQ(Answer("PUT", "/cpy/x", "", {{"x-amz-copy-source", "/cpy/none"}}), "404 NoSuchKey");
+}
+
+TEST_F(S3HandlerTest, KvBucketsTakeOnlyChunkObjectsOfTheirLayout) {
+  const ModelPreset tiny{"tiny", KvLayout{2, 1, 4, KvDtype::kFp8, 4}};
+  EXPECT_EQ(Answer("PUT", "/kvb", "", {{"x-objectcache-kv-layout", ModelToJson(tiny)}}), "200");
+  EXPECT_EQ(Answer("PUT", "/kvb/not-a-key", "bytes"), "400 InvalidChunkObject");
+  const ChunkKey key = *ChunkKey::FromHex("0123456789abcdef0123456789abcdef");
+  std::string kv(tiny.layout.ChunkKvBytes(), '\0');
+  for (size_t i = 0; i < kv.size(); ++i) kv[i] = static_cast<char>(i * 7);
+  const std::string object = *EncodeChunkObject(tiny.layout, key, AsBytes(kv));
+  const std::string path = "/kvb/" + key.ToHex();
+  EXPECT_EQ(Answer("PUT", path, object.substr(0, object.size() - 1)), "400 InvalidChunkObject");
+  std::string damaged = object;
+  damaged.back() ^= 1;
+  EXPECT_EQ(Answer("PUT", path, damaged), "400 InvalidChunkObject");
+  const ChunkKey other = *ChunkKey::FromHex("fedcba9876543210fedcba9876543210");
+  EXPECT_EQ(Answer("PUT", "/kvb/" + other.ToHex(), object), "400 InvalidChunkObject");
+  EXPECT_EQ(Answer("GET", path), "404 NoSuchKey");  // nothing of the above was stored
+  Put(path, object);
+  EXPECT_EQ(Get(path), object);
+  EXPECT_EQ(Get("/kvb?kv-layout"), ModelToJson(tiny));
+}
+
+TEST_F(S3HandlerTest, ReadConditionsAndRanges) {
+  Put("/rdx", "");
+  Put("/rdx/k", "0123456789");
+  auto head = Call("HEAD", "/rdx/k");
+  const std::string etag = *head->ResponseHeader("ETag");
+  EXPECT_EQ(Answer("GET", "/rdx/k", "", {{"if-none-match", etag}}), "304");
+  EXPECT_EQ(Answer("GET", "/rdx/k", "", {{"if-match", "\"other\""}}), "412 PreconditionFailed");
+  auto ranged = Call("GET", "/rdx/k", "", {{"range", "bytes=2-4"}});
+  EXPECT_EQ(ranged->status(), 206u);
+  EXPECT_EQ(ranged->response_body(), "234");
+  EXPECT_EQ(ranged->ResponseHeader("Content-Range"), "bytes 2-4/10");
+  EXPECT_EQ(Answer("GET", "/rdx/k", "", {{"range", "bytes=10-"}}), "416 InvalidRange");
+}
+
+TEST_F(S3HandlerTest, AWriterThatLosesTheRaceAfterItsCheckIs409) {
+  // The If-Match check passes, then another client replaces the object before the body is in:
+  // the commit must not overwrite the winner.
+  Put("/race", "");
+  Put("/race/k", "v1");
+  const std::string etag = *Call("HEAD", "/race/k")->ResponseHeader("ETag");
+  auto loser = Call("PUT", "/race/k", "loser", {{"if-match", etag}},
+                    [this] { ASSERT_TRUE(store_->Put("race/k", AsBytes("winner")).ok()); });
+  EXPECT_EQ(loser->status(), 409u);
+  EXPECT_EQ(Code(*loser), "ConditionalRequestConflict");
+  EXPECT_EQ(*ReadWholeObject(*store_, "race/k"), "winner");
+}
+
+TEST_F(S3HandlerTest, UnimplementedSubResourcesTouchNothing) {
+  Put("/sub", "");
+  Put("/sub/k", "v");
+  EXPECT_EQ(Answer("PUT", "/sub?policy", "{}"), "501 NotImplemented");
+  EXPECT_EQ(Answer("DELETE", "/sub/k?tagging"), "501 NotImplemented");
+  EXPECT_EQ(Answer("PUT", "/sub/k?retention", "<Retention/>"), "501 NotImplemented");
+  EXPECT_EQ(Get("/sub/k"), "v");
+}
+
+}  // namespace
+}  // namespace objectcache::server
