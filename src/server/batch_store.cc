@@ -22,9 +22,6 @@ constexpr size_t kMaxRecords = 8192;
 }  // namespace
 
 asio::awaitable<S3Result<void>> S3Handler::BatchStore(Ctx& c) {
-  c.op = S3Op::kBatchStore;
-  auto b = co_await FindBucket(c.req.bucket);
-  if (!b) co_return std::unexpected(b.error());
   const std::string payload_hash =
       c.id ? c.id->payload_hash
            : (c.req.Header("x-amz-content-sha256") ? *c.req.Header("x-amz-content-sha256")
@@ -107,11 +104,11 @@ asio::awaitable<S3Result<void>> S3Handler::BatchStore(Ctx& c) {
       auto p = std::make_unique<Pending>();
       p->key = key;
       p->left = size;
-      if (b->layout) {
+      if (c.bucket.layout) {
         Result<ChunkKey> ck = ChunkKey::FromHex(key);
         if (!ck) co_return Fail("InvalidChunkObject", "'" + key + "' is not a chunk key");
-        p->verifier.emplace(
-            ChunkExpectation{.layout = &b->layout->layout, .key = &*ck, .object_bytes = size});
+        p->verifier.emplace(ChunkExpectation{
+            .layout = &c.bucket.layout->layout, .key = &*ck, .object_bytes = size});
       }
       auto w = co_await Blocking([&] { return store_->NewWriter(ObjectKey(c.req.bucket, key)); });
       if (!w) co_return std::unexpected(FromStatus(w.error()));

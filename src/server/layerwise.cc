@@ -190,20 +190,17 @@ S3Result<void> CheckLayerwiseRequestBody(std::string_view body, size_t max_keys)
 }
 
 asio::awaitable<S3Result<void>> S3Handler::LayerwiseRetrieve(Ctx& c) {
-  c.op = S3Op::kLayerwise;
-  auto b = co_await FindBucket(c.req.bucket);
-  if (!b) co_return std::unexpected(b.error());
   auto body = co_await ReadSmallBody(c, 4096 + options_.max_lookup_keys * 40);
   if (!body) co_return std::unexpected(body.error());
   auto req = ParseRequest(*body, options_.max_lookup_keys);
   if (!req) co_return std::unexpected(req.error());
-  if (!req->model && !b->layout) {
+  if (!req->model && !c.bucket.layout) {
     co_return Fail("InvalidArgument", "name a \"layout\" (the bucket is not bound to one)");
   }
-  if (req->model && b->layout && req->model->layout != b->layout->layout) {
+  if (req->model && c.bucket.layout && req->model->layout != c.bucket.layout->layout) {
     co_return Fail("InvalidArgument", "the request's layout differs from the bucket's");
   }
-  const KvLayout layout = req->model ? req->model->layout : b->layout->layout;
+  const KvLayout layout = req->model ? req->model->layout : c.bucket.layout->layout;
   if (req->first >= req->last || req->last > layout.num_layers) {
     co_return Fail("InvalidArgument", "\"layers\" [" + std::to_string(req->first) + ", " +
                                           std::to_string(req->last) +

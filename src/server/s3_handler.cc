@@ -200,6 +200,13 @@ asio::awaitable<S3Result<void>> S3Handler::Dispatch(Ctx& c) {
       co_return Fail("NoSuchVersion", "The specified version does not exist.");
     }
   }
+  c.op = MetricOperation(*route);
+  // Every operation but these two acts on a bucket that exists: found once, here.
+  if (*route != S3Route::kListBuckets && *route != S3Route::kCreateBucket) {
+    S3Result<BucketInfo> bucket = co_await FindBucket(r.bucket);
+    if (!bucket) co_return std::unexpected(bucket.error());
+    c.bucket = std::move(*bucket);
+  }
   switch (*route) {
     case S3Route::kListBuckets:
       co_return co_await ListBuckets(c);
@@ -208,9 +215,6 @@ asio::awaitable<S3Result<void>> S3Handler::Dispatch(Ctx& c) {
     case S3Route::kDeleteBucket:
       co_return co_await DeleteBucket(c);
     case S3Route::kHeadBucket: {
-      c.op = S3Op::kHeadBucket;
-      auto b = co_await FindBucket(r.bucket);
-      if (!b) co_return std::unexpected(b.error());
       Headers h{{"x-amz-request-id", c.request_id}};
       (void)co_await c.ex.RespondHeaderOnly(200, std::move(h), 0);
       co_return S3Result<void>();
@@ -222,8 +226,6 @@ asio::awaitable<S3Result<void>> S3Handler::Dispatch(Ctx& c) {
     case S3Route::kListObjectVersions:
       co_return co_await ListObjectVersions(c);
     case S3Route::kGetBucketLocation: {
-      auto b = co_await FindBucket(r.bucket);
-      if (!b) co_return std::unexpected(b.error());
       XmlWriter w;
       w.Open("LocationConstraint", true);
       w.Close("LocationConstraint");
@@ -244,11 +246,9 @@ asio::awaitable<S3Result<void>> S3Handler::Dispatch(Ctx& c) {
     case S3Route::kDeleteObjects:
       co_return co_await DeleteObjects(c);
     case S3Route::kGetKvLayout: {
-      auto b = co_await FindBucket(r.bucket);
-      if (!b) co_return std::unexpected(b.error());
-      if (!b->layout) co_return Fail("NoSuchKey", "bucket is not bound to a KV layout");
+      if (!c.bucket.layout) co_return Fail("NoSuchKey", "bucket is not bound to a KV layout");
       Headers h{{"Content-Type", "application/json"}};
-      (void)co_await c.ex.Respond(200, std::move(h), ModelToJson(*b->layout));
+      (void)co_await c.ex.Respond(200, std::move(h), ModelToJson(*c.bucket.layout));
       co_return S3Result<void>();
     }
     case S3Route::kBatchLookup:
@@ -293,7 +293,6 @@ void WriteOwner(XmlWriter* w, std::string_view element) {
 }
 
 asio::awaitable<S3Result<void>> S3Handler::ListBuckets(Ctx& c) {
-  c.op = S3Op::kListBuckets;
   const S3Request& r = c.req;
   // Every bucket unless max-buckets asks for pages (1 to 10000, as S3 takes it).
   std::optional<uint64_t> max_buckets;
@@ -368,7 +367,6 @@ asio::awaitable<S3Result<void>> S3Handler::ListBuckets(Ctx& c) {
 }
 
 asio::awaitable<S3Result<void>> S3Handler::CreateBucket(Ctx& c) {
-  c.op = S3Op::kCreateBucket;
   const std::string& bucket = c.req.bucket;
   if (!ValidBucketName(bucket)) {
     co_return Fail("InvalidBucketName",
@@ -419,9 +417,6 @@ asio::awaitable<S3Result<void>> S3Handler::CreateBucket(Ctx& c) {
 }
 
 asio::awaitable<S3Result<void>> S3Handler::DeleteBucket(Ctx& c) {
-  c.op = S3Op::kDeleteBucket;
-  auto b = co_await FindBucket(c.req.bucket);
-  if (!b) co_return std::unexpected(b.error());
   Status s = co_await Blocking([&]() -> Status {
     OC_ASSIGN_OR_RETURN(
         ListPage page,
@@ -510,10 +505,7 @@ Result<S3Handler::Listing> S3Handler::ListBucket(const std::string& bucket,
 }
 
 asio::awaitable<S3Result<void>> S3Handler::ListObjects(Ctx& c, bool v2) {
-  c.op = S3Op::kListObjects;
   const S3Request& r = c.req;
-  auto b = co_await FindBucket(r.bucket);
-  if (!b) co_return std::unexpected(b.error());
   auto q = [&r](const char* name) {
     const std::string* v = r.Query(name);
     return v ? *v : std::string();
@@ -577,9 +569,6 @@ asio::awaitable<S3Result<void>> S3Handler::ListObjects(Ctx& c, bool v2) {
 }
 
 asio::awaitable<S3Result<void>> S3Handler::DeleteObjects(Ctx& c) {
-  c.op = S3Op::kDeleteObjects;
-  auto b = co_await FindBucket(c.req.bucket);
-  if (!b) co_return std::unexpected(b.error());
   auto body = co_await ReadSmallBody(c, 2 << 20);
   if (!body) co_return std::unexpected(body.error());
   XmlElement root;
@@ -653,9 +642,6 @@ asio::awaitable<S3Result<void>> S3Handler::DeleteObjects(Ctx& c) {
 }
 
 asio::awaitable<S3Result<void>> S3Handler::BatchLookup(Ctx& c) {
-  c.op = S3Op::kBatchLookup;
-  auto b = co_await FindBucket(c.req.bucket);
-  if (!b) co_return std::unexpected(b.error());
   auto body = co_await ReadSmallBody(c, 16 + options_.max_lookup_keys * 1100);
   if (!body) co_return std::unexpected(body.error());
   nlohmann::json j = ParseBoundedJson(*body, {.max_values = options_.max_lookup_keys + 16});
@@ -676,7 +662,7 @@ asio::awaitable<S3Result<void>> S3Handler::BatchLookup(Ctx& c) {
                      "lookup keys must be non-empty strings of at most 1024 bytes");
     }
     // A KV bucket holds chunk objects only, under their keys: any other name is a mistake.
-    if (b->layout && !ChunkKey::FromHex(k.get<std::string>()).has_value()) {
+    if (c.bucket.layout && !ChunkKey::FromHex(k.get<std::string>()).has_value()) {
       co_return Fail("InvalidArgument",
                      "lookup keys in a KV-layout bucket are chunk keys (32 hex "
                      "digits), not '" +

@@ -133,6 +133,10 @@ class S3Handler final : public RequestHandler {
   asio::awaitable<void> Handle(HttpExchange& exchange) override;
 
  private:
+  struct BucketInfo {
+    int64_t created = 0;
+    std::optional<ModelPreset> layout;
+  };
   // The state of one request while it is handled.
   struct Ctx {
     HttpExchange& ex;
@@ -140,10 +144,9 @@ class S3Handler final : public RequestHandler {
     std::optional<s3::SigV4Identity> id;  // unset for anonymous requests
     std::string request_id;
     S3Op op = S3Op::kOther;
-  };
-  struct BucketInfo {
-    int64_t created = 0;
-    std::optional<ModelPreset> layout;
+    // The request's bucket, found by Dispatch before any handler runs (every route but
+    // ListBuckets and CreateBucket names an existing bucket).
+    BucketInfo bucket;
   };
 
   asio::awaitable<s3::S3Result<void>> Dispatch(Ctx& c);

@@ -159,9 +159,6 @@ void S3Handler::ScheduleUploadSweep() {
 }
 
 asio::awaitable<S3Result<void>> S3Handler::CreateMultipart(Ctx& c) {
-  c.op = S3Op::kCreateMultipart;
-  auto b = co_await FindBucket(c.req.bucket);
-  if (!b) co_return std::unexpected(b.error());
   const int64_t now = options_.now();
   const std::string id = NewUploadId(now);
   nlohmann::json j;
@@ -208,7 +205,6 @@ asio::awaitable<S3Result<void>> S3Handler::CreateMultipart(Ctx& c) {
 }
 
 asio::awaitable<S3Result<void>> S3Handler::UploadPart(Ctx& c) {
-  c.op = S3Op::kUploadPart;
   const std::string id = *c.req.Query("uploadId");
   const std::string* pn = c.req.Query("partNumber");
   uint64_t part = 0;
@@ -217,8 +213,6 @@ asio::awaitable<S3Result<void>> S3Handler::UploadPart(Ctx& c) {
   }
   if (c.req.Header("x-amz-copy-source"))
     co_return Fail("NotImplemented", "UploadPartCopy is not implemented");
-  auto b = co_await FindBucket(c.req.bucket);
-  if (!b) co_return std::unexpected(b.error());
   auto upload = co_await Blocking([&] { return LoadUpload(c.req.bucket, id); });
   if (!upload || upload->key != c.req.key) {
     co_return Fail("NoSuchUpload", "The specified multipart upload does not exist.");
@@ -237,7 +231,6 @@ asio::awaitable<S3Result<void>> S3Handler::UploadPart(Ctx& c) {
 }
 
 asio::awaitable<S3Result<void>> S3Handler::ListParts(Ctx& c) {
-  c.op = S3Op::kListParts;
   const std::string id = *c.req.Query("uploadId");
   auto max_parts = QueryNumber(c.req, "max-parts", kMaxListed, kMaxListed);
   if (!max_parts) co_return std::unexpected(max_parts.error());
@@ -309,10 +302,7 @@ asio::awaitable<S3Result<void>> S3Handler::ListParts(Ctx& c) {
 }
 
 asio::awaitable<S3Result<void>> S3Handler::CompleteMultipart(Ctx& c) {
-  c.op = S3Op::kCompleteMultipart;
   const std::string id = *c.req.Query("uploadId");
-  auto b = co_await FindBucket(c.req.bucket);
-  if (!b) co_return std::unexpected(b.error());
   auto body = co_await ReadSmallBody(c, 4 << 20);
   if (!body) co_return std::unexpected(body.error());
   XmlElement root;
@@ -348,7 +338,7 @@ asio::awaitable<S3Result<void>> S3Handler::CompleteMultipart(Ctx& c) {
     md5s += raw;
   }
   const std::string final_etag = ToHex(Md5(md5s)) + "-" + std::to_string(wanted.size());
-  const std::optional<ModelPreset>& kv = b->layout;
+  const std::optional<ModelPreset>& kv = c.bucket.layout;
   std::optional<ChunkKey> chunk_key;
   if (kv) {
     Result<ChunkKey> k = ChunkKey::FromHex(c.req.key);
@@ -446,7 +436,6 @@ asio::awaitable<S3Result<void>> S3Handler::CompleteMultipart(Ctx& c) {
 }
 
 asio::awaitable<S3Result<void>> S3Handler::AbortMultipart(Ctx& c) {
-  c.op = S3Op::kAbortMultipart;
   const std::string id = *c.req.Query("uploadId");
   auto s = co_await Blocking([&]() -> Status {
     OC_ASSIGN_OR_RETURN(Upload u, LoadUpload(c.req.bucket, id));
@@ -465,10 +454,7 @@ asio::awaitable<S3Result<void>> S3Handler::AbortMultipart(Ctx& c) {
 }
 
 asio::awaitable<S3Result<void>> S3Handler::ListUploads(Ctx& c) {
-  c.op = S3Op::kOther;
   const S3Request& r = c.req;
-  auto b = co_await FindBucket(r.bucket);
-  if (!b) co_return std::unexpected(b.error());
   auto max_uploads = QueryNumber(r, "max-uploads", kMaxListed, kMaxListed);
   if (!max_uploads) co_return std::unexpected(max_uploads.error());
   auto q = [&r](const char* name) {

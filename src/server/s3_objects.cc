@@ -15,9 +15,6 @@ namespace objectcache::server {
 using namespace ::objectcache::s3;
 
 asio::awaitable<S3Result<void>> S3Handler::PutObject(Ctx& c) {
-  c.op = S3Op::kPutObject;
-  auto b = co_await FindBucket(c.req.bucket);
-  if (!b) co_return std::unexpected(b.error());
   S3Result<WriteCondition> condition = ParseWriteCondition(c.req);
   if (!condition) co_return std::unexpected(condition.error());
   const std::string store_key = ObjectKey(c.req.bucket, c.req.key);
@@ -27,7 +24,7 @@ asio::awaitable<S3Result<void>> S3Handler::PutObject(Ctx& c) {
     if (!put) co_return std::unexpected(put.error());
   }
   auto etag = co_await ReceiveBody(c, store_key, ObjectAttributes::FromRequest(c.req.headers),
-                                   b->layout, *put);
+                                   c.bucket.layout, *put);
   if (!etag) co_return std::unexpected(etag.error());
   {
     Headers h{{"ETag", "\"" + *etag + "\""}, {"x-amz-request-id", c.request_id}};
@@ -37,10 +34,7 @@ asio::awaitable<S3Result<void>> S3Handler::PutObject(Ctx& c) {
 }
 
 asio::awaitable<S3Result<void>> S3Handler::GetObject(Ctx& c, bool head) {
-  c.op = head ? S3Op::kHeadObject : S3Op::kGetObject;
   const S3Request& r = c.req;
-  auto b = co_await FindBucket(r.bucket);
-  if (!b) co_return std::unexpected(b.error());
   // Open the object and, when it is small, read it: on this thread when that cannot block (an
   // open file, bytes in the page cache), else in one trip to the pool.
   const size_t piece = options_.io_buffer_bytes;
@@ -155,10 +149,7 @@ asio::awaitable<S3Result<void>> S3Handler::GetObject(Ctx& c, bool head) {
 }
 
 asio::awaitable<S3Result<void>> S3Handler::GetObjectAttributes(Ctx& c) {
-  c.op = S3Op::kHeadObject;
   const S3Request& r = c.req;
-  auto b = co_await FindBucket(r.bucket);
-  if (!b) co_return std::unexpected(b.error());
   // x-amz-object-attributes: which of these to answer, comma-separated.
   const std::string* list = r.Header("x-amz-object-attributes");
   if (list == nullptr) {
@@ -212,9 +203,6 @@ asio::awaitable<S3Result<void>> S3Handler::GetObjectAttributes(Ctx& c) {
 }
 
 asio::awaitable<S3Result<void>> S3Handler::DeleteObject(Ctx& c) {
-  c.op = S3Op::kDeleteObject;
-  auto b = co_await FindBucket(c.req.bucket);
-  if (!b) co_return std::unexpected(b.error());
   const S3Request& r = c.req;
   S3Result<DeleteConditions> conditions =
       ParseDeleteConditions(r.Header("if-match"), r.Header("x-amz-if-match-last-modified-time"),
@@ -231,10 +219,7 @@ asio::awaitable<S3Result<void>> S3Handler::DeleteObject(Ctx& c) {
 }
 
 asio::awaitable<S3Result<void>> S3Handler::CopyObject(Ctx& c) {
-  c.op = S3Op::kCopyObject;
   const S3Request& r = c.req;
-  auto b = co_await FindBucket(r.bucket);
-  if (!b) co_return std::unexpected(b.error());
   std::string source;
   std::string_view raw_source = *r.Header("x-amz-copy-source");
   if (size_t q = raw_source.find('?'); q != std::string_view::npos)
@@ -279,7 +264,7 @@ asio::awaitable<S3Result<void>> S3Handler::CopyObject(Ctx& c) {
   if (!condition) co_return std::unexpected(condition.error());
   std::optional<ObjectAttributes> attrs =
       replace ? ObjectAttributes::FromRequest(r.headers) : source_attrs;
-  const std::optional<ModelPreset>& kv = b->layout;
+  const std::optional<ModelPreset>& kv = c.bucket.layout;
   std::optional<ChunkKey> chunk_key;
   if (kv) {
     Result<ChunkKey> k = ChunkKey::FromHex(r.key);

@@ -143,4 +143,52 @@ s3::S3Result<S3Route> RouteS3Request(const s3::S3Request& r) {
   return not_allowed();
 }
 
+S3Op MetricOperation(S3Route route) {
+  switch (route) {
+    case S3Route::kListBuckets:
+      return S3Op::kListBuckets;
+    case S3Route::kCreateBucket:
+      return S3Op::kCreateBucket;
+    case S3Route::kDeleteBucket:
+      return S3Op::kDeleteBucket;
+    case S3Route::kHeadBucket:
+      return S3Op::kHeadBucket;
+    case S3Route::kListObjects:
+    case S3Route::kListObjectsV2:
+    case S3Route::kListObjectVersions:
+      return S3Op::kListObjects;
+    case S3Route::kDeleteObjects:
+      return S3Op::kDeleteObjects;
+    case S3Route::kBatchLookup:
+      return S3Op::kBatchLookup;
+    case S3Route::kLayerwiseRetrieve:
+      return S3Op::kLayerwise;
+    case S3Route::kBatchStore:
+      return S3Op::kBatchStore;
+    case S3Route::kPutObject:
+      return S3Op::kPutObject;
+    case S3Route::kCopyObject:
+      return S3Op::kCopyObject;
+    case S3Route::kGetObject:
+      return S3Op::kGetObject;
+    case S3Route::kHeadObject:
+    case S3Route::kGetObjectAttributes:
+      return S3Op::kHeadObject;
+    case S3Route::kDeleteObject:
+      return S3Op::kDeleteObject;
+    case S3Route::kCreateMultipartUpload:
+      return S3Op::kCreateMultipart;
+    case S3Route::kUploadPart:
+      return S3Op::kUploadPart;
+    case S3Route::kListParts:
+      return S3Op::kListParts;
+    case S3Route::kCompleteMultipartUpload:
+      return S3Op::kCompleteMultipart;
+    case S3Route::kAbortMultipartUpload:
+      return S3Op::kAbortMultipart;
+    default:
+      return S3Op::kOther;
+  }
+}
+
 }  // namespace objectcache::server

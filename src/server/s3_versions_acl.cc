@@ -36,10 +36,7 @@ bool IsPrivatePolicy(const XmlElement& root) {
 }  // namespace
 
 asio::awaitable<S3Result<void>> S3Handler::ListObjectVersions(Ctx& c) {
-  c.op = S3Op::kListObjects;
   const S3Request& r = c.req;
-  auto b = co_await FindBucket(r.bucket);
-  if (!b) co_return std::unexpected(b.error());
   auto q = [&r](const char* name) {
     const std::string* v = r.Query(name);
     return v ? *v : std::string();
@@ -92,9 +89,6 @@ asio::awaitable<S3Result<void>> S3Handler::ListObjectVersions(Ctx& c) {
 }
 
 asio::awaitable<S3Result<void>> S3Handler::BucketVersioning(Ctx& c, bool put) {
-  c.op = S3Op::kOther;
-  auto b = co_await FindBucket(c.req.bucket);
-  if (!b) co_return std::unexpected(b.error());
   if (!put) {
     // A bucket that never had versioning enabled answers an empty configuration.
     XmlWriter w;
@@ -137,9 +131,6 @@ asio::awaitable<S3Result<void>> S3Handler::ObjectExists(Ctx& c) {
 }
 
 asio::awaitable<S3Result<void>> S3Handler::GetAcl(Ctx& c) {
-  c.op = S3Op::kOther;
-  auto b = co_await FindBucket(c.req.bucket);
-  if (!b) co_return std::unexpected(b.error());
   if (auto exists = co_await ObjectExists(c); !exists) co_return exists;
   XmlWriter w;
   w.Open("AccessControlPolicy", true);
@@ -161,10 +152,7 @@ asio::awaitable<S3Result<void>> S3Handler::GetAcl(Ctx& c) {
 }
 
 asio::awaitable<S3Result<void>> S3Handler::PutAcl(Ctx& c) {
-  c.op = S3Op::kOther;
   const S3Request& r = c.req;
-  auto b = co_await FindBucket(r.bucket);
-  if (!b) co_return std::unexpected(b.error());
   const auto refuse = [] {
     return Fail("NotImplemented",
                 "objectcache serves everything to its own credentials only: the only ACL it "
