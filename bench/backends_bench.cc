@@ -13,10 +13,10 @@
 #include "bench/bench_report.h"
 #include "bench/kv_fixture.h"
 #include "bench/ttft_experiment.h"
-#include "client/s3_store.h"
 #include "engine/prefill.h"
 #include "objectcache/chunk_object.h"
 #include "objectcache/client.h"
+#include "store/s3/s3_store.h"
 
 namespace objectcache::bench {
 namespace {
@@ -136,9 +136,8 @@ Status RunBackends(const BackendsFlags& f) {
   OC_ASSIGN_OR_RETURN(auto local_writer,
                       client_for(local_gw.endpoint, (max_chunks + 1) * object_bytes));
   OC_ASSIGN_OR_RETURN(auto rados_writer, client_for(rados_gw.endpoint, 0));
-  OC_ASSIGN_OR_RETURN(
-      auto rgw_store,
-      client::OpenS3Store("s3://" + rgw.substr(rgw.find("://") + 3) + "/" + kBucket));
+  OC_ASSIGN_OR_RETURN(auto rgw_store,
+                      OpenS3Store("s3://" + rgw.substr(rgw.find("://") + 3) + "/" + kBucket));
   const double t_store = NowSeconds();
   OC_ASSIGN_OR_RETURN(PrefixSet prefix,
                       StorePrefix(model, max_chunks, 7,

@@ -5,9 +5,9 @@
 #include <fstream>
 #include <thread>
 
-#include "client/s3_connection.h"
 #include "objectcache/chunk_object.h"
 #include "objectcache/store.h"
+#include "s3/s3_connection.h"
 
 namespace objectcache::bench {
 namespace {
@@ -140,9 +140,9 @@ Result<PrefixSet> StorePrefix(const ModelPreset& model, size_t chunks, uint64_t 
 
 Status CreateBucket(const std::string& endpoint, const std::string& bucket,
                     const ModelPreset& model) {
-  OC_ASSIGN_OR_RETURN(client::S3Endpoint ep, client::S3Endpoint::Parse(endpoint));
-  client::S3Connection conn(ep, client::S3Credentials::FromEnvironment());
-  OC_ASSIGN_OR_RETURN(client::S3Response res,
+  OC_ASSIGN_OR_RETURN(s3::S3Endpoint ep, s3::S3Endpoint::Parse(endpoint));
+  s3::S3Connection conn(ep, s3::S3Credentials::FromEnvironment());
+  OC_ASSIGN_OR_RETURN(s3::S3Response res,
                       conn.Send("PUT", "/" + bucket, {}, "", [](auto) { return Status(); },
                                 {{"x-objectcache-kv-layout", ModelToJson(model)}}));
   if (res.status == 200 || res.status == 409) return Status();  // 409: it is there already

@@ -17,11 +17,11 @@
 #include "bench/bench_report.h"
 #include "bench/kv_fixture.h"
 #include "bench/svg_chart.h"
-#include "client/s3_connection.h"
 #include "engine/prefill.h"
 #include "objectcache/chunk_object.h"
 #include "objectcache/client.h"
 #include "objectcache/store.h"
+#include "s3/s3_connection.h"
 
 namespace objectcache::bench {
 namespace {

@@ -13,9 +13,9 @@
 #include <random>
 #include <thread>
 
-#include "client/s3_connection.h"
 #include "objectcache/chunk_object.h"
 #include "objectcache/client.h"
+#include "s3/s3_connection.h"
 #include "store/scratch_dir.h"
 #include "test/server_process.h"
 
@@ -29,7 +29,7 @@ std::string RadosUri(const std::string& ceph_dir, const std::string& ns, int tim
 
 // Counts from the server's /metrics: requests of one operation.
 uint64_t RequestsServed(const std::string& endpoint, const std::string& op) {
-  client::S3Connection conn(*client::S3Endpoint::Parse(endpoint), client::S3Credentials{});
+  s3::S3Connection conn(*s3::S3Endpoint::Parse(endpoint), s3::S3Credentials{});
   std::string body;
   auto res = conn.Send("GET", "/metrics", {}, "", [&](std::span<const std::byte> b) {
     body.append(reinterpret_cast<const char*>(b.data()), b.size());
@@ -66,7 +66,7 @@ class CephGatewayTest : public ::testing::Test {
   }
 
   void CreateBucket(const std::string& endpoint) {
-    client::S3Connection conn(*client::S3Endpoint::Parse(endpoint), client::S3Credentials{});
+    s3::S3Connection conn(*s3::S3Endpoint::Parse(endpoint), s3::S3Credentials{});
     auto res = conn.Send("PUT", "/kvc", {}, "", [](auto) { return Status(); },
                          {{"x-objectcache-kv-layout", "llama-3.1-8b"}});
     ASSERT_TRUE(res.has_value()) << res.error().ToString();

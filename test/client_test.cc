@@ -15,10 +15,10 @@
 #include <random>
 #include <thread>
 
-#include "client/s3_connection.h"
 #include "objectcache/chunk_object.h"
 #include "objectcache/kv_pool.h"
 #include "objectcache/store.h"
+#include "s3/s3_connection.h"
 #include "store/scratch_dir.h"
 #include "test/server_process.h"
 
@@ -35,7 +35,7 @@ class ClientTest : public ::testing::Test {
     port_ = server_->port();
     ASSERT_GT(port_, 0);
     endpoint_ = "http://127.0.0.1:" + std::to_string(port_);
-    client::S3Connection conn(*client::S3Endpoint::Parse(endpoint_), client::S3Credentials{});
+    s3::S3Connection conn(*s3::S3Endpoint::Parse(endpoint_), s3::S3Credentials{});
     auto res = conn.Send("PUT", "/kvc", {}, "", [](auto) { return Status(); },
                          {{"x-objectcache-kv-layout", "llama-3.1-8b"}});
     ASSERT_TRUE(res.has_value()) << res.error().ToString();
@@ -297,7 +297,7 @@ TEST_F(ClientTest, KeysSpreadOverTwoEndpointsAndComeBackWhole) {
     testing::ServerProcess second(dir2);
     ASSERT_GT(second.port(), 0);
     const std::string endpoint2 = "http://127.0.0.1:" + std::to_string(second.port());
-    client::S3Connection conn(*client::S3Endpoint::Parse(endpoint2), client::S3Credentials{});
+    s3::S3Connection conn(*s3::S3Endpoint::Parse(endpoint2), s3::S3Credentials{});
     ASSERT_EQ(conn.Send("PUT", "/kvc", {}, "", [](auto) { return Status(); },
                         {{"x-objectcache-kv-layout", "llama-3.1-8b"}})
                   ->status,
@@ -433,7 +433,7 @@ TEST_F(ClientTest, AServerUnderABandwidthCapDeliversEveryByteToConcurrentRetriev
       ExpectPrefix(regions[i], 0, 32, 4);
     }
     // A descriptor with a nonsensical compute time is refused.
-    client::S3Connection conn(*client::S3Endpoint::Parse(endpoint_), client::S3Credentials{});
+    s3::S3Connection conn(*s3::S3Endpoint::Parse(endpoint_), s3::S3Credentials{});
     auto bad = conn.Send("POST", "/kvc", {{"layerwise", ""}},
                          R"({"version": 1, "keys": [")" + keys_[0].ToHex() +
                              R"("], "layers": [0, 1], "compute_seconds_per_layer": -1})",

@@ -9,9 +9,9 @@
 #include <fstream>
 #include <thread>
 
-#include "client/s3_connection.h"
-#include "client/s3_store.h"
 #include "objectcache/store_registry.h"
+#include "s3/s3_connection.h"
+#include "store/s3/s3_store.h"
 #include "store/store_conformance.h"
 #include "test/server_process.h"
 
@@ -43,10 +43,10 @@ class ServerEnvironment : public ::testing::Environment {
 Result<std::unique_ptr<Store>> OpenBucketFor(const std::string& scratch_dir) {
   // One bucket per scratch directory: the same directory reopens the same bucket.
   std::string bucket = "conf-" + std::to_string(std::hash<std::string>()(scratch_dir) % 1000000000);
-  client::S3Connection conn(*client::S3Endpoint::Parse(ServerEnvironment::endpoint), {});
+  s3::S3Connection conn(*s3::S3Endpoint::Parse(ServerEnvironment::endpoint), {});
   auto r = conn.Send("PUT", "/" + bucket, {}, "", [](auto) { return Status(); });
   if (!r.has_value()) return r.error();
-  return client::OpenS3Store("s3://" + ServerEnvironment::endpoint + "/" + bucket);
+  return OpenS3Store("s3://" + ServerEnvironment::endpoint + "/" + bucket);
 }
 
 INSTANTIATE_TEST_SUITE_P(S3, StoreConformanceTest,
@@ -54,12 +54,12 @@ INSTANTIATE_TEST_SUITE_P(S3, StoreConformanceTest,
                          [](const auto& param_info) { return param_info.param.name; });
 
 TEST(S3StoreTest, RegisteredSchemeOpensAndBadUrisFail) {
-  client::RegisterS3Store();
+  RegisterS3Store();
   EXPECT_EQ(OpenStore("s3://" + ServerEnvironment::endpoint).status().code(),
             StatusCode::kInvalidArgument);
   EXPECT_EQ(OpenStore("s3://" + ServerEnvironment::endpoint + "/no-such-bucket").status().code(),
             StatusCode::kNotFound);
-  client::S3Connection conn(*client::S3Endpoint::Parse(ServerEnvironment::endpoint), {});
+  s3::S3Connection conn(*s3::S3Endpoint::Parse(ServerEnvironment::endpoint), {});
   ASSERT_TRUE(conn.Send("PUT", "/registered", {}, "", [](auto) { return Status(); }).has_value());
   Result<std::unique_ptr<Store>> s =
       OpenStore("s3://" + ServerEnvironment::endpoint + "/registered");

@@ -6,9 +6,9 @@
 
 #include "cli/cli_support.h"
 #include "client/layer_stream.h"
-#include "client/s3_connection.h"
 #include "objectcache/chunk_key.h"
 #include "objectcache/layer_reader.h"
+#include "s3/s3_connection.h"
 
 namespace objectcache::cli {
 namespace {
@@ -23,7 +23,7 @@ struct FetchFlags {
 };
 
 Status RunFetch(const FetchFlags& f) {
-  OC_ASSIGN_OR_RETURN(client::S3Endpoint endpoint, client::S3Endpoint::Parse(f.endpoint));
+  OC_ASSIGN_OR_RETURN(s3::S3Endpoint endpoint, s3::S3Endpoint::Parse(f.endpoint));
   OC_ASSIGN_OR_RETURN(ModelPreset model, ResolveLayoutFlags(f.layout));
   OC_ASSIGN_OR_RETURN(LayerRange range, LayerRange::Parse(f.layers, model.layout.num_layers));
   OC_ASSIGN_OR_RETURN(std::string text, ReadFile(f.keys_file));
@@ -50,12 +50,12 @@ Status RunFetch(const FetchFlags& f) {
       [&](uint32_t, const Status& s) {
         if (s.ok() && write_status.ok()) write_status = out->Write(AsBytes(region));
       });
-  client::S3Connection conn(endpoint, client::S3Credentials::FromEnvironment());
+  s3::S3Connection conn(endpoint, s3::S3Credentials::FromEnvironment());
   const std::string request = body.dump();
-  OC_ASSIGN_OR_RETURN(
-      client::S3Response res,
-      conn.Send("POST", "/" + f.bucket, {{"layerwise", ""}}, request,
-                [&](std::span<const std::byte> bytes) { return decoder.Feed(bytes); }));
+  OC_ASSIGN_OR_RETURN(s3::S3Response res, conn.Send("POST", "/" + f.bucket, {{"layerwise", ""}},
+                                                    request, [&](std::span<const std::byte> bytes) {
+                                                      return decoder.Feed(bytes);
+                                                    }));
   if (res.status != 200) {
     return UnavailableError("server answered " + std::to_string(res.status) + ": " +
                             res.error_body);

@@ -7,11 +7,11 @@
 #include <optional>
 #include <thread>
 
-#include "client/connection_pool.h"
 #include "client/dram_tier.h"
 #include "client/fetcher.h"
 #include "client/retrieval_state.h"
 #include "objectcache/chunk_object.h"
+#include "s3/connection_pool.h"
 
 namespace objectcache {
 
@@ -31,14 +31,14 @@ const char* RetrievalModeName(RetrievalMode mode) {
 
 namespace {
 
-using client::ConnectionPool;
 using client::DramTier;
 using client::Fetcher;
 using client::RetrievalState;
+using s3::ConnectionPool;
 
 class ClientImpl final : public Client {
  public:
-  ClientImpl(std::unique_ptr<ConnectionPool> pool, const ClientOptions& options)
+  ClientImpl(std::unique_ptr<s3::ConnectionPool> pool, const ClientOptions& options)
       : pool_(std::move(pool)),
         fetcher_(pool_.get(), options.bucket,
                  {.retries = options.retries,
@@ -244,7 +244,7 @@ class ClientImpl final : public Client {
     }
   }
 
-  std::unique_ptr<ConnectionPool> pool_;
+  std::unique_ptr<s3::ConnectionPool> pool_;
   const Fetcher fetcher_;
   const std::unique_ptr<DramTier> dram_;  // null: no DRAM tier
   const bool fill_dram_;
@@ -265,19 +265,19 @@ class ClientImpl final : public Client {
 Result<std::unique_ptr<Client>> Client::Create(const ClientOptions& options) {
   if (options.endpoints.empty()) return InvalidArgumentError("no endpoints");
   if (options.bucket.empty()) return InvalidArgumentError("no bucket");
-  std::vector<client::S3Endpoint> endpoints;
+  std::vector<s3::S3Endpoint> endpoints;
   for (const std::string& url : options.endpoints) {
-    OC_ASSIGN_OR_RETURN(client::S3Endpoint e, client::S3Endpoint::Parse(url));
+    OC_ASSIGN_OR_RETURN(s3::S3Endpoint e, s3::S3Endpoint::Parse(url));
     endpoints.push_back(std::move(e));
   }
-  client::S3Credentials credentials = client::S3Credentials::FromEnvironment();
+  s3::S3Credentials credentials = s3::S3Credentials::FromEnvironment();
   if (!options.access_key.empty() || !options.secret_key.empty()) {
     credentials.access_key = options.access_key;
     credentials.secret_key = options.secret_key;
   }
   return std::unique_ptr<Client>(
-      new ClientImpl(std::make_unique<ConnectionPool>(std::move(endpoints), std::move(credentials),
-                                                      options.timeout),
+      new ClientImpl(std::make_unique<s3::ConnectionPool>(std::move(endpoints),
+                                                          std::move(credentials), options.timeout),
                      options));
 }
 

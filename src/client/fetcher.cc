@@ -144,8 +144,8 @@ Result<std::string> Fetcher::Call(size_t endpoint, std::string_view method, std:
   std::string reply;
   Status s = WithRetries([&]() -> Status {
     reply.clear();
-    std::unique_ptr<S3Connection> conn = pool_->Take(endpoint);
-    OC_ASSIGN_OR_RETURN(S3Response res,
+    std::unique_ptr<s3::S3Connection> conn = pool_->Take(endpoint);
+    OC_ASSIGN_OR_RETURN(s3::S3Response res,
                         conn->Send(method, "/" + bucket_, {{std::string(query), ""}}, body,
                                    [&](std::span<const std::byte> b) {
                                      reply.append(reinterpret_cast<const char*>(b.data()),
@@ -215,8 +215,8 @@ Status Fetcher::Aggregated(const FetchTarget& t, const FetchEvents& events) cons
             next = layer + 1;
             combiner.PartLayer(layer);
           });
-      std::unique_ptr<S3Connection> conn = pool_->Take(endpoint);
-      Result<S3Response> res =
+      std::unique_ptr<s3::S3Connection> conn = pool_->Take(endpoint);
+      Result<s3::S3Response> res =
           conn->Send("POST", "/" + bucket_, {{"layerwise", ""}}, body.dump(),
                      [&](std::span<const std::byte> bytes) { return decoder.Feed(bytes); });
       if (!res) return res.error();
@@ -236,7 +236,7 @@ Status Fetcher::Aggregated(const FetchTarget& t, const FetchEvents& events) cons
 namespace {
 
 // A GET of `path` (whole, or `length` bytes at `offset`), its body handed to `on_body`.
-Status Get(ConnectionPool* pool, size_t endpoint, const std::string& path, uint64_t offset,
+Status Get(s3::ConnectionPool* pool, size_t endpoint, const std::string& path, uint64_t offset,
            std::optional<uint64_t> length,
            const std::function<Status(std::span<const std::byte>)>& on_body) {
   std::vector<std::pair<std::string, std::string>> headers;
@@ -244,8 +244,8 @@ Status Get(ConnectionPool* pool, size_t endpoint, const std::string& path, uint6
     headers.emplace_back(
         "Range", "bytes=" + std::to_string(offset) + "-" + std::to_string(offset + *length - 1));
   }
-  std::unique_ptr<S3Connection> conn = pool->Take(endpoint);
-  OC_ASSIGN_OR_RETURN(S3Response res, conn->Send("GET", path, {}, "", on_body, headers));
+  std::unique_ptr<s3::S3Connection> conn = pool->Take(endpoint);
+  OC_ASSIGN_OR_RETURN(s3::S3Response res, conn->Send("GET", path, {}, "", on_body, headers));
   pool->Return(endpoint, std::move(conn));
   if (res.status != (length ? 206u : 200u)) return HttpFailure(res.status, path, res.error_body);
   return Status();

@@ -20,11 +20,11 @@
 #include <string>
 #include <vector>
 
-#include "client/connection_pool.h"
 #include "objectcache/chunk_key.h"
 #include "objectcache/kv_layout.h"
 #include "objectcache/layer_reader.h"
 #include "objectcache/status.h"
+#include "s3/connection_pool.h"
 
 namespace objectcache::client {
 
@@ -52,7 +52,7 @@ struct FetchOptions {
 
 class Fetcher {
  public:
-  Fetcher(ConnectionPool* pool, std::string bucket, FetchOptions options)
+  Fetcher(s3::ConnectionPool* pool, std::string bucket, FetchOptions options)
       : pool_(pool), bucket_(std::move(bucket)), options_(options) {}
 
   // The endpoint that holds `key`: the key's bytes 8..15, big-endian, modulo the count.
@@ -80,7 +80,7 @@ class Fetcher {
   Result<std::string> Call(size_t endpoint, std::string_view method, std::string_view query,
                            const std::string& body) const;
 
-  ConnectionPool* pool_;
+  s3::ConnectionPool* pool_;
   const std::string bucket_;
   const FetchOptions options_;
 };

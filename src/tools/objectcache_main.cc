@@ -8,7 +8,7 @@
 #include "cli/fetch_command.h"
 #include "cli/kv_command.h"
 #include "cli/serve_command.h"
-#include "client/s3_store.h"
+#include "store/s3/s3_store.h"
 
 // CLI11 2.1 (Debian 12) reads a config file only for the top-level app, with one [section] per
 // subcommand; `objectcache serve --config FILE` is the natural spelling, so move the flag there.
@@ -43,7 +43,7 @@ int main(int argc, char** argv) {
   objectcache::cli::AddFetchCommand(&app);
   objectcache::bench::AddBenchCommands(&app);
   objectcache::bench::AddDemoCommand(&app);
-  objectcache::client::RegisterS3Store();  // --store s3://HOST:PORT/BUCKET everywhere
+  objectcache::RegisterS3Store();  // --store s3://HOST:PORT/BUCKET everywhere
   std::vector<std::string> args = HoistConfigFlag(argc, argv);
   std::vector<char*> args_c;
   for (std::string& a : args) args_c.push_back(a.data());

@@ -14,11 +14,11 @@
 
 #include "objectcache/store.h"
 
-namespace objectcache::client {
+namespace objectcache {
 
 Result<std::unique_ptr<Store>> OpenS3Store(std::string_view uri);
 
 // Makes OpenStore("s3://...") open an S3Store.
 void RegisterS3Store();
 
-}  // namespace objectcache::client
+}  // namespace objectcache

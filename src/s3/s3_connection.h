@@ -14,7 +14,7 @@
 
 #include "objectcache/status.h"
 
-namespace objectcache::client {
+namespace objectcache::s3 {
 
 struct S3Endpoint {
   std::string host = "127.0.0.1";
@@ -58,4 +58,4 @@ class S3Connection {
   std::unique_ptr<Impl> impl_;
 };
 
-}  // namespace objectcache::client
+}  // namespace objectcache::s3

@@ -1,4 +1,4 @@
-#include "client/s3_connection.h"
+#include "s3/s3_connection.h"
 
 #include <boost/asio/connect.hpp>
 #include <boost/asio/io_context.hpp>
@@ -15,7 +15,7 @@
 #include "s3/s3_request.h"
 #include "s3/sigv4.h"
 
-namespace objectcache::client {
+namespace objectcache::s3 {
 
 namespace asio = boost::asio;
 namespace beast = boost::beast;
@@ -190,4 +190,4 @@ Result<S3Response> S3Connection::Send(
   return out;
 }
 
-}  // namespace objectcache::client
+}  // namespace objectcache::s3

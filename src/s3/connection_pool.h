@@ -7,9 +7,9 @@
 #include <mutex>
 #include <vector>
 
-#include "client/s3_connection.h"
+#include "s3/s3_connection.h"
 
-namespace objectcache::client {
+namespace objectcache::s3 {
 
 // Idle keep-alive connections per endpoint; a connection is taken for one request at a time.
 class ConnectionPool {
@@ -48,4 +48,4 @@ class ConnectionPool {
   std::vector<std::vector<std::unique_ptr<S3Connection>>> idle_;  // guarded by mu_
 };
 
-}  // namespace objectcache::client
+}  // namespace objectcache::s3

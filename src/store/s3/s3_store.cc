@@ -1,18 +1,18 @@
-#include "client/s3_store.h"
+#include "store/s3/s3_store.h"
 
 #include <charconv>
 #include <cstring>
 #include <ctime>
 #include <map>
 
-#include "client/connection_pool.h"
 #include "objectcache/store_registry.h"
+#include "s3/connection_pool.h"
 #include "s3/crypto.h"
 #include "s3/s3_request.h"
 #include "s3/xml.h"
 #include "store/backend_util.h"
 
-namespace objectcache::client {
+namespace objectcache {
 namespace {
 
 constexpr size_t kS3MaxKeyBytes = 1024;
@@ -27,7 +27,7 @@ uint64_t ParseU64(const std::string* text) {
   return v;
 }
 
-Status StatusFor(const S3Response& r, const std::string& what) {
+Status StatusFor(const s3::S3Response& r, const std::string& what) {
   std::string code;
   if (auto b = r.error_body.find("<Code>"); b != std::string::npos) {
     auto e = r.error_body.find("</Code>", b);
@@ -57,8 +57,9 @@ class S3ObjectReader;
 
 class S3Store final : public Store {
  public:
-  S3Store(S3Endpoint endpoint, std::string bucket, std::string uri)
-      : pool_({std::move(endpoint)}, S3Credentials::FromEnvironment(), std::chrono::seconds(60)),
+  S3Store(s3::S3Endpoint endpoint, std::string bucket, std::string uri)
+      : pool_({std::move(endpoint)}, s3::S3Credentials::FromEnvironment(),
+              std::chrono::seconds(60)),
         bucket_(std::move(bucket)),
         uri_(std::move(uri)) {}
 
@@ -77,13 +78,13 @@ class S3Store final : public Store {
 
   // One request on a pooled connection; a broken connection is retried once (every request
   // this store sends is idempotent).
-  Result<S3Response> Request(std::string_view method, std::string_view key, const Query& query,
-                             std::string_view body, const Headers& headers,
-                             const std::function<Status(std::span<const std::byte>)>& on_body) {
+  Result<s3::S3Response> Request(std::string_view method, std::string_view key, const Query& query,
+                                 std::string_view body, const Headers& headers,
+                                 const std::function<Status(std::span<const std::byte>)>& on_body) {
     const std::string path = "/" + bucket_ + (key.empty() ? "" : "/" + std::string(key));
     for (int attempt = 0;; ++attempt) {
-      std::unique_ptr<S3Connection> conn = pool_.Take(0);
-      Result<S3Response> r = conn->Send(method, path, query, body, on_body, headers);
+      std::unique_ptr<s3::S3Connection> conn = pool_.Take(0);
+      Result<s3::S3Response> r = conn->Send(method, path, query, body, on_body, headers);
       if (r.has_value()) {
         pool_.Return(0, std::move(conn));
         return r;
@@ -92,9 +93,9 @@ class S3Store final : public Store {
     }
   }
 
-  Result<S3Response> Head(std::string_view key) {
+  Result<s3::S3Response> Head(std::string_view key) {
     OC_RETURN_IF_ERROR(CheckKey(key));
-    OC_ASSIGN_OR_RETURN(S3Response r,
+    OC_ASSIGN_OR_RETURN(s3::S3Response r,
                         Request("HEAD", key, {}, "", {}, [](auto) { return Status(); }));
     if (r.status != 200) return StatusFor(r, "stat '" + std::string(key) + "'");
     return r;
@@ -112,7 +113,7 @@ class S3Store final : public Store {
     if (!options.attributes.empty())
       h.emplace_back(kAttrsHeader, s3::Base64Encode(options.attributes));
     OC_ASSIGN_OR_RETURN(
-        S3Response r,
+        s3::S3Response r,
         Request("PUT", key, {},
                 std::string_view(reinterpret_cast<const char*>(value.data()), value.size()), h,
                 [](auto) { return Status(); }));
@@ -121,7 +122,7 @@ class S3Store final : public Store {
   }
 
   Result<ObjectInfo> Stat(std::string_view key) override {
-    OC_ASSIGN_OR_RETURN(S3Response r, Head(key));
+    OC_ASSIGN_OR_RETURN(s3::S3Response r, Head(key));
     const std::string* len = r.Header("content-length");
     return ObjectInfo{std::string(key), ParseU64(len)};
   }
@@ -130,7 +131,7 @@ class S3Store final : public Store {
     OC_RETURN_IF_ERROR(CheckKey(key));
     size_t got = 0;
     bool too_small = false;
-    OC_ASSIGN_OR_RETURN(S3Response r,
+    OC_ASSIGN_OR_RETURN(s3::S3Response r,
                         Request("GET", key, {}, "", {}, [&](std::span<const std::byte> b) {
                           if (got + b.size() > dest.size()) {
                             too_small = true;
@@ -156,7 +157,7 @@ class S3Store final : public Store {
     Headers h = {{"Range", "bytes=" + std::to_string(offset) + "-" +
                                std::to_string(offset + dest.size() - 1)},
                  {"If-Match", etag}};
-    OC_ASSIGN_OR_RETURN(S3Response r,
+    OC_ASSIGN_OR_RETURN(s3::S3Response r,
                         Request("GET", key, {}, "", h, [&](std::span<const std::byte> b) {
                           if (got + b.size() > dest.size())
                             return DataLossError("range response longer than asked");
@@ -171,7 +172,7 @@ class S3Store final : public Store {
   }
 
   Status RetrieveRanges(std::span<RangeRead> reads) override {
-    std::map<std::string_view, Result<S3Response>> heads;
+    std::map<std::string_view, Result<s3::S3Response>> heads;
     for (RangeRead& r : reads) {
       auto it = heads.find(r.key);
       if (it == heads.end()) it = heads.emplace(r.key, Head(r.key)).first;
@@ -190,7 +191,7 @@ class S3Store final : public Store {
   Result<std::vector<bool>> Exist(std::span<const std::string> keys) override {
     std::vector<bool> out(keys.size());
     for (size_t i = 0; i < keys.size(); ++i) {
-      Result<S3Response> r = Head(keys[i]);
+      Result<s3::S3Response> r = Head(keys[i]);
       if (r) {
         out[i] = true;
       } else if (r.error().code() != StatusCode::kNotFound &&
@@ -203,7 +204,7 @@ class S3Store final : public Store {
 
   Status Delete(std::string_view key) override {
     OC_RETURN_IF_ERROR(Head(key).status());  // S3 deletes are silent; the store says NotFound
-    OC_ASSIGN_OR_RETURN(S3Response r,
+    OC_ASSIGN_OR_RETURN(s3::S3Response r,
                         Request("DELETE", key, {}, "", {}, [](auto) { return Status(); }));
     if (r.status != 204 && r.status != 200)
       return StatusFor(r, "deleting '" + std::string(key) + "'");
@@ -217,7 +218,7 @@ class S3Store final : public Store {
     if (!options.prefix.empty()) q.emplace_back("prefix", options.prefix);
     if (!options.start_after.empty()) q.emplace_back("start-after", options.start_after);
     std::string xml;
-    OC_ASSIGN_OR_RETURN(S3Response r,
+    OC_ASSIGN_OR_RETURN(s3::S3Response r,
                         Request("GET", "", q, "", {}, [&](std::span<const std::byte> b) {
                           xml.append(reinterpret_cast<const char*>(b.data()), b.size());
                           return Status();
@@ -256,7 +257,7 @@ class S3Store final : public Store {
     return Status();
   }
 
-  ConnectionPool pool_;
+  s3::ConnectionPool pool_;
   const std::string bucket_;
   const std::string uri_;
 };
@@ -295,7 +296,7 @@ Result<std::unique_ptr<ObjectWriter>> S3Store::NewWriter(std::string_view key,
 }
 
 Result<std::unique_ptr<ObjectReader>> S3Store::OpenReader(std::string_view key) {
-  OC_ASSIGN_OR_RETURN(S3Response r, Head(key));
+  OC_ASSIGN_OR_RETURN(s3::S3Response r, Head(key));
   const std::string* len = r.Header("content-length");
   const std::string* etag = r.Header("etag");
   std::string attributes;
@@ -324,12 +325,12 @@ Result<std::unique_ptr<Store>> OpenS3Store(std::string_view uri) {
     return InvalidArgumentError("s3:// URI must be s3://HOST:PORT/BUCKET, got '" +
                                 std::string(uri) + "'");
   }
-  OC_ASSIGN_OR_RETURN(S3Endpoint endpoint, S3Endpoint::Parse(rest.substr(0, slash)));
+  OC_ASSIGN_OR_RETURN(s3::S3Endpoint endpoint, s3::S3Endpoint::Parse(rest.substr(0, slash)));
   std::string bucket(rest.substr(slash + 1));
   while (!bucket.empty() && bucket.back() == '/') bucket.pop_back();
   auto store = std::make_unique<S3Store>(std::move(endpoint), bucket, std::string(uri));
   // Fail now, not at the first read, if the bucket cannot be reached.
-  OC_ASSIGN_OR_RETURN(S3Response r,
+  OC_ASSIGN_OR_RETURN(s3::S3Response r,
                       store->Request("HEAD", "", {}, "", {}, [](auto) { return Status(); }));
   if (r.status != 200) return StatusFor(r, "opening " + std::string(uri));
   return std::unique_ptr<Store>(std::move(store));
@@ -337,4 +338,4 @@ Result<std::unique_ptr<Store>> OpenS3Store(std::string_view uri) {
 
 void RegisterS3Store() { RegisterStoreScheme("s3", OpenS3Store); }
 
-}  // namespace objectcache::client
+}  // namespace objectcache
