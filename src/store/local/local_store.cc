@@ -24,331 +24,26 @@
 #include "core/byte_order.h"
 #include "core/hex.h"
 #include "store/backend_util.h"
+#include "store/local/index.h"
+#include "store/local/object_file.h"
+#include "store/local/posix_io.h"
 
 namespace objectcache {
+
+using namespace local;  // the store's own pieces: POSIX I/O, the object file, the index
+
 namespace {
 
 constexpr std::string_view kFormatFile = "FORMAT";
 constexpr std::string_view kFormatText = "objectcache local store v1\n";
-constexpr char kFooterMagic[8] = {'O', 'C', 'L', 'S', 'O', 'B', 'J', '1'};
-constexpr size_t kFooterBytes = 40;
-constexpr uint16_t kFooterVersion = 1;
 constexpr size_t kDirShards = 256;
 constexpr size_t kIndexShards = 64;
-constexpr size_t kMaxPlainFileName = 200;
-
-// ---- file names --------------------------------------------------------------------------
-
-bool IsPlainNameChar(char c) {
-  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
-         c == '_' || c == '.';
-}
 
 uint64_t KeyHash(std::string_view key) { return XXH3_64bits(key.data(), key.size()); }
 size_t DirShardOf(std::string_view key) { return KeyHash(key) & (kDirShards - 1); }
 size_t IndexShardOf(std::string_view key) { return (KeyHash(key) >> 8) % kIndexShards; }
 
-// Inverse of LocalStoreFileName for plain (not hashed) names; nullopt for anything else.
-std::optional<std::string> DecodeFileName(std::string_view name) {
-  std::string key;
-  for (size_t i = 0; i < name.size(); ++i) {
-    if (name[i] == '%') {
-      uint8_t byte;
-      if (i + 2 >= name.size()) return std::nullopt;
-      if (!DecodeHex(name.substr(i + 1, 2), &byte)) return std::nullopt;
-      key.push_back(static_cast<char>(byte));
-      i += 2;
-    } else if (IsPlainNameChar(name[i])) {
-      key.push_back(name[i]);
-    } else {
-      return std::nullopt;
-    }
-  }
-  if (key.empty() || key.size() > kMaxKeyBytes || LocalStoreFileName(key) != name) {
-    return std::nullopt;
-  }
-  return key;
-}
-
-// ---- file helpers ------------------------------------------------------------------------
-
-class Fd {
- public:
-  Fd() = default;
-  explicit Fd(int fd) : fd_(fd) {}
-  Fd(Fd&& o) noexcept : fd_(std::exchange(o.fd_, -1)) {}
-  Fd& operator=(Fd&& o) noexcept {
-    if (this != &o) {
-      Reset();
-      fd_ = std::exchange(o.fd_, -1);
-    }
-    return *this;
-  }
-  ~Fd() { Reset(); }
-  int get() const { return fd_; }
-  bool valid() const { return fd_ >= 0; }
-  void Reset() {
-    if (fd_ >= 0) ::close(fd_);
-    fd_ = -1;
-  }
-  // Closes and reports the error close() may carry (delayed write errors).
-  int Close() {
-    int rc = ::close(fd_);
-    fd_ = -1;
-    return rc == 0 ? 0 : errno;
-  }
-
- private:
-  int fd_ = -1;
-};
-
-int WriteAll(int fd, const char* p, size_t n) {
-  while (n > 0) {
-    ssize_t w = ::write(fd, p, n);
-    if (w < 0) {
-      if (errno == EINTR) continue;
-      return errno;
-    }
-    p += w;
-    n -= static_cast<size_t>(w);
-  }
-  return 0;
-}
-
-// Reads exactly dest.size() bytes at `offset`. Returns the errno, or -1 for end of file.
-int PreadAll(int fd, std::span<std::byte> dest, uint64_t offset) {
-  size_t done = 0;
-  while (done < dest.size()) {
-    ssize_t r = ::pread(fd, dest.data() + done, dest.size() - done, offset + done);
-    if (r < 0) {
-      if (errno == EINTR) continue;
-      return errno;
-    }
-    if (r == 0) return -1;
-    done += static_cast<size_t>(r);
-  }
-  return 0;
-}
-
-// Calls on(name) for each entry of a directory but "." and "..".
-template <typename F>
-Status ForEachDirEntry(int dir_fd, const std::string& what, F on) {
-  int fd = ::dup(dir_fd);
-  DIR* d = fd >= 0 ? ::fdopendir(fd) : nullptr;
-  if (d == nullptr) {
-    int e = errno;
-    if (fd >= 0) ::close(fd);
-    return ErrnoError("reading " + what, e);
-  }
-  ::rewinddir(d);
-  while (dirent* ent = ::readdir(d)) {
-    std::string_view name = ent->d_name;
-    if (name != "." && name != "..") on(ent->d_name);
-  }
-  ::closedir(d);
-  return Status();
-}
-
-// ---- trailer: key bytes, then a 40-byte footer -------------------------------------------
-
-std::string MakeTrailer(std::string_view key, uint64_t payload_len, uint64_t payload_checksum) {
-  ByteWriter w;
-  w.Bytes(key.data(), key.size());
-  w.Bytes(kFooterMagic, sizeof(kFooterMagic));
-  w.U64(payload_len);
-  w.U64(payload_checksum);
-  w.U32(static_cast<uint32_t>(key.size()));
-  w.U16(kFooterVersion);
-  w.U16(0);
-  w.U64(XXH3_64bits(w.data(), w.size()));
-  return std::move(w.str());
-}
-
-struct Trailer {
-  std::string key;
-  uint64_t payload_len = 0;
-  uint64_t payload_checksum = 0;
-};
-
-// Reads and checks the trailer of an object file of `file_size` bytes. With `expect_key`, the
-// trailer must name that key. DataLoss on anything inconsistent.
-Result<Trailer> ReadTrailer(int fd, uint64_t file_size,
-                            std::optional<std::string_view> expect_key) {
-  auto damaged = [](const std::string& why) {
-    return DataLossError("damaged object file: " + why);
-  };
-  size_t key_len = expect_key ? expect_key->size() : 0;
-  if (!expect_key) {
-    // Learn the key length from the footer first.
-    std::array<std::byte, kFooterBytes> footer;
-    if (file_size < kFooterBytes) return damaged("shorter than its footer");
-    if (int e = PreadAll(fd, footer, file_size - kFooterBytes); e != 0) {
-      return e < 0 ? damaged("short read") : ErrnoError("reading object footer", e);
-    }
-    ByteReader r(std::span<const std::byte>(footer).subspan(24));
-    uint32_t k = 0;
-    (void)r.U32(&k);
-    if (k == 0 || k > kMaxKeyBytes) return damaged("bad key length");
-    key_len = k;
-  }
-  const size_t trailer_len = key_len + kFooterBytes;
-  if (file_size < trailer_len) return damaged("shorter than its trailer");
-  std::string buf(trailer_len, '\0');
-  if (int e = PreadAll(fd, AsWritableBytes(buf), file_size - trailer_len); e != 0) {
-    return e < 0 ? damaged("short read") : ErrnoError("reading object trailer", e);
-  }
-  ByteReader r(AsBytes(buf).subspan(key_len));
-  char magic[8];
-  Trailer t;
-  uint32_t stored_key_len = 0;
-  uint16_t version = 0, flags = 0;
-  uint64_t checksum = 0;
-  (void)r.Bytes(magic, 8);
-  (void)r.U64(&t.payload_len);
-  (void)r.U64(&t.payload_checksum);
-  (void)r.U32(&stored_key_len);
-  (void)r.U16(&version);
-  (void)r.U16(&flags);
-  (void)r.U64(&checksum);
-  if (std::memcmp(magic, kFooterMagic, 8) != 0) return damaged("bad footer magic");
-  if (XXH3_64bits(buf.data(), trailer_len - 8) != checksum) return damaged("footer checksum");
-  if (version != kFooterVersion || flags != 0 || stored_key_len != key_len) {
-    return damaged("unknown footer version");
-  }
-  if (t.payload_len != file_size - trailer_len) return damaged("size does not match footer");
-  t.key = buf.substr(0, key_len);
-  if (expect_key && t.key != *expect_key) return damaged("footer names another key");
-  return t;
-}
-
-// ---- the index ---------------------------------------------------------------------------
-
-// An object found on disk at open.
-struct FoundObject {
-  std::string key;
-  uint64_t size = 0;
-  uint64_t stamp = 0;  // modification time, ns
-};
-
-// Runs fn(0) .. fn(n - 1) on `threads` threads.
-template <typename F>
-void ParallelFor(size_t n, unsigned threads, F fn) {
-  std::atomic<size_t> next{0};
-  std::vector<std::jthread> workers;
-  for (unsigned t = 0; t < threads; ++t) {
-    workers.emplace_back([&] {
-      for (size_t i = next++; i < n; i = next++) fn(i);
-    });
-  }
-}
-
-struct Entry {
-  uint64_t size = 0;
-  uint64_t stamp = 0;  // recency: larger is more recent
-  Entry* prev = nullptr;
-  Entry* next = nullptr;
-  const std::string* key = nullptr;
-};
-
-// An object file opened and checked (trailer) once, shared by the reads that follow until the
-// object is replaced, deleted or evicted. Reads through an old one still see the old version
-// whole: the inode lives while it is open.
-struct OpenObject {
-  std::string key;
-  Fd fd;
-  ino_t inode = 0;
-  uint64_t size = 0;
-  uint64_t checksum = 0;
-  int64_t mtime = 0;
-  std::string attributes;
-};
-using OpenObjectRef = std::shared_ptr<const OpenObject>;
-
-// Reads r.dest from an already range-checked object.
-Status PreadRange(const OpenObject& obj, const RangeRead& r) {
-  if (int e = PreadAll(obj.fd.get(), r.dest, r.offset); e != 0) {
-    return e > 0 ? ErrnoError("reading '" + obj.key + "'", e)
-                 : DataLossError("reading '" + obj.key + "': file truncated");
-  }
-  return Status();
-}
-
-// Attributes live in an extended attribute of the object file, set before the rename that
-// publishes it, so they appear and change atomically with the value. The stored value is the
-// attributes followed by XXH3-64(key || attributes).
-constexpr char kAttributesXattr[] = "user.objectcache.attrs";
-
-uint64_t AttributesChecksum(std::string_view key, std::string_view attributes) {
-  XXH3_state_t st;
-  XXH3_64bits_reset(&st);
-  XXH3_64bits_update(&st, key.data(), key.size());
-  XXH3_64bits_update(&st, attributes.data(), attributes.size());
-  return XXH3_64bits_digest(&st);
-}
-
-int WriteAttributesXattr(int fd, std::string_view key, std::string_view attributes) {
-  ByteWriter w;
-  w.Bytes(attributes.data(), attributes.size());
-  w.U64(AttributesChecksum(key, attributes));
-  return ::fsetxattr(fd, kAttributesXattr, w.data(), w.size(), 0) == 0 ? 0 : errno;
-}
-
-Result<std::string> GetAttributes(int fd, std::string_view key) {
-  std::string buf(kMaxAttributeBytes + 8, '\0');
-  ssize_t n = ::fgetxattr(fd, kAttributesXattr, buf.data(), buf.size());
-  if (n < 0) {
-    if (errno == ENODATA || errno == ENOTSUP) return std::string();
-    return ErrnoError("reading attributes", errno);
-  }
-  if (n < 8) return DataLossError("damaged attributes");
-  buf.resize(static_cast<size_t>(n));
-  uint64_t stored = 0;
-  ByteReader r(AsBytes(buf).subspan(buf.size() - 8));
-  (void)r.U64(&stored);
-  buf.resize(buf.size() - 8);
-  if (AttributesChecksum(key, buf) != stored) return DataLossError("attributes checksum mismatch");
-  return buf;
-}
-
-struct TransparentHash {
-  using is_transparent = void;
-  size_t operator()(std::string_view s) const { return std::hash<std::string_view>()(s); }
-};
-
-struct IndexShard {
-  std::mutex mu;
-  std::map<std::string, Entry, std::less<>> objects;  // guarded by mu
-  Entry lru;      // sentinel, guarded by mu: lru.next is the most recent, lru.prev the least
-  Entry records;  // sentinel, guarded by mu: records (IsRecordName), never evicted
-  // Open files of recently read objects, bounded; guarded by mu.
-  std::unordered_map<std::string, OpenObjectRef, TransparentHash, std::equal_to<>> open_files;
-  // Bumped whenever an object of this shard is replaced or removed; guarded by mu. A reader
-  // caches a file it opened only if no mutation happened since it looked the object up.
-  uint64_t mutations = 0;
-
-  // Called with mu held whenever `key`'s file is replaced or removed.
-  void Mutated(std::string_view key) {
-    mutations++;
-    if (auto it = open_files.find(key); it != open_files.end()) open_files.erase(it);
-  }
-
-  IndexShard() {
-    lru.prev = lru.next = &lru;
-    records.prev = records.next = &records;
-  }
-  void Unlink(Entry* e) {
-    e->prev->next = e->next;
-    e->next->prev = e->prev;
-  }
-  // Makes `e` the most recent of its list: records have their own, which eviction never reads.
-  void PushFront(Entry* e) {
-    Entry& list = IsRecordName(*e->key) ? records : lru;
-    e->next = list.next;
-    e->prev = &list;
-    list.next->prev = e;
-    list.next = e;
-  }
-};
+// ---- the store ---------------------------------------------------------------------------
 
 class LocalStore final : public Store {
  public:
@@ -854,6 +549,18 @@ Result<ListPage> LocalStore::List(const ListOptions& options) {
 
 // ---- open and rebuild --------------------------------------------------------------------
 
+// Runs fn(0) .. fn(n - 1) on `threads` threads.
+template <typename F>
+void ParallelFor(size_t n, unsigned threads, F fn) {
+  std::atomic<size_t> next{0};
+  std::vector<std::jthread> workers;
+  for (unsigned t = 0; t < threads; ++t) {
+    workers.emplace_back([&] {
+      for (size_t i = next++; i < n; i = next++) fn(i);
+    });
+  }
+}
+
 struct ShardScan {
   std::array<std::vector<FoundObject>, kIndexShards> by_index_shard;
   uint64_t damaged = 0;
@@ -892,19 +599,6 @@ void ScanDirShard(int dir_fd, size_t shard, ShardScan* out) {
       });
 }
 
-Status EnsureDir(int parent, const char* name) {
-  if (::mkdirat(parent, name, 0755) != 0 && errno != EEXIST) {
-    return ErrnoError(std::string("creating directory ") + name, errno);
-  }
-  return Status();
-}
-
-Result<Fd> OpenDir(int parent, const char* name) {
-  Fd fd(::openat(parent, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-  if (!fd.valid()) return ErrnoError(std::string("opening directory ") + name, errno);
-  return fd;
-}
-
 // Checks that `root` is a store of this format, or an empty directory to make into one.
 Status CheckFormat(int root, const std::string& path) {
   Fd f(::openat(root, std::string(kFormatFile).c_str(), O_RDONLY | O_CLOEXEC));
@@ -937,30 +631,6 @@ Status CheckFormat(int root, const std::string& path) {
 }
 
 }  // namespace
-
-std::string LocalStoreFileName(std::string_view key) {
-  static constexpr char kDigits[] = "0123456789ABCDEF";
-  std::string name;
-  name.reserve(key.size());
-  for (size_t i = 0; i < key.size(); ++i) {
-    char c = key[i];
-    if (IsPlainNameChar(c) && !(i == 0 && c == '.')) {
-      name.push_back(c);
-    } else {
-      uint8_t b = static_cast<uint8_t>(c);
-      name.push_back('%');
-      name.push_back(kDigits[b >> 4]);
-      name.push_back(kDigits[b & 0xf]);
-    }
-    if (name.size() > kMaxPlainFileName) break;
-  }
-  if (name.size() > kMaxPlainFileName) {
-    XXH128_canonical_t c;
-    XXH128_canonicalFromHash(&c, XXH3_128bits(key.data(), key.size()));
-    return "~" + EncodeHex(c.digest, sizeof(c.digest));
-  }
-  return name;
-}
 
 Result<std::unique_ptr<Store>> OpenLocalStore(const LocalStoreOptions& options,
                                               LocalStoreOpenStats* stats) {
