@@ -43,14 +43,19 @@ class PageBackend {
   virtual uint64_t page_bytes() const = 0;
   // Whether the CPU can read and write mapped pages (host: yes; CUDA: device memory, no).
   virtual bool host_accessible() const = 0;
-  // Reserves `bytes` (a multiple of page_bytes) of address space with no memory behind it.
+  // Reserves `bytes` of address space with no memory behind it. InvalidArgument unless `bytes`
+  // is a positive multiple of page_bytes().
   virtual Result<std::byte*> Reserve(uint64_t bytes) = 0;
   // Backs page `index` of the range at `base` with physical memory, readable and writable,
   // already faulted in. Unmap gives the memory back to the OS (or the driver).
+  // REQUIRES: `base` came from Reserve and the page lies inside that reservation; Map only an
+  // unmapped page, Unmap only a mapped one.
   virtual Status Map(std::byte* base, uint64_t index) = 0;
   virtual Status Unmap(std::byte* base, uint64_t index) = 0;
+  // REQUIRES: `base` and `bytes` are exactly a Reserve's; no page of it is still mapped.
   virtual void Release(std::byte* base, uint64_t bytes) = 0;
   // Copies within memory of this backend (memcpy on the host, cuMemcpy on a device).
+  // REQUIRES: both ranges lie in mapped pages of this backend and do not overlap.
   virtual Status Copy(std::byte* dst, const std::byte* src, uint64_t bytes) = 0;
 };
 
@@ -73,9 +78,12 @@ bool CudaAvailable();
 class PhysicalBudget {
  public:
   explicit PhysicalBudget(uint64_t limit_bytes) : limit_(limit_bytes) {}
+  // Takes `bytes` if used() + bytes stays within limit(); false (and nothing taken) otherwise.
   bool TryTake(uint64_t bytes);
+  // REQUIRES: `bytes` were taken by TryTake and not given back yet.
   void Give(uint64_t bytes);
-  void SetLimit(uint64_t bytes);  // lowering it below what is in use takes effect as pages go
+  // Lowering it below what is in use takes nothing back: it takes effect as pages are given.
+  void SetLimit(uint64_t bytes);
   uint64_t used() const;
   uint64_t limit() const;
 
@@ -107,6 +115,10 @@ using BlockId = uint32_t;
 
 class ElasticPool {
  public:
+  // InvalidArgument unless: a backend is given, block_bytes divides its page size (at most 2^20
+  // blocks a page), reserve_bytes holds at least one page and at most 2^32 blocks, and
+  // min_spare_pages <= max_spare_pages. A reservation that is not a whole number of pages is
+  // rounded down. REQUIRES: options.budget, when set, outlives the pool.
   static Result<std::unique_ptr<ElasticPool>> Create(std::unique_ptr<PageBackend> backend,
                                                      ElasticPoolOptions options);
   virtual ~ElasticPool() = default;  // stops the mapping thread, unmaps, releases the range
@@ -115,8 +127,11 @@ class ElasticPool {
   // ResourceExhausted when the limit, the budget or the reservation cannot hold them.
   virtual Result<std::vector<BlockId>> Allocate(
       size_t n, std::chrono::milliseconds wait = std::chrono::seconds(5)) = 0;
+  // REQUIRES: each block was allocated by this pool and is not freed yet (a block freed twice
+  // would be handed out twice).
   virtual void Free(std::span<const BlockId> blocks) = 0;
   // The block's address (device memory for a CUDA pool). Valid while it is allocated.
+  // REQUIRES: `block` is allocated from this pool.
   virtual std::byte* Address(BlockId block) const = 0;
   // Changes the physical limit now; free pages above it are unmapped by the mapping thread.
   virtual void SetLimit(uint64_t bytes) = 0;
@@ -134,15 +149,20 @@ using LogicalBlock = uint32_t;
 // Compact() must not run while anyone uses addresses (it moves blocks).
 class BlockTable {
  public:
+  // REQUIRES: `pool` outlives the table; the table frees its live blocks when destroyed.
   explicit BlockTable(ElasticPool* pool) : pool_(pool) {}
   ~BlockTable();
 
+  // `n` logical blocks, all or none, as ElasticPool::Allocate (whose errors it returns).
   Result<std::vector<LogicalBlock>> Allocate(size_t n);
+  // Ids that are not live (never allocated, or freed already) are ignored.
   void Free(std::span<const LogicalBlock> blocks);
+  // REQUIRES (both): `block` is live in this table.
   std::byte* Address(LogicalBlock block) const;
   BlockId Physical(LogicalBlock block) const;
   // Moves live blocks out of the highest pages into free blocks of lower ones (copying their
   // bytes), so whole pages fall free for the pool to unmap. Returns how many moved.
+  // REQUIRES: no one reads or writes through an address taken before the call.
   Result<size_t> Compact();
   size_t live() const;
 

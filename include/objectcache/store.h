@@ -191,6 +191,11 @@ class Store {
     return UnimplementedError("conditional delete of '" + std::string(key) + "'");
   }
 
+  // Names starting with options.prefix and strictly after options.start_after, in byte order,
+  // at most options.max_keys of them (truncated when more follow). A page reflects the store
+  // at about the time of the call: objects written or deleted meanwhile may or may not be in
+  // it, but no name appears twice across pages that follow each other's last key.
+  // REQUIRES: options.max_keys > 0 (a page of none says nothing of what follows).
   virtual Result<ListPage> List(const ListOptions& options) = 0;
 
   // Streaming forms of Put and Retrieve, for values too large to hold in memory.
