@@ -31,7 +31,7 @@ struct BackendsFlags {
   int parallel = 8;
   bool ttft = true;
   std::string gpu = "h100";
-  std::string dir = "./objectcache-bench-backends";
+  std::string dir;  // empty: a temporary directory (ScratchRoot)
   std::string json;
 };
 
@@ -109,9 +109,8 @@ Status RunBackends(const BackendsFlags& f) {
   OC_ASSIGN_OR_RETURN(engine::GpuProfile gpu, engine::FindGpuProfile(f.gpu));
   OC_ASSIGN_OR_RETURN(engine::GpuProfile h100, engine::FindGpuProfile("h100"));
 
-  const fs::path root = fs::absolute(f.dir);
-  std::error_code ec;
-  fs::create_directories(root, ec);
+  OC_ASSIGN_OR_RETURN(ScratchRoot scratch, ScratchRoot::Make(f.dir, "objectcache-bench-backends"));
+  const fs::path& root = scratch.path();
   OC_ASSIGN_OR_RETURN(ServerChild rados_gw,
                       StartServer(root / "rados-gateway", /*fresh=*/true,
                                   {"--store", env["RADOS_URI"] + "&namespace=bench-backends"}));
@@ -273,7 +272,9 @@ void AddBackendsBenchCommand(CLI::App* bench) {
       ->capture_default_str();
   s->add_flag("!--no-ttft", f->ttft, "Throughput only");
   s->add_option("--gpu", f->gpu, "GPU profile of the TTFT runs: h100, h200")->capture_default_str();
-  s->add_option("--dir", f->dir, "Scratch directory (our local gateway's store)")
+  s->add_option(
+       "--dir", f->dir,
+       "Scratch directory for our local gateway's store (default: a temporary one, removed)")
       ->capture_default_str();
   s->add_option("--json", f->json, "Write metrics and rows to this JSON file");
   s->callback([f] { RunBench([&] { return RunBackends(*f); }); });

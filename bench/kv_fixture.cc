@@ -1,9 +1,12 @@
 #include "bench/kv_fixture.h"
 
 #include <algorithm>
+#include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <thread>
+#include <utility>
 
 #include "objectcache/chunk_object.h"
 #include "objectcache/store.h"
@@ -182,6 +185,29 @@ Result<ServerChild> StartServer(const fs::path& dir, bool fresh,
   }
   s.endpoint = "http://127.0.0.1:" + std::to_string(port);
   return s;
+}
+
+Result<ScratchRoot> ScratchRoot::Make(const std::string& dir, std::string_view name) {
+  std::error_code ec;
+  if (!dir.empty()) {
+    const std::filesystem::path path = std::filesystem::absolute(dir);
+    std::filesystem::create_directories(path, ec);
+    if (ec) return InvalidArgumentError("--dir " + dir + ": " + ec.message());
+    return ScratchRoot(path, /*temporary=*/false);
+  }
+  std::string tmpl =
+      (std::filesystem::temp_directory_path(ec) / (std::string(name) + "-XXXXXX")).string();
+  if (::mkdtemp(tmpl.data()) == nullptr) return ErrnoError("making a scratch directory", errno);
+  return ScratchRoot(tmpl, /*temporary=*/true);
+}
+
+ScratchRoot::ScratchRoot(ScratchRoot&& other) noexcept
+    : path_(std::move(other.path_)), temporary_(std::exchange(other.temporary_, false)) {}
+
+ScratchRoot::~ScratchRoot() {
+  if (!temporary_) return;
+  std::error_code ec;
+  std::filesystem::remove_all(path_, ec);
 }
 
 }  // namespace objectcache::bench

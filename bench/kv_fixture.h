@@ -7,6 +7,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "bench/bench_report.h"
@@ -71,5 +72,25 @@ struct ServerChild {
 // `fresh`), with `extra` arguments (a --store there replaces dir/store); waits until it listens.
 Result<ServerChild> StartServer(const std::filesystem::path& dir, bool fresh,
                                 const std::vector<std::string>& extra = {});
+
+// Where a benchmark keeps its scratch files: the directory the user named with --dir (left in
+// place), or else a fresh temporary one, removed with this object, so that a run leaves
+// nothing behind in the directory it was started from.
+class ScratchRoot {
+ public:
+  // `dir` as given to --dir (empty: a temporary directory whose name starts with `name`).
+  static Result<ScratchRoot> Make(const std::string& dir, std::string_view name);
+  ScratchRoot(ScratchRoot&& other) noexcept;
+  ScratchRoot& operator=(ScratchRoot&&) = delete;
+  ~ScratchRoot();
+
+  const std::filesystem::path& path() const { return path_; }
+
+ private:
+  ScratchRoot(std::filesystem::path path, bool temporary)
+      : path_(std::move(path)), temporary_(temporary) {}
+  std::filesystem::path path_;
+  bool temporary_;
+};
 
 }  // namespace objectcache::bench

@@ -26,7 +26,7 @@ namespace fs = std::filesystem;
 struct SchedFlags {
   int repeats = 2;
   std::string gpu = "h100";
-  std::string dir = "./objectcache-bench-sched";
+  std::string dir;                     // empty: a temporary directory (ScratchRoot)
   std::vector<std::string> workloads;  // empty: all
   double path_gbps = 0;                // > 0: take this as the path rate instead of measuring
   std::string json;
@@ -168,7 +168,8 @@ Status RunSched(const SchedFlags& f) {
         "no such workload (crowd, mixed, burst, staggered, long-and-short, hot-and-cool, "
         "smoke)");
   }
-  const fs::path root = fs::absolute(f.dir);
+  OC_ASSIGN_OR_RETURN(ScratchRoot scratch, ScratchRoot::Make(f.dir, "objectcache-bench-sched"));
+  const fs::path& root = scratch.path();
 
   // Store every tenant's prefix once; the servers of all policies share the store.
   std::vector<std::vector<Tenant>> tenants(workloads.size());
@@ -336,7 +337,7 @@ void AddSchedBenchCommand(CLI::App* bench) {
   s->add_option("--path-gbps", f->path_gbps,
                 "Take this as what the server path carries (default: measure 4 concurrent "
                 "unpaced retrievals); the caps and the time dilation scale with it");
-  s->add_option("--dir", f->dir, "Scratch directory")->capture_default_str();
+  s->add_option("--dir", f->dir, "Scratch directory (default: a temporary one, removed)");
   s->add_option("--json", f->json, "Write metrics and rows to this JSON file");
   s->callback([f] { RunBench([&] { return RunSched(*f); }); });
 }

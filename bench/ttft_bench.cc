@@ -69,7 +69,7 @@ void AddTtftBenchCommand(CLI::App* bench) {
   t->add_option("--repeats", f->repeats, "Runs per mode and cell, interleaved (default: preset's)");
   t->add_option("--endpoint", f->config.endpoint,
                 "Use this server instead of starting one (objects stay there)");
-  t->add_option("--dir", f->config.dir, "Scratch directory")->capture_default_str();
+  t->add_option("--dir", f->config.dir, "Scratch directory (default: a temporary one, removed)");
   t->add_option("--json", f->config.json,
                 "Write metrics and rows to this JSON file (and .csv and .svg beside it)");
   t->add_option("--csv", f->config.csv, "Write the rows to this CSV file");
@@ -84,7 +84,6 @@ void AddTtftBenchCommand(CLI::App* bench) {
 void AddDemoCommand(CLI::App* app) {
   auto f = std::make_shared<TtftFlags>();
   f->preset = "demo";
-  f->config.dir = "./objectcache-demo";
   CLI::App* d = app->add_subcommand(
       "demo",
       "Starts objectcache serve on a local store, stores a prompt prefix's KV, and prints the "
@@ -92,7 +91,7 @@ void AddDemoCommand(CLI::App* app) {
       "mode, side by side");
   d->add_option("--model", f->models, "Model preset")->delimiter(',');
   d->add_option("--context", f->contexts, "Context length in tokens")->delimiter(',');
-  d->add_option("--dir", f->config.dir, "Scratch directory")->capture_default_str();
+  d->add_option("--dir", f->config.dir, "Scratch directory (default: a temporary one, removed)");
   d->add_option("--json", f->config.json, "Also write the results here (and .csv, .svg)");
   d->callback([f] {
     std::cout << "ObjectCache demo: a prompt whose first half is cached. The emulated GPU "

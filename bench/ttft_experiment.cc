@@ -137,7 +137,8 @@ Status RunCapSweep(const TtftConfig& config, const engine::GpuProfile& gpu, doub
   const double per_layer = engine::LayerFlops(compute, plan.cached_tokens, plan.new_tokens) /
                            gpu.flops_per_second * dilation;
   const double overlap = static_cast<double>(chunks * model.layout.LayerSliceBytes()) / per_layer;
-  const fs::path root = fs::absolute(config.dir);
+  OC_ASSIGN_OR_RETURN(ScratchRoot scratch, ScratchRoot::Make(config.dir, "objectcache-bench-ttft"));
+  const fs::path& root = scratch.path();
   std::vector<double> factors = {0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 2.0, 4.0, 0.0};  // 0: none
   std::printf("cell: %s %s hit %.3f G%u; perfect overlap needs %.2f Gbit/s\n\n%-14s %10s %10s\n",
               model.name.c_str(), ContextLabel(context).c_str(), hit, model.layout.tokens_per_chunk,
@@ -310,9 +311,8 @@ Status RunTtftExperiment(const TtftConfig& config) {
               link * 8 / 1e9, config.testbed.c_str(), dilation);
   if (config.cap_sweep) return RunCapSweep(config, gpu, link, dilation);
 
-  const fs::path root = fs::absolute(config.dir);
-  std::error_code ec;
-  fs::create_directories(root, ec);
+  OC_ASSIGN_OR_RETURN(ScratchRoot scratch, ScratchRoot::Make(config.dir, "objectcache-bench-ttft"));
+  const fs::path& root = scratch.path();
   std::vector<TtftRow> rows;
   Progress progress(grid.models.size() * grid.granularities.size() * grid.contexts.size() *
                         grid.hits.size() * modes.size() * config.repeats,

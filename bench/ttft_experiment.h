@@ -36,7 +36,7 @@ struct TtftConfig {
   std::string testbed = "paper";
   int repeats = 3;
   std::string endpoint;  // empty: start `objectcache serve` on a local store in `dir`
-  std::string dir = "./objectcache-bench-ttft";
+  std::string dir;       // empty: a temporary directory (ScratchRoot)
   bool progress = true;  // a progress bar when stderr is a terminal
   // Instead of the grid: S3Agg-LW TTFT of the grid's first cell against a server bandwidth cap
   // from well below to well above the perfect-overlap bandwidth (docs/scheduler.md).

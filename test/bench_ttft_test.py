@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """`objectcache bench ttft --preset smoke` and `objectcache demo` end to end: both exit 0
-(each checks every byte it received against what it stored), and the JSON, CSV and SVG files
-have the rows and fields the TTFT experiment promises."""
+(each checks every byte it received against what it stored), the JSON, CSV and SVG files
+have the rows and fields the TTFT experiment promises, and a run without --dir leaves nothing
+behind."""
 import csv
 import json
 import os
@@ -47,13 +48,19 @@ def main():
                               os.path.join(tmp, "bad")], capture_output=True, text=True)
         assert bad.returncode != 0 and "unknown mode" in bad.stderr, bad.stderr
 
-        demo = subprocess.run([binary, "demo", "--context", "2048", "--dir",
-                               os.path.join(tmp, "demo")], capture_output=True, text=True,
-                              timeout=300)
+        # Without --dir nothing is left behind: not in the directory it runs from, not in the
+        # temporary directory it used.
+        cwd, scratch = os.path.join(tmp, "cwd"), os.path.join(tmp, "tmpdir")
+        os.mkdir(cwd)
+        os.mkdir(scratch)
+        demo = subprocess.run([binary, "demo", "--context", "2048"], capture_output=True,
+                              text=True, timeout=300, cwd=cwd, env=dict(os.environ, TMPDIR=scratch))
         print(demo.stdout)
         assert demo.returncode == 0, demo.stderr
         for mode in MODES:
             assert mode in demo.stdout, mode
+        assert os.listdir(cwd) == [] and os.listdir(scratch) == [], (os.listdir(cwd),
+                                                                       os.listdir(scratch))
     print("ok")
 
 
