@@ -12,7 +12,6 @@ import hashlib
 import os
 import socket
 import sys
-import tempfile
 import unittest
 from concurrent.futures import ThreadPoolExecutor
 
@@ -22,18 +21,11 @@ from botocore.exceptions import ClientError  # noqa: E402
 from s3_subresources_test import code_of, raw  # noqa: E402
 
 
-class ConditionalTest(unittest.TestCase):
+class ConditionalTest(base.ServerCase):
     @classmethod
     def setUpClass(cls):
-        cls.tmp = tempfile.TemporaryDirectory()
-        cls.server = base.Server(cls.tmp.name)
-        cls.s3 = base.client(cls.server.endpoint)
+        super().setUpClass()
         cls.s3.create_bucket(Bucket="cond")
-
-    @classmethod
-    def tearDownClass(cls):
-        assert cls.server.stop() == 0
-        cls.tmp.cleanup()
 
     def put(self, key, body):
         """Stores `body` under `key` unconditionally; its quoted ETag."""

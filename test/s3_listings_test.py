@@ -10,7 +10,6 @@ import hashlib
 import os
 import re
 import sys
-import tempfile
 import unittest
 import urllib.parse
 import xml.etree.ElementTree as ET
@@ -30,18 +29,7 @@ def texts(xml, path):
     return [e.text or "" for e in root.iterfind("/".join(NS + p for p in path.split("/")))]
 
 
-class ListingTest(unittest.TestCase):
-    @classmethod
-    def setUpClass(cls):
-        cls.tmp = tempfile.TemporaryDirectory()
-        cls.server = base.Server(cls.tmp.name)
-        cls.s3 = base.client(cls.server.endpoint)
-
-    @classmethod
-    def tearDownClass(cls):
-        assert cls.server.stop() == 0
-        cls.tmp.cleanup()
-
+class ListingTest(base.ServerCase):
     def get(self, path):
         status, body = raw(self.server, "GET", path)
         self.assertEqual(status, 200, body)

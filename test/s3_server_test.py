@@ -84,6 +84,22 @@ def client(endpoint, access=ACCESS, secret=SECRET, **cfg):
                                       **cfg))
 
 
+class ServerCase(unittest.TestCase):
+    """Test classes that share one `objectcache serve` of their own: cls.server, cls.s3 (boto3
+    with SigV4) and cls.tmp; setUpClass of a subclass calls super() first, then adds to them."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.TemporaryDirectory()
+        cls.server = Server(cls.tmp.name)
+        cls.s3 = client(cls.server.endpoint)
+
+    @classmethod
+    def tearDownClass(cls):
+        assert cls.server.stop() == 0
+        cls.tmp.cleanup()
+
+
 def signed_request(endpoint, method, path, body=b"", headers=None, secret=SECRET):
     """A request signed by botocore's own SigV4 signer, for calls boto3 has no method for."""
     req = AWSRequest(method=method, url=endpoint + path, data=body, headers=headers or {})

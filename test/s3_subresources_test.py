@@ -46,18 +46,7 @@ def code_of(body):
     return m.group(1).decode() if m else None
 
 
-class SubResourceTest(unittest.TestCase):
-    @classmethod
-    def setUpClass(cls):
-        cls.tmp = tempfile.TemporaryDirectory()
-        cls.server = base.Server(cls.tmp.name)
-        cls.s3 = base.client(cls.server.endpoint)
-
-    @classmethod
-    def tearDownClass(cls):
-        assert cls.server.stop() == 0
-        cls.tmp.cleanup()
-
+class SubResourceTest(base.ServerCase):
     def error_code(self, fn, **kw):
         with self.assertRaises(ClientError) as e:
             fn(**kw)
@@ -178,22 +167,16 @@ class SubResourceTest(unittest.TestCase):
                          ["k"])
 
 
-class AwsCliTest(unittest.TestCase):
+class AwsCliTest(base.ServerCase):
     """Each row of the sub-resource table through Debian's awscli 2 (`aws s3api`)."""
 
     @classmethod
     def setUpClass(cls):
-        cls.tmp = tempfile.TemporaryDirectory()
-        cls.server = base.Server(cls.tmp.name)
+        super().setUpClass()
         cls.env = dict(os.environ, AWS_ACCESS_KEY_ID=base.ACCESS,
                        AWS_SECRET_ACCESS_KEY=base.SECRET, AWS_DEFAULT_REGION="us-east-1",
                        AWS_CONFIG_FILE="/dev/null", AWS_SHARED_CREDENTIALS_FILE="/dev/null",
                        AWS_PAGER="")
-
-    @classmethod
-    def tearDownClass(cls):
-        assert cls.server.stop() == 0
-        cls.tmp.cleanup()
 
     def s3api(self, *args, fails_with=None):
         """The JSON answer of `aws s3api ARGS`, or (fails_with) the error code it printed."""
@@ -265,26 +248,19 @@ class AwsCliTest(unittest.TestCase):
         self.s3api("delete-bucket", *b)
 
 
-class SigV2Test(unittest.TestCase):
+class SigV2Test(base.ServerCase):
     """Signature Version 2, as Debian's boto3 presigns by default and s3cmd signs with
     signature_v2 = True."""
 
     @classmethod
     def setUpClass(cls):
-        cls.tmp = tempfile.TemporaryDirectory()
-        cls.server = base.Server(cls.tmp.name)
-        cls.s3 = base.client(cls.server.endpoint)
+        super().setUpClass()
         cls.s3.create_bucket(Bucket="sv2")
         cls.s3.put_object(Bucket="sv2", Key="k", Body=b"v2 bytes")
         # No signature_version: what a user of Debian 12's boto3 gets (SigV2 presigned URLs).
         cls.default = boto3.client("s3", endpoint_url=cls.server.endpoint,
                                    aws_access_key_id=base.ACCESS,
                                    aws_secret_access_key=base.SECRET, region_name="us-east-1")
-
-    @classmethod
-    def tearDownClass(cls):
-        assert cls.server.stop() == 0
-        cls.tmp.cleanup()
 
     def fetch(self, url, method="GET", data=None, headers=None):
         # As curl -T does: no Content-Type (urllib would add a form type the URL did not sign).

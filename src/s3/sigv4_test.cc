@@ -111,15 +111,23 @@ TEST(SigV4Test, AScopeForAnotherRegionIsRefused) {
   EXPECT_NE(id.error().message.find("expecting 'eu-west-1'"), std::string::npos);
 }
 
-TEST(SigV4Test, HostMustBeSigned) {
+// An unsigned-payload request with the test credentials at kExampleTime, to sign.
+SigningInput TestRequest(std::string method, std::string raw_path,
+                         std::vector<std::pair<std::string, std::string>> headers) {
   SigningInput in;
-  in.method = "GET";
-  in.raw_path = "/bucket/key";
-  in.headers = {{"range", "bytes=0-1"}};  // no host among the signed headers
+  in.method = std::move(method);
+  in.raw_path = std::move(raw_path);
+  in.headers = std::move(headers);
   in.payload_hash = std::string(kUnsignedPayload);
   in.access_key = kAccess;
   in.secret_key = kSecret;
   in.time = kExampleTime;
+  return in;
+}
+
+TEST(SigV4Test, HostMustBeSigned) {
+  // No host among the signed headers.
+  SigningInput in = TestRequest("GET", "/bucket/key", {{"range", "bytes=0-1"}});
   std::string auth = SignRequest(&in);
   std::vector<std::pair<std::string, std::string>> headers = in.headers;
   headers.emplace_back("host", "127.0.0.1:9000");
@@ -133,15 +141,9 @@ TEST(SigV4Test, HostMustBeSigned) {
 }
 
 TEST(SigV4Test, SignRequestRoundTripsThroughVerify) {
-  SigningInput in;
-  in.method = "PUT";
-  in.raw_path = "/bucket/dir/a%20b%2Bc.bin";
+  SigningInput in = TestRequest("PUT", "/bucket/dir/a%20b%2Bc.bin",
+                                {{"Host", "127.0.0.1:9000"}, {"Content-Type", "text/plain"}});
   in.query = {{"partNumber", "3"}, {"uploadId", "abc"}};
-  in.headers = {{"Host", "127.0.0.1:9000"}, {"Content-Type", "text/plain"}};
-  in.payload_hash = std::string(kUnsignedPayload);
-  in.access_key = kAccess;
-  in.secret_key = kSecret;
-  in.time = kExampleTime;
   std::string auth = SignRequest(&in);
   std::vector<std::pair<std::string, std::string>> headers = in.headers;
   headers.emplace_back("authorization", auth);
