@@ -48,8 +48,9 @@ class Server:
         port_file = os.path.join(root, "port")
         self.log = open(os.path.join(root, "server.log"), "wb")
         env = dict(os.environ, OBJECTCACHE_ACCESS_KEY=ACCESS, OBJECTCACHE_SECRET_KEY=SECRET)
+        store = [] if "--store" in extra else ["--store", self.store]  # extra's replaces it
         self.proc = subprocess.Popen(
-            [OC, "serve", "--listen", "127.0.0.1:0", "--store", self.store, "--port-file",
+            [OC, "serve", "--listen", "127.0.0.1:0", *store, "--port-file",
              port_file, "--log-level", "info", *extra],
             stdout=self.log, stderr=self.log, env=env)
         for _ in range(200):

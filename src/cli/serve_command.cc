@@ -38,6 +38,7 @@ struct ServeFlags {
   unsigned shutdown_grace_s = 10;
   std::string io_buffer = "1MiB";
   std::string log_level = "info";
+  std::string log_format = "text";
   std::string port_file;
   std::string bandwidth_cap = "unlimited";
   std::string sched_policy = "compute-aware";
@@ -77,6 +78,11 @@ Status ParseListen(const std::string& flag, const std::string& listen, std::stri
 Status RunServe(const ServeFlags& f) {
   using namespace objectcache::server;
   LogLevel level;
+  LogFormat format;
+  if (!ParseLogFormat(f.log_format, &format)) {
+    return InvalidArgumentError("--log-format must be text or json");
+  }
+  SetLogFormat(format);
   if (!ParseLogLevel(f.log_level, &level)) {
     return InvalidArgumentError("--log-level must be debug, info, warn or error");
   }
@@ -234,6 +240,8 @@ void AddServeCommand(CLI::App* app) {
   cmd->add_option("--io-buffer", f->io_buffer, "Streaming buffer per request")
       ->capture_default_str();
   cmd->add_option("--log-level", f->log_level, "debug, info, warn or error")->capture_default_str();
+  cmd->add_option("--log-format", f->log_format, "text, or json: one JSON object a line")
+      ->capture_default_str();
   cmd->add_option("--port-file", f->port_file, "Write the port actually listened on to this file");
   cmd->add_option("--bandwidth-cap", f->bandwidth_cap,
                   "One cap for all layerwise responses together (50Gbit, 2GB, unlimited)")

@@ -5,12 +5,53 @@
 #include <cstdio>
 #include <ctime>
 #include <mutex>
+#include <string>
+
+#include "s3/s3_request.h"
 
 namespace objectcache::server {
 namespace {
 std::atomic<int> g_level{static_cast<int>(LogLevel::kInfo)};
+std::atomic<bool> g_json{false};
 std::mutex g_mu;
+
+// `text` as a JSON string's contents: quotes, backslashes and control characters escaped, and
+// every byte above 0x7f too when the text is not valid UTF-8 (a client's name can be anything),
+// so that each line is valid JSON.
+std::string JsonEscaped(std::string_view text) {
+  const bool utf8 = s3::IsValidUtf8(text);
+  std::string out;
+  out.reserve(text.size() + 8);
+  for (char c : text) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (static_cast<unsigned char>(c) < 0x20 ||
+               (!utf8 && static_cast<unsigned char>(c) > 0x7f)) {
+      char buf[8];
+      std::snprintf(buf, sizeof(buf), "\\u%04x",
+                    static_cast<unsigned>(static_cast<unsigned char>(c)));
+      out += buf;
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
 }  // namespace
+
+bool ParseLogFormat(std::string_view name, LogFormat* out) {
+  if (name == "text") {
+    *out = LogFormat::kText;
+  } else if (name == "json") {
+    *out = LogFormat::kJson;
+  } else {
+    return false;
+  }
+  return true;
+}
+
+void SetLogFormat(LogFormat format) { g_json = format == LogFormat::kJson; }
 
 bool ParseLogLevel(std::string_view name, LogLevel* out) {
   static constexpr std::pair<std::string_view, LogLevel> kLevels[] = {{"debug", LogLevel::kDebug},
@@ -41,8 +82,15 @@ void Log(LogLevel level, std::string_view message) {
   char stamp[32];
   std::strftime(stamp, sizeof(stamp), "%Y-%m-%dT%H:%M:%S", &tm);
   std::lock_guard lock(g_mu);
-  std::fprintf(stderr, "%s.%03dZ %-5s %.*s\n", stamp, ms, kNames[static_cast<int>(level)],
-               static_cast<int>(message.size()), message.data());
+  if (g_json) {
+    static constexpr const char* kJsonNames[] = {"debug", "info", "warn", "error"};
+    const std::string msg = JsonEscaped(message);
+    std::fprintf(stderr, "{\"time\": \"%s.%03dZ\", \"level\": \"%s\", \"msg\": \"%s\"}\n", stamp,
+                 ms, kJsonNames[static_cast<int>(level)], msg.c_str());
+  } else {
+    std::fprintf(stderr, "%s.%03dZ %-5s %.*s\n", stamp, ms, kNames[static_cast<int>(level)],
+                 static_cast<int>(message.size()), message.data());
+  }
   std::fflush(stderr);
 }
 

@@ -1,4 +1,6 @@
-// Process log: one line per event on stderr, with time and level. Thread-safe.
+// Process log: one line per event on stderr, with time and level; as text, or as one JSON object
+// a line ({"time": "2026-12-01T05:37:02.123Z", "level": "info", "msg": "..."}) for log
+// collectors. Thread-safe.
 #pragma once
 
 #include <string>
@@ -11,6 +13,11 @@ enum class LogLevel { kDebug = 0, kInfo = 1, kWarn = 2, kError = 3 };
 // "debug", "info", "warn", "error"; false if unknown.
 bool ParseLogLevel(std::string_view name, LogLevel* out);
 void SetLogLevel(LogLevel level);
+
+enum class LogFormat { kText, kJson };
+// "text", "json"; false if unknown.
+bool ParseLogFormat(std::string_view name, LogFormat* out);
+void SetLogFormat(LogFormat format);
 bool LogEnabled(LogLevel level);
 void Log(LogLevel level, std::string_view message);
 

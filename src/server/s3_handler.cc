@@ -156,13 +156,14 @@ void S3Handler::ForgetBucket(const std::string& bucket) {
 
 asio::awaitable<S3Result<void>> S3Handler::Dispatch(Ctx& c) {
   S3Request& r = c.req;
-  // Metrics: unsigned GET /metrics (a signed one is an ordinary request for bucket "metrics"),
-  // unless they have a port of their own (metrics_handler.h).
-  if (options_.serve_metrics && r.method == "GET" && r.raw_path == "/metrics" && !IsSigned(r) &&
-      !r.virtual_host) {
-    Headers h{{"Content-Type", "text/plain; version=0.0.4"}};
-    (void)co_await c.ex.Respond(200, std::move(h), RenderMetrics(*metrics_, *store_));
-    co_return S3Result<void>();
+  // The operational endpoints, to unsigned requests (a signed one is an ordinary request for a
+  // bucket of that name); /metrics only when it has no port of its own (metrics_handler.h).
+  if (!IsSigned(r) && !r.virtual_host) {
+    const std::optional<OperationalEndpoint> e = FindOperationalEndpoint(r.method, r.raw_path);
+    if (e && (*e != OperationalEndpoint::kMetrics || options_.serve_metrics)) {
+      co_await ServeOperationalEndpoint(*e, c.ex, *store_, *metrics_, pool_);
+      co_return S3Result<void>();
+    }
   }
   if (IsSigned(r) && !(options_.anonymous && options_.credentials.empty())) {
     const SecretLookup secrets = [this](std::string_view ak) -> const std::string* {
