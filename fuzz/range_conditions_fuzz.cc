@@ -174,8 +174,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (h[3]) when = ParseHttpTime(*h[3]) ? ParseHttpTime(*h[3]) : ParseIsoTime(*h[3]);
   std::optional<uint64_t> bytes;
   if (size_text) bytes = Decimal(*size_text);
-  const bool readable = (!h[0] || !Strip(*h[0]).empty()) && (!h[3] || when) &&
-                        (!size_text || bytes);
+  const bool readable =
+      (!h[0] || !Strip(*h[0]).empty()) && (!h[3] || when) && (!size_text || bytes);
   if (deleting.has_value() != readable) std::abort();
   if (deleting.has_value()) {
     const bool want = (!h[0] || ReferenceEtagMatch(*h[0], etag)) && (!when || *when == mtime) &&
