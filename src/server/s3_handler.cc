@@ -439,7 +439,7 @@ asio::awaitable<S3Result<void>> S3Handler::DeleteBucket(Ctx& c) {
   co_return S3Result<void>();
 }
 
-void S3Handler::Listing::WritePrefixes(XmlWriter* w, bool url_encoded) const {
+void WriteCommonPrefixes(XmlWriter* w, const std::vector<std::string>& prefixes, bool url_encoded) {
   for (const std::string& p : prefixes) {
     w->Open("CommonPrefixes");
     w->Element("Prefix", ListingName(p, url_encoded));
@@ -563,7 +563,7 @@ asio::awaitable<S3Result<void>> S3Handler::ListObjects(Ctx& c, bool v2) {
     w.Element("StorageClass", "STANDARD");
     w.Close("Contents");
   }
-  listing->WritePrefixes(&w, url);
+  WriteCommonPrefixes(&w, listing->prefixes, url);
   w.Close("ListBucketResult");
   co_await SendXml(c, 200, w.Finish());
   co_return S3Result<void>();
@@ -730,20 +730,26 @@ S3Result<S3Handler::WriteCondition> S3Handler::ParseWriteCondition(const S3Reque
   return WriteCondition{.create_only = true};
 }
 
+S3Result<S3Handler::ObjectVersion> S3Handler::OpenObjectVersion(const std::string& store_key) {
+  Result<std::unique_ptr<ObjectReader>> reader = store_->OpenReader(store_key);
+  if (!reader) {
+    if (reader.error().code() == StatusCode::kNotFound) {
+      return Fail("NoSuchKey", "The specified key does not exist.");
+    }
+    return std::unexpected(FromStatus(reader.error()));
+  }
+  std::optional<ObjectAttributes> attributes = ObjectAttributes::Decode((*reader)->attributes());
+  if (!attributes) return Fail("InternalError", "object metadata is damaged");
+  return ObjectVersion{std::move(*reader), std::move(*attributes)};
+}
+
 S3Result<PutOptions> S3Handler::ConditionalPutOptions(const WriteCondition& condition,
                                                       const std::string& store_key) {
   if (!condition.if_match) return PutOptions{.if_absent = condition.create_only};
-  Result<std::unique_ptr<ObjectReader>> current = store_->OpenReader(store_key);
-  if (!current) {
-    if (current.error().code() == StatusCode::kNotFound) {
-      return Fail("NoSuchKey", "The specified key does not exist.");
-    }
-    return std::unexpected(FromStatus(current.error()));
-  }
-  std::optional<ObjectAttributes> a = ObjectAttributes::Decode((*current)->attributes());
-  if (!a) return Fail("InternalError", "object metadata is damaged");
-  if (!EtagListMatches(*condition.if_match, a->etag)) return PreconditionFailed();
-  return PutOptions{.if_attributes = (*current)->attributes()};
+  S3Result<ObjectVersion> current = OpenObjectVersion(store_key);
+  if (!current) return std::unexpected(current.error());
+  if (!EtagListMatches(*condition.if_match, current->attributes.etag)) return PreconditionFailed();
+  return PutOptions{.if_attributes = current->reader->attributes()};
 }
 
 S3Error CommitFailure(const Status& s, const PutOptions& condition) {
@@ -772,15 +778,14 @@ S3Result<void> S3Handler::DeleteObjectIf(const std::string& store_key,
     if (conditions.if_match) return Fail("NoSuchKey", "The specified key does not exist.");
     return S3Result<void>();
   };
-  Result<std::unique_ptr<ObjectReader>> current = store_->OpenReader(store_key);
+  S3Result<ObjectVersion> current = OpenObjectVersion(store_key);
   if (!current) {
-    if (current.error().code() == StatusCode::kNotFound) return absent();
-    return std::unexpected(FromStatus(current.error()));
+    if (current.error().code == "NoSuchKey") return absent();
+    return std::unexpected(current.error());
   }
-  const ObjectReader& version = **current;
-  std::optional<ObjectAttributes> a = ObjectAttributes::Decode(version.attributes());
-  if (!a) return Fail("InternalError", "object metadata is damaged");
-  if (!DeleteConditionsHold(conditions, a->etag, version.mtime(), version.size())) {
+  const ObjectReader& version = *current->reader;
+  if (!DeleteConditionsHold(conditions, current->attributes.etag, version.mtime(),
+                            version.size())) {
     return PreconditionFailed();
   }
   // Removed only if still the version checked, else 409: a writer replaced it meanwhile.

@@ -115,6 +115,10 @@ inline std::string ListingName(std::string_view key, bool url_encoded) {
   return url_encoded ? s3::UriEncode(key, true) : std::string(key);
 }
 
+// <CommonPrefixes><Prefix>..</Prefix></CommonPrefixes> for each prefix, as a listing writes them.
+void WriteCommonPrefixes(s3::XmlWriter* w, const std::vector<std::string>& prefixes,
+                         bool url_encoded);
+
 // The one owner of every bucket and object: an ACL's grantee, a listing's Owner.
 inline constexpr std::string_view kOwnerId = "objectcache";
 // <element><ID>objectcache</ID><DisplayName>objectcache</DisplayName></element>
@@ -175,9 +179,6 @@ class S3Handler final : public RequestHandler {
     std::vector<std::string> prefixes;
     bool truncated = false;
     std::string last;  // the last key or prefix returned
-
-    // <CommonPrefixes><Prefix>..</Prefix></CommonPrefixes> for each prefix.
-    void WritePrefixes(s3::XmlWriter* w, bool url_encoded) const;
   };
   Result<Listing> ListBucket(const std::string& bucket, const std::string& prefix,
                              const std::string& delimiter, const std::string& position,
@@ -225,6 +226,14 @@ class S3Handler final : public RequestHandler {
                                                          ObjectAttributes attributes,
                                                          const std::optional<ModelPreset>& kv,
                                                          const PutOptions& condition);
+  // One version of an object, opened, with its S3 metadata.
+  struct ObjectVersion {
+    std::unique_ptr<ObjectReader> reader;
+    ObjectAttributes attributes;
+  };
+  // Opens store object `store_key`: NoSuchKey when absent, InternalError when its metadata is
+  // damaged. Blocking.
+  s3::S3Result<ObjectVersion> OpenObjectVersion(const std::string& store_key);
   // The conditional write a PUT or a complete asks for (docs/s3-api.md, "Conditional
   // writes"): If-None-Match: * creates only; If-Match: ETAG (or *) replaces only that version.
   struct WriteCondition {

@@ -548,11 +548,7 @@ asio::awaitable<S3Result<void>> S3Handler::ListUploads(Ctx& c) {
     w.Element("Initiated", IsoTime(u->second.created));
     w.Close("Upload");
   }
-  for (const std::string& p : prefixes) {
-    w.Open("CommonPrefixes");
-    w.Element("Prefix", ListingName(p, url));
-    w.Close("CommonPrefixes");
-  }
+  WriteCommonPrefixes(&w, prefixes, url);
   w.Close("ListMultipartUploadsResult");
   co_await SendXml(c, 200, w.Finish());
   co_return S3Result<void>();

@@ -171,32 +171,27 @@ asio::awaitable<S3Result<void>> S3Handler::GetObjectAttributes(Ctx& c) {
     }
     wanted[it - std::begin(kNames)] = true;
   }
-  auto reader = co_await Blocking([&] { return store_->OpenReader(ObjectKey(r.bucket, r.key)); });
-  if (!reader) {
-    if (reader.error().code() == StatusCode::kNotFound) {
-      co_return Fail("NoSuchKey", "The specified key does not exist.");
-    }
-    co_return std::unexpected(FromStatus(reader.error()));
-  }
-  std::optional<ObjectAttributes> attrs = ObjectAttributes::Decode((*reader)->attributes());
-  if (!attrs) co_return Fail("InternalError", "object metadata is damaged");
+  auto version = co_await Blocking([&] { return OpenObjectVersion(ObjectKey(r.bucket, r.key)); });
+  if (!version) co_return std::unexpected(version.error());
+  const ObjectAttributes& attrs = version->attributes;
+  const ObjectReader& reader = *version->reader;
   XmlWriter w;
   w.Open("GetObjectAttributesResponse", true);
-  if (wanted[0]) w.Element("ETag", attrs->etag);
+  if (wanted[0]) w.Element("ETag", attrs.etag);
   // Checksum (wanted[1]): none is kept for a whole object, so none is answered, as S3 answers
   // for an object uploaded without one.
-  if (const size_t dash = attrs->etag.rfind('-'); wanted[2] && dash != std::string::npos) {
+  if (const size_t dash = attrs.etag.rfind('-'); wanted[2] && dash != std::string::npos) {
     // A multipart object: its part count. The parts themselves are not kept after completion
     // (S3 lists them only for uploads made with checksums).
     w.Open("ObjectParts");
-    w.Element("PartsCount", attrs->etag.substr(dash + 1));  // SDKs: TotalPartsCount
+    w.Element("PartsCount", attrs.etag.substr(dash + 1));  // SDKs: TotalPartsCount
     w.Close("ObjectParts");
   }
   if (wanted[3]) w.Element("StorageClass", "STANDARD");
-  if (wanted[4]) w.Element("ObjectSize", std::to_string((*reader)->size()));
+  if (wanted[4]) w.Element("ObjectSize", std::to_string(reader.size()));
   w.Close("GetObjectAttributesResponse");
   Headers h{{"Content-Type", "application/xml"},
-            {"Last-Modified", HttpTime((*reader)->mtime())},
+            {"Last-Modified", HttpTime(reader.mtime())},
             {"x-amz-request-id", c.request_id}};
   (void)co_await c.ex.Respond(200, std::move(h), w.Finish());
   co_return S3Result<void>();

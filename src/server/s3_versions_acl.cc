@@ -82,7 +82,7 @@ asio::awaitable<S3Result<void>> S3Handler::ListObjectVersions(Ctx& c) {
     w.Element("StorageClass", "STANDARD");
     w.Close("Version");
   }
-  listing->WritePrefixes(&w, url);
+  WriteCommonPrefixes(&w, listing->prefixes, url);
   w.Close("ListVersionsResult");
   co_await SendXml(c, 200, w.Finish());
   co_return S3Result<void>();
