@@ -365,6 +365,7 @@ void AddBenchCommands(CLI::App* app) {
   AddMemBenchCommand(bench);
   AddSchedBenchCommand(bench);
   AddBackendsBenchCommand(bench);
+  AddTlsBenchCommand(bench);
 }
 
 }  // namespace objectcache::bench

@@ -60,7 +60,8 @@ class Server:
                 raise RuntimeError("server exited: " + self.log_text())
             time.sleep(0.05)
         self.port = int(open(port_file).read())
-        self.endpoint = f"http://127.0.0.1:{self.port}"
+        scheme = "https" if "--tls-cert" in extra else "http"
+        self.endpoint = f"{scheme}://127.0.0.1:{self.port}"
 
     def log_text(self):
         self.log.flush()
@@ -78,9 +79,9 @@ class Server:
         return self.proc.returncode
 
 
-def client(endpoint, access=ACCESS, secret=SECRET, **cfg):
+def client(endpoint, access=ACCESS, secret=SECRET, verify=None, **cfg):
     return boto3.client("s3", endpoint_url=endpoint, aws_access_key_id=access,
-                        aws_secret_access_key=secret, region_name="us-east-1",
+                        aws_secret_access_key=secret, region_name="us-east-1", verify=verify,
                         config=Config(signature_version="s3v4", retries={"max_attempts": 1},
                                       **cfg))
 

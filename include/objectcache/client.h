@@ -37,8 +37,11 @@ struct ClientStats {
 };
 
 struct ClientOptions {
-  // Server URLs ("http://HOST:PORT"); keys are spread over them.
+  // Server URLs ("http://HOST:PORT" or "https://HOST:PORT"); keys are spread over them.
   std::vector<std::string> endpoints = {"http://127.0.0.1:9000"};
+  // HTTPS endpoints are verified against this PEM bundle of CA certificates (empty: the
+  // system's trusted CAs).
+  std::string ca_file;
   std::string bucket;
   // Both empty: OBJECTCACHE_ACCESS_KEY / OBJECTCACHE_SECRET_KEY, else AWS_ACCESS_KEY_ID /
   // AWS_SECRET_ACCESS_KEY, else unsigned requests (for servers in anonymous mode).

@@ -20,10 +20,12 @@ struct FetchFlags {
   std::string keys_file;
   std::string layers;
   std::string out = "-";
+  std::string ca_file;
 };
 
 Status RunFetch(const FetchFlags& f) {
   OC_ASSIGN_OR_RETURN(s3::S3Endpoint endpoint, s3::S3Endpoint::Parse(f.endpoint));
+  endpoint.ca_file = f.ca_file;
   OC_ASSIGN_OR_RETURN(ModelPreset model, ResolveLayoutFlags(f.layout));
   OC_ASSIGN_OR_RETURN(LayerRange range, LayerRange::Parse(f.layers, model.layout.num_layers));
   OC_ASSIGN_OR_RETURN(std::string text, ReadFile(f.keys_file));
@@ -76,7 +78,11 @@ void AddFetchCommand(CLI::App* app) {
       "Aggregated layerwise retrieval: the cached prefix of the listed chunks, layers A:B, "
       "layer-major, every frame checked (credentials from OBJECTCACHE_ACCESS_KEY/"
       "OBJECTCACHE_SECRET_KEY or AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY)");
-  cmd->add_option("--endpoint", f->endpoint, "Server URL")->capture_default_str();
+  cmd->add_option("--endpoint", f->endpoint, "Server URL (http:// or https://)")
+      ->capture_default_str();
+  cmd->add_option("--ca-file", f->ca_file,
+                  "PEM bundle of the CAs an https:// server's certificate is checked against "
+                  "(default: the system's)");
   cmd->add_option("--bucket", f->bucket, "Bucket")->required();
   AddLayoutFlags(cmd, &f->layout);
   cmd->add_option("--keys", f->keys_file, "File of chunk keys, one hex key a line")->required();

@@ -44,6 +44,7 @@ struct ServeFlags {
   std::string sched_policy = "compute-aware";
   std::string request_memory = "1GiB";
   std::string metrics_listen;
+  std::string tls_cert, tls_key;
   uint64_t upload_expiry_s = 3 * 24 * 3600;
   size_t max_uploads_per_bucket = 1000;
 };
@@ -129,6 +130,15 @@ Status RunServe(const ServeFlags& f) {
         "OBJECTCACHE_SECRET_KEY), or --anonymous for local development");
   }
 
+  if (f.tls_cert.empty() != f.tls_key.empty()) {
+    return InvalidArgumentError("give both --tls-cert and --tls-key");
+  }
+  std::unique_ptr<TlsCertificates> tls;
+  if (!f.tls_cert.empty()) {
+    OC_ASSIGN_OR_RETURN(tls, TlsCertificates::Load(f.tls_cert, f.tls_key));
+    http.tls = tls.get();
+  }
+
   const uint64_t open_file_limit = RaiseOpenFileLimit();
   std::string uri = f.store;
   auto add_option = [&uri](const std::string& name, uint64_t value) {
@@ -151,6 +161,7 @@ Status RunServe(const ServeFlags& f) {
   sigemptyset(&signals);
   sigaddset(&signals, SIGINT);
   sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
   ServerMetrics metrics;
@@ -169,8 +180,8 @@ Status RunServe(const ServeFlags& f) {
     OC_ASSIGN_OR_RETURN(metrics_srv, HttpServer::Start(m, &metrics_handler, &metrics_port_metrics));
     LogInfo("metrics on http://" + m.host + ":" + std::to_string(metrics_srv->port()) + "/metrics");
   }
-  LogInfo("objectcache serve: listening on http://" + http.host + ":" +
-          std::to_string(srv->port()) + " (store " + store->Uri() + ", " +
+  LogInfo(std::string("objectcache serve: listening on ") + (tls ? "https://" : "http://") +
+          http.host + ":" + std::to_string(srv->port()) + " (store " + store->Uri() + ", " +
           std::to_string(http.workers) + " I/O workers, " +
           (s3.anonymous ? std::string("ANONYMOUS")
                         : std::to_string(s3.credentials.size()) + " credential(s)") +
@@ -179,7 +190,16 @@ Status RunServe(const ServeFlags& f) {
     OC_RETURN_IF_ERROR(WriteFileAtomically(f.port_file, std::to_string(srv->port()) + "\n"));
   }
   int sig = 0;
-  sigwait(&signals, &sig);
+  while (sigwait(&signals, &sig) == 0 && sig == SIGHUP) {
+    // Reload what can change without a restart; what fails to load leaves the old in force.
+    if (tls) {
+      if (Status s = tls->Reload(); s.ok()) {
+        LogInfo("SIGHUP: reloaded the TLS certificate " + f.tls_cert);
+      } else {
+        LogError("SIGHUP: keeping the TLS certificate in force: " + s.ToString());
+      }
+    }
+  }
   LogInfo(std::string("received ") + (sig == SIGINT ? "SIGINT" : "SIGTERM") +
           ": stopping (no new connections; requests in flight finish)");
   srv->Stop();
@@ -257,6 +277,10 @@ void AddServeCommand(CLI::App* app) {
                   "Serve GET /metrics on this HOST:PORT only (e.g. 127.0.0.1:9100) instead of "
                   "unauthenticated on --listen")
       ->capture_default_str();
+  cmd->add_option("--tls-cert", f->tls_cert,
+                  "Serve HTTPS only, with this PEM certificate chain (leaf first; reread on "
+                  "SIGHUP)");
+  cmd->add_option("--tls-key", f->tls_key, "The PEM private key of --tls-cert (reread on SIGHUP)");
   cmd->add_option("--upload-expiry", f->upload_expiry_s,
                   "Seconds after which an unfinished multipart upload and its parts are removed")
       ->capture_default_str();

@@ -268,6 +268,7 @@ Result<std::unique_ptr<Client>> Client::Create(const ClientOptions& options) {
   std::vector<s3::S3Endpoint> endpoints;
   for (const std::string& url : options.endpoints) {
     OC_ASSIGN_OR_RETURN(s3::S3Endpoint e, s3::S3Endpoint::Parse(url));
+    e.ca_file = options.ca_file;
     endpoints.push_back(std::move(e));
   }
   s3::S3Credentials credentials = s3::S3Credentials::FromEnvironment();

@@ -5,15 +5,18 @@
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <boost/beast/ssl.hpp>
 #include <charconv>
 #include <cstdlib>
 #include <ctime>
 #include <limits>
+#include <optional>
 
 #include "objectcache/store.h"
 #include "s3/crypto.h"
 #include "s3/s3_request.h"
 #include "s3/sigv4.h"
+#include "s3/tls.h"
 
 namespace objectcache::s3 {
 
@@ -30,22 +33,37 @@ const std::string* S3Response::Header(std::string_view name) const {
 }
 
 Result<S3Endpoint> S3Endpoint::Parse(std::string_view url) {
-  if (url.starts_with("http://")) url.remove_prefix(7);
+  S3Endpoint e;
+  if (url.starts_with("https://")) {
+    url.remove_prefix(8);
+    e.tls = true;
+  } else if (url.starts_with("http://")) {
+    url.remove_prefix(7);
+  } else if (url.find("://") != std::string_view::npos) {
+    return InvalidArgumentError("endpoint '" + std::string(url) + "' is not http:// or https://");
+  }
   while (url.ends_with("/")) url.remove_suffix(1);
   const size_t colon = url.rfind(':');
-  S3Endpoint e;
-  if (colon == std::string_view::npos) {
+  if (colon == std::string_view::npos || url.ends_with("]")) {
     e.host = std::string(url);
-    e.port = 80;
+    e.port = e.tls ? 443 : 80;
   } else {
     e.host = std::string(url.substr(0, colon));
     auto [end, ec] = std::from_chars(url.data() + colon + 1, url.data() + url.size(), e.port);
     if (ec != std::errc() || end != url.data() + url.size()) {
-      return InvalidArgumentError("endpoint '" + std::string(url) + "' is not http://HOST:PORT");
+      return InvalidArgumentError("endpoint '" + std::string(url) + "' is not http(s)://HOST:PORT");
     }
   }
+  if (e.host.starts_with("[") && e.host.ends_with("]"))
+    e.host = e.host.substr(1, e.host.size() - 2);
   if (e.host.empty()) return InvalidArgumentError("endpoint lacks a host");
   return e;
+}
+
+std::string S3Endpoint::Url() const {
+  const bool v6 = host.find(':') != std::string::npos;
+  return std::string(tls ? "https://" : "http://") + (v6 ? "[" + host + "]" : host) + ":" +
+         std::to_string(port);
 }
 
 S3Credentials S3Credentials::FromEnvironment() {
@@ -69,26 +87,60 @@ struct S3Connection::Impl {
   S3Credentials credentials;
   std::chrono::seconds timeout;
   asio::io_context ioc;
-  beast::tcp_stream stream{ioc};
+  // One of the two while connected.
+  std::optional<beast::tcp_stream> plain;
+  std::optional<beast::ssl_stream<beast::tcp_stream>> secure;
+  std::shared_ptr<asio::ssl::context> tls_context;  // outlives `secure`
   beast::flat_buffer buffer;
-  bool connected = false;
+
+  bool connected() const { return plain || secure; }
+
+  beast::tcp_stream& tcp() { return secure ? beast::get_lowest_layer(*secure) : *plain; }
+
+  void Disconnect() {
+    beast::error_code ec;
+    if (connected()) tcp().socket().shutdown(tcp::socket::shutdown_both, ec);
+    secure.reset();
+    plain.reset();
+    buffer.clear();
+  }
 
   Status Connect() {
     beast::error_code ec;
     tcp::resolver resolver(ioc);
     auto results = resolver.resolve(endpoint.host, std::to_string(endpoint.port), ec);
     if (ec) return UnavailableError("resolving " + endpoint.host + ": " + ec.message());
+    beast::tcp_stream stream(ioc);
     stream.expires_after(timeout);
     stream.connect(results, ec);
-    if (ec) {
-      return UnavailableError("connecting to " + endpoint.host + ":" +
-                              std::to_string(endpoint.port) + ": " + ec.message());
-    }
+    if (ec) return UnavailableError("connecting to " + endpoint.Url() + ": " + ec.message());
     stream.socket().set_option(tcp::no_delay(true), ec);
     buffer.reserve(64 << 10);
-    connected = true;
+    if (!endpoint.tls) {
+      plain.emplace(std::move(stream));
+      return Status();
+    }
+    if (!tls_context) {
+      OC_ASSIGN_OR_RETURN(tls_context, ClientTlsContext(endpoint.ca_file));
+    }
+    secure.emplace(std::move(stream), *tls_context);
+    OC_RETURN_IF_ERROR(SetVerifiedPeerName(secure->native_handle(), endpoint.host));
+    beast::get_lowest_layer(*secure).expires_after(timeout);
+    secure->handshake(asio::ssl::stream_base::client, ec);
+    if (ec) {
+      secure.reset();
+      // A certificate that does not verify is the caller's to fix, not a transient failure.
+      const bool verification = ec.category() == asio::error::get_ssl_category();
+      const std::string m = "TLS handshake with " + endpoint.Url() + ": " + ec.message();
+      return verification ? PermissionDeniedError(m) : UnavailableError(m);
+    }
     return Status();
   }
+
+  template <typename Stream>
+  Result<S3Response> Exchange(Stream& stream, std::string_view method,
+                              http::request<http::string_body>& req,
+                              const std::function<Status(std::span<const std::byte>)>& on_body);
 };
 
 S3Connection::S3Connection(S3Endpoint endpoint, S3Credentials credentials,
@@ -99,9 +151,53 @@ S3Connection::S3Connection(S3Endpoint endpoint, S3Credentials credentials,
   impl_->timeout = timeout;
 }
 
-S3Connection::~S3Connection() {
+S3Connection::~S3Connection() { impl_->Disconnect(); }
+
+template <typename Stream>
+Result<S3Response> S3Connection::Impl::Exchange(
+    Stream& stream, std::string_view method, http::request<http::string_body>& req,
+    const std::function<Status(std::span<const std::byte>)>& on_body) {
   beast::error_code ec;
-  if (impl_->connected) impl_->stream.socket().shutdown(tcp::socket::shutdown_both, ec);
+  auto fail = [&](const char* what) -> Status {
+    Disconnect();
+    return UnavailableError(std::string(what) + " " + endpoint.Url() + ": " + ec.message());
+  };
+  tcp().expires_after(timeout);
+  http::write(stream, req, ec);
+  if (ec) return fail("sending to");
+  http::response_parser<http::buffer_body> parser;
+  parser.skip(method == "HEAD");
+  parser.body_limit(std::numeric_limits<std::uint64_t>::max());
+  tcp().expires_after(timeout);
+  http::read_header(stream, buffer, parser, ec);
+  if (ec) return fail("reading the response of");
+  S3Response out;
+  out.status = parser.get().result_int();
+  for (const auto& field : parser.get()) {
+    std::string name(field.name_string());
+    for (char& ch : name) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+    out.headers.emplace_back(std::move(name), std::string(field.value()));
+  }
+  const bool ok = out.status >= 200 && out.status < 300;
+  std::string chunk(256 << 10, '\0');
+  Status sink;
+  while (!parser.is_done()) {
+    parser.get().body().data = chunk.data();
+    parser.get().body().size = chunk.size();
+    tcp().expires_after(timeout);
+    http::read(stream, buffer, parser, ec);
+    if (ec == http::error::need_buffer) ec = {};
+    if (ec) return fail("reading the response body of");
+    const size_t n = chunk.size() - parser.get().body().size;
+    if (ok) {
+      if (sink.ok() && n > 0) sink = on_body(AsBytes(std::string_view(chunk.data(), n)));
+    } else if (out.error_body.size() < (64 << 10)) {
+      out.error_body.append(chunk.data(), n);
+    }
+  }
+  if (!parser.get().keep_alive()) Disconnect();
+  if (!sink.ok()) return sink;
+  return out;
 }
 
 Result<S3Response> S3Connection::Send(
@@ -110,7 +206,7 @@ Result<S3Response> S3Connection::Send(
     const std::function<Status(std::span<const std::byte>)>& on_body,
     const std::vector<std::pair<std::string, std::string>>& headers) {
   Impl& m = *impl_;
-  if (!m.connected) OC_RETURN_IF_ERROR(m.Connect());
+  if (!m.connected()) OC_RETURN_IF_ERROR(m.Connect());
   const std::string raw_path = s3::UriEncode(path, true);
   std::string target = raw_path;
   for (size_t i = 0; i < query.size(); ++i) {
@@ -143,51 +239,8 @@ Result<S3Response> S3Connection::Send(
     }
     req.set(http::field::authorization, auth);
   }
-  beast::error_code ec;
-  m.stream.expires_after(m.timeout);
-  http::write(m.stream, req, ec);
-  auto fail = [&](const char* what) -> Status {
-    m.connected = false;
-    m.stream.close();
-    return UnavailableError(std::string(what) + " " + host + ": " + ec.message());
-  };
-  if (ec) return fail("sending to");
-  http::response_parser<http::buffer_body> parser;
-  parser.skip(method == "HEAD");
-  parser.body_limit(std::numeric_limits<std::uint64_t>::max());
-  m.stream.expires_after(m.timeout);
-  http::read_header(m.stream, m.buffer, parser, ec);
-  if (ec) return fail("reading the response of");
-  S3Response out;
-  out.status = parser.get().result_int();
-  for (const auto& field : parser.get()) {
-    std::string name(field.name_string());
-    for (char& ch : name) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
-    out.headers.emplace_back(std::move(name), std::string(field.value()));
-  }
-  const bool ok = out.status >= 200 && out.status < 300;
-  std::string chunk(256 << 10, '\0');
-  Status sink;
-  while (!parser.is_done()) {
-    parser.get().body().data = chunk.data();
-    parser.get().body().size = chunk.size();
-    m.stream.expires_after(m.timeout);
-    http::read(m.stream, m.buffer, parser, ec);
-    if (ec == http::error::need_buffer) ec = {};
-    if (ec) return fail("reading the response body of");
-    const size_t n = chunk.size() - parser.get().body().size;
-    if (ok) {
-      if (sink.ok() && n > 0) sink = on_body(AsBytes(std::string_view(chunk.data(), n)));
-    } else if (out.error_body.size() < (64 << 10)) {
-      out.error_body.append(chunk.data(), n);
-    }
-  }
-  if (!parser.get().keep_alive()) {
-    m.connected = false;
-    m.stream.close();
-  }
-  if (!sink.ok()) return sink;
-  return out;
+  return m.secure ? m.Exchange(*m.secure, method, req, on_body)
+                  : m.Exchange(*m.plain, method, req, on_body);
 }
 
 }  // namespace objectcache::s3

@@ -1,5 +1,5 @@
-// One keep-alive HTTP/1.1 connection to an S3 endpoint (ours or any other), signing each
-// request with SigV4 when credentials are given. Blocking; one request at a time; not
+// One keep-alive HTTP/1.1 connection, plain or over TLS, to an S3 endpoint (ours or any other),
+// signing each request with SigV4 when credentials are given. Blocking; one request at a time; not
 // thread-safe. The seed of the client library's connection pool.
 #pragma once
 
@@ -19,8 +19,15 @@ namespace objectcache::s3 {
 struct S3Endpoint {
   std::string host = "127.0.0.1";
   uint16_t port = 9000;
-  // "http://127.0.0.1:9000" -> host and port. InvalidArgument otherwise.
+  // HTTPS: the server's certificate is verified against `ca_file` (a PEM bundle; empty: the
+  // system's trusted CAs) and must name `host`.
+  bool tls = false;
+  std::string ca_file;
+  // "http://HOST:PORT", "https://HOST:PORT" or "HOST:PORT" (plain HTTP) -> host, port and
+  // scheme; the port defaults to 80 or 443. InvalidArgument otherwise.
   static Result<S3Endpoint> Parse(std::string_view url);
+  // "https://HOST:PORT"
+  std::string Url() const;
 };
 
 struct S3Credentials {

@@ -9,6 +9,7 @@
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/core/tcp_stream.hpp>
 #include <boost/beast/http.hpp>
+#include <boost/beast/ssl.hpp>
 #include <ctime>
 #include <list>
 
@@ -17,6 +18,7 @@
 #include <unistd.h>
 
 #include "s3/s3_error.h"
+#include "s3/tls.h"
 #include "server/log.h"
 
 namespace objectcache::server {
@@ -57,9 +59,10 @@ Status FromError(const beast::error_code& ec, const char* what) {
 
 // The exchange on a connection: reads the body through the connection's parser and writes the
 // response to its stream, each under the I/O timeout.
+template <typename Stream>
 class BeastHttpExchange final : public HttpExchange {
  public:
-  BeastHttpExchange(beast::tcp_stream& stream, beast::flat_buffer& buffer,
+  BeastHttpExchange(Stream& stream, beast::flat_buffer& buffer,
                     http::request_parser<http::buffer_body>& parser, const HttpLimits& limits,
                     ServerMetrics* metrics)
       : stream_(stream), buffer_(buffer), parser_(parser), limits_(limits), metrics_(metrics) {}
@@ -97,7 +100,10 @@ class BeastHttpExchange final : public HttpExchange {
   Status Check(beast::error_code ec, const char* what);
   Status NotStarted(const char* what);
 
-  beast::tcp_stream& stream_;
+  // The TCP stream under `stream_`, which holds the timeouts.
+  beast::tcp_stream& tcp() { return beast::get_lowest_layer(stream_); }
+
+  Stream& stream_;
   beast::flat_buffer& buffer_;
   http::request_parser<http::buffer_body>& parser_;
   const HttpLimits& limits_;
@@ -110,7 +116,8 @@ class BeastHttpExchange final : public HttpExchange {
   std::unique_ptr<http::response_serializer<http::buffer_body>> serializer_;
 };
 
-Headers BeastHttpExchange::RequestHeaders() const {
+template <typename Stream>
+Headers BeastHttpExchange<Stream>::RequestHeaders() const {
   Headers out;
   for (const auto& f : parser_.get()) {
     std::string name(f.name_string());
@@ -120,30 +127,33 @@ Headers BeastHttpExchange::RequestHeaders() const {
   return out;
 }
 
-std::optional<uint64_t> BeastHttpExchange::ContentLength() const {
+template <typename Stream>
+std::optional<uint64_t> BeastHttpExchange<Stream>::ContentLength() const {
   auto len = parser_.content_length();
   if (len) return *len;
   return std::nullopt;
 }
 
-asio::awaitable<Status> BeastHttpExchange::SendContinueIfExpected() {
+template <typename Stream>
+asio::awaitable<Status> BeastHttpExchange<Stream>::SendContinueIfExpected() {
   if (continue_sent_ || !ExpectsContinue()) co_return Status();
   continue_sent_ = true;
   http::response<http::empty_body> res{http::status::continue_, 11};
   beast::error_code ec;
-  stream_.expires_after(limits_.io_timeout);
+  tcp().expires_after(limits_.io_timeout);
   co_await http::async_write(stream_, res, asio::redirect_error(asio::use_awaitable, ec));
   co_return Check(ec, "sending 100 Continue");
 }
 
-asio::awaitable<Result<size_t>> BeastHttpExchange::ReadBody(std::span<std::byte> dest) {
+template <typename Stream>
+asio::awaitable<Result<size_t>> BeastHttpExchange<Stream>::ReadBody(std::span<std::byte> dest) {
   if (parser_.is_done() || dest.empty()) co_return size_t{0};
   if (Status s = co_await SendContinueIfExpected(); !s.ok()) co_return s;
   auto& body = parser_.get().body();
   body.data = dest.data();
   body.size = dest.size();
   beast::error_code ec;
-  stream_.expires_after(limits_.io_timeout);
+  tcp().expires_after(limits_.io_timeout);
   co_await http::async_read(stream_, buffer_, parser_,
                             asio::redirect_error(asio::use_awaitable, ec));
   if (ec == http::error::need_buffer) ec = {};
@@ -156,7 +166,8 @@ asio::awaitable<Result<size_t>> BeastHttpExchange::ReadBody(std::span<std::byte>
   co_return n;
 }
 
-Status BeastHttpExchange::Check(beast::error_code ec, const char* what) {
+template <typename Stream>
+Status BeastHttpExchange<Stream>::Check(beast::error_code ec, const char* what) {
   if (ec == http::error::need_buffer) ec = {};  // a buffer body asking for more: not an error
   if (!ec) return Status();
   failed_ = true;
@@ -164,7 +175,8 @@ Status BeastHttpExchange::Check(beast::error_code ec, const char* what) {
   return FromError(ec, what);
 }
 
-Status BeastHttpExchange::NotStarted(const char* what) {
+template <typename Stream>
+Status BeastHttpExchange<Stream>::NotStarted(const char* what) {
   // A handler bug, never a client's doing: fail this exchange (the connection closes), keep the
   // process.
   failed_ = true;
@@ -172,12 +184,14 @@ Status BeastHttpExchange::NotStarted(const char* what) {
   return InternalError(std::string(what) + " that was never begun");
 }
 
-bool BeastHttpExchange::ExpectsContinue() const {
+template <typename Stream>
+bool BeastHttpExchange<Stream>::ExpectsContinue() const {
   auto expect = parser_.get().find(http::field::expect);
   return expect != parser_.get().end() && beast::iequals(expect->value(), "100-continue");
 }
 
-bool BeastHttpExchange::reusable() const {
+template <typename Stream>
+bool BeastHttpExchange<Stream>::reusable() const {
   // A final response to a request expecting 100-continue that never got one ends the
   // connection: botocore, having read that response in place of a 100, keeps its status line
   // for the next request on the connection and misreads the next response (a 60 s stall).
@@ -185,8 +199,9 @@ bool BeastHttpExchange::reusable() const {
   return !failed_ && !close_ && parser_.is_done() && parser_.get().keep_alive();
 }
 
-void BeastHttpExchange::PrepareHeader(http::response_header<>& h, unsigned status,
-                                      Headers& headers) {
+template <typename Stream>
+void BeastHttpExchange<Stream>::PrepareHeader(http::response_header<>& h, unsigned status,
+                                              Headers& headers) {
   h.version(11);
   h.result(status);
   h.set(http::field::server, "ObjectCache");
@@ -195,8 +210,9 @@ void BeastHttpExchange::PrepareHeader(http::response_header<>& h, unsigned statu
   h.set(http::field::connection, reusable() ? "keep-alive" : "close");
 }
 
-asio::awaitable<Status> BeastHttpExchange::Respond(unsigned status, Headers headers,
-                                                   std::string body) {
+template <typename Stream>
+asio::awaitable<Status> BeastHttpExchange<Stream>::Respond(unsigned status, Headers headers,
+                                                           std::string body) {
   http::response<http::string_body> res;
   PrepareHeader(res.base(), status, headers);
   metrics_->bytes_sent += body.size();
@@ -204,26 +220,29 @@ asio::awaitable<Status> BeastHttpExchange::Respond(unsigned status, Headers head
   res.prepare_payload();
   responded_ = true;
   beast::error_code ec;
-  stream_.expires_after(limits_.io_timeout);
+  tcp().expires_after(limits_.io_timeout);
   co_await http::async_write(stream_, res, asio::redirect_error(asio::use_awaitable, ec));
   co_return Check(ec, "writing the response");
 }
 
-asio::awaitable<Status> BeastHttpExchange::RespondHeaderOnly(unsigned status, Headers headers,
-                                                             uint64_t content_length) {
+template <typename Stream>
+asio::awaitable<Status> BeastHttpExchange<Stream>::RespondHeaderOnly(unsigned status,
+                                                                     Headers headers,
+                                                                     uint64_t content_length) {
   http::response<http::empty_body> res;
   PrepareHeader(res.base(), status, headers);
   if (status != 304) res.set(http::field::content_length, std::to_string(content_length));
   responded_ = true;
   beast::error_code ec;
-  stream_.expires_after(limits_.io_timeout);
+  tcp().expires_after(limits_.io_timeout);
   http::response_serializer<http::empty_body> sr(res);
   co_await http::async_write_header(stream_, sr, asio::redirect_error(asio::use_awaitable, ec));
   co_return Check(ec, "writing the response");
 }
 
-asio::awaitable<Status> BeastHttpExchange::BeginResponse(unsigned status, Headers headers,
-                                                         std::optional<uint64_t> content_length) {
+template <typename Stream>
+asio::awaitable<Status> BeastHttpExchange<Stream>::BeginResponse(
+    unsigned status, Headers headers, std::optional<uint64_t> content_length) {
   streamed_ = std::make_unique<http::response<http::buffer_body>>();
   PrepareHeader(streamed_->base(), status, headers);
   if (content_length) {
@@ -236,34 +255,59 @@ asio::awaitable<Status> BeastHttpExchange::BeginResponse(unsigned status, Header
   serializer_ = std::make_unique<http::response_serializer<http::buffer_body>>(*streamed_);
   responded_ = true;
   beast::error_code ec;
-  stream_.expires_after(limits_.io_timeout);
+  tcp().expires_after(limits_.io_timeout);
   co_await http::async_write_header(stream_, *serializer_,
                                     asio::redirect_error(asio::use_awaitable, ec));
   co_return Check(ec, "writing the response header");
 }
 
-asio::awaitable<Status> BeastHttpExchange::WriteBody(std::span<const std::byte> bytes) {
+template <typename Stream>
+asio::awaitable<Status> BeastHttpExchange<Stream>::WriteBody(std::span<const std::byte> bytes) {
   if (!streamed_) co_return NotStarted("writing a response body");
   streamed_->body().data = const_cast<std::byte*>(bytes.data());
   streamed_->body().size = bytes.size();
   streamed_->body().more = true;
   beast::error_code ec;
-  stream_.expires_after(limits_.io_timeout);
+  tcp().expires_after(limits_.io_timeout);
   co_await http::async_write(stream_, *serializer_, asio::redirect_error(asio::use_awaitable, ec));
   if (Status s = Check(ec, "writing the response body"); !s.ok()) co_return s;
   metrics_->bytes_sent += bytes.size();
   co_return Status();
 }
 
-asio::awaitable<Status> BeastHttpExchange::EndResponse() {
+template <typename Stream>
+asio::awaitable<Status> BeastHttpExchange<Stream>::EndResponse() {
   if (!streamed_) co_return NotStarted("finishing a response");
   streamed_->body().data = nullptr;
   streamed_->body().size = 0;
   streamed_->body().more = false;
   beast::error_code ec;
-  stream_.expires_after(limits_.io_timeout);
+  tcp().expires_after(limits_.io_timeout);
   co_await http::async_write(stream_, *serializer_, asio::redirect_error(asio::use_awaitable, ec));
   co_return Check(ec, "finishing the response");
+}
+
+// ---- TlsCertificates ----------------------------------------------------------------------
+
+Result<std::unique_ptr<TlsCertificates>> TlsCertificates::Load(std::string cert_file,
+                                                               std::string key_file) {
+  std::unique_ptr<TlsCertificates> tls(
+      new TlsCertificates(std::move(cert_file), std::move(key_file)));
+  OC_RETURN_IF_ERROR(tls->Reload());
+  return tls;
+}
+
+Status TlsCertificates::Reload() {
+  OC_ASSIGN_OR_RETURN(std::shared_ptr<asio::ssl::context> context,
+                      ServerTlsContext(cert_file_, key_file_));
+  std::lock_guard lock(mu_);
+  current_ = std::move(context);
+  return Status();
+}
+
+std::shared_ptr<asio::ssl::context> TlsCertificates::Current() const {
+  std::lock_guard lock(mu_);
+  return current_;
 }
 
 // ---- HttpServer ------------------------------------------------------------------------------
@@ -407,11 +451,41 @@ asio::awaitable<void> HttpServer::Accept(Worker* w) {
 }
 
 asio::awaitable<void> HttpServer::Serve(Worker* w, tcp::socket socket) {
-  beast::tcp_stream stream(std::move(socket));
   beast::error_code ec;
-  stream.socket().set_option(tcp::no_delay(true), ec);
+  socket.set_option(tcp::no_delay(true), ec);
   metrics_->connections_total++;
-  Session session{&stream, true};
+  if (!options_.tls) {
+    beast::tcp_stream stream(std::move(socket));
+    co_await ServeRequests(w, stream);
+    stream.socket().shutdown(tcp::socket::shutdown_send, ec);
+    stream.close();
+  } else {
+    // The certificate in force when the connection came; a reload serves the next ones.
+    const std::shared_ptr<asio::ssl::context> context = options_.tls->Current();
+    beast::ssl_stream<beast::tcp_stream> stream(std::move(socket), *context);
+    beast::get_lowest_layer(stream).expires_after(options_.limits.header_timeout);
+    co_await stream.async_handshake(asio::ssl::stream_base::server,
+                                    asio::redirect_error(asio::use_awaitable, ec));
+    if (ec) {
+      metrics_->tls_handshake_failures++;
+      LogDebug("TLS handshake: " + ec.message());
+    } else {
+      co_await ServeRequests(w, stream);
+    }
+    // No close_notify: every response is framed by its length or its chunking, so a client
+    // cannot mistake a cut connection for a whole response, and waiting for the peer's own
+    // close_notify would hold the connection open until a timeout.
+    beast::get_lowest_layer(stream).socket().shutdown(tcp::socket::shutdown_send, ec);
+    beast::get_lowest_layer(stream).close();
+  }
+  metrics_->open_connections--;
+}
+
+template <typename Stream>
+asio::awaitable<void> HttpServer::ServeRequests(Worker* w, Stream& stream) {
+  beast::error_code ec;
+  beast::tcp_stream& lowest = beast::get_lowest_layer(stream);
+  Session session{&lowest, true};
   auto registered = w->sessions.insert(w->sessions.end(), &session);
   // Beast reads at most the buffer's spare capacity per system call (512 bytes when it has
   // none): give it room, or a 2 MiB body takes 4000 reads.
@@ -426,19 +500,20 @@ asio::awaitable<void> HttpServer::Serve(Worker* w, tcp::socket socket) {
     if (buffer.size() == 0) {
       // Idle keep-alive: wait for the first bytes of the next request, through the stream so
       // its timer bounds the wait (a wait on the raw socket would not be).
-      stream.expires_after(limits.idle_timeout);
+      lowest.expires_after(limits.idle_timeout);
       const size_t n = co_await stream.async_read_some(
           buffer.prepare(kReadBufferBytes), asio::redirect_error(asio::use_awaitable, ec));
       buffer.commit(n);
       if (ec || stopping_) break;
     }
     session.idle = false;
-    stream.expires_after(limits.header_timeout);
+    lowest.expires_after(limits.header_timeout);
     co_await http::async_read_header(stream, buffer, parser,
                                      asio::redirect_error(asio::use_awaitable, ec));
     if (ec) {
       if (ec == http::error::end_of_stream || ec == asio::error::eof ||
-          ec == asio::error::connection_reset || ec == asio::error::operation_aborted) {
+          ec == asio::error::connection_reset || ec == asio::error::operation_aborted ||
+          ec == asio::ssl::error::stream_truncated) {
         break;
       }
       metrics_->rejected_requests++;
@@ -460,12 +535,12 @@ asio::awaitable<void> HttpServer::Serve(Worker* w, tcp::socket socket) {
         res.body() = err.ToXml("0");
         res.keep_alive(false);
         res.prepare_payload();
-        stream.expires_after(limits.io_timeout);
+        lowest.expires_after(limits.io_timeout);
         co_await http::async_write(stream, res, asio::redirect_error(asio::use_awaitable, ec));
       }
       break;
     }
-    BeastHttpExchange exchange(stream, buffer, parser, limits, metrics_);
+    BeastHttpExchange<Stream> exchange(stream, buffer, parser, limits, metrics_);
     bool failed = false;
     try {
       co_await handler_->Handle(exchange);
@@ -476,10 +551,7 @@ asio::awaitable<void> HttpServer::Serve(Worker* w, tcp::socket socket) {
     }
     if (failed || !exchange.responded() || !exchange.reusable()) break;
   }
-  stream.socket().shutdown(tcp::socket::shutdown_send, ec);
-  stream.close();
   w->sessions.erase(registered);
-  metrics_->open_connections--;
 }
 
 void HttpServer::Stop() {

@@ -5,6 +5,9 @@
 // connections); a connection lives on one worker for its whole life. Blocking calls (the store)
 // never run on a worker: handlers hop to their bounded thread pool with RunBlocking and back.
 //
+// With TLS certificates (TlsCertificates, reloadable) every connection is HTTPS: the handshake
+// must finish within the header timeout; then the connection is served as a plain one is.
+//
 // Each request is handed to a RequestHandler as an HttpExchange, through which the handler
 // streams the request body in and the response out, so no object has to fit in memory.
 // Limits: header size, body size, and timeouts for a complete header, each body read or write,
@@ -22,10 +25,12 @@
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/post.hpp>
+#include <boost/asio/ssl/context.hpp>
 #include <boost/asio/thread_pool.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <chrono>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <utility>
@@ -46,12 +51,31 @@ struct HttpLimits {
   size_t max_connections = 4096;
 };
 
+// The server's certificate chain and key, reloadable while serving: each new connection takes
+// the ones in force when it is accepted. Thread-safe.
+class TlsCertificates {
+ public:
+  // InvalidArgument naming the file when either is unreadable or they do not match.
+  static Result<std::unique_ptr<TlsCertificates>> Load(std::string cert_file, std::string key_file);
+  // Reads both files again; on an error the certificate in force stays.
+  Status Reload();
+  std::shared_ptr<asio::ssl::context> Current() const;
+
+ private:
+  TlsCertificates(std::string cert_file, std::string key_file)
+      : cert_file_(std::move(cert_file)), key_file_(std::move(key_file)) {}
+  const std::string cert_file_, key_file_;
+  mutable std::mutex mu_;
+  std::shared_ptr<asio::ssl::context> current_;  // guarded by mu_
+};
+
 struct HttpServerOptions {
   std::string host = "127.0.0.1";
   uint16_t port = 9000;  // 0: any free port (see HttpServer::port)
   unsigned workers = 2;
   HttpLimits limits;
   std::chrono::seconds shutdown_grace{10};
+  TlsCertificates* tls = nullptr;  // set: HTTPS only; must outlive the server
 };
 
 class HttpServer {
@@ -71,6 +95,9 @@ class HttpServer {
   HttpServer() = default;
   asio::awaitable<void> Accept(Worker* w);
   asio::awaitable<void> Serve(Worker* w, asio::ip::tcp::socket socket);
+  // The requests of one connection, plain or TLS, until it closes or the server stops.
+  template <typename Stream>
+  asio::awaitable<void> ServeRequests(Worker* w, Stream& stream);
   // Out of file descriptors: accepts what waits on `w`'s listening socket with its reserve
   // descriptor, answers each 503 ServiceUnavailable and closes it. Returns how many.
   static uint64_t ShedWaitingConnections(Worker* w);

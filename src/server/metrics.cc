@@ -120,6 +120,9 @@ std::string ServerMetrics::Render(uint64_t store_objects, uint64_t store_bytes,
   scalar("objectcache_rejected_requests_total", "counter",
          "Requests refused as malformed, over a limit or too slow.",
          static_cast<double>(rejected_requests.load()));
+  scalar("objectcache_tls_handshake_failures_total", "counter",
+         "TLS connections whose handshake failed or timed out.",
+         static_cast<double>(tls_handshake_failures.load()));
   return out;
 }
 

@@ -63,6 +63,7 @@ struct ServerMetrics {
   std::atomic<int64_t> open_connections{0};
   std::atomic<uint64_t> connections_total{0};
   std::atomic<uint64_t> rejected_requests{0};  // malformed, over a limit, or timed out
+  std::atomic<uint64_t> tls_handshake_failures{0};
 
   void Record(S3Op op, double seconds, bool error);
   // The whole exposition; `store_objects`, `store_bytes` and `store_evictions` come from the

@@ -5,6 +5,7 @@
 #include <ctime>
 #include <map>
 
+#include "core/query_string.h"
 #include "objectcache/store_registry.h"
 #include "s3/connection_pool.h"
 #include "s3/crypto.h"
@@ -320,12 +321,31 @@ Result<std::unique_ptr<Store>> OpenS3Store(std::string_view uri) {
   if (!rest.starts_with("s3://"))
     return InvalidArgumentError("not an s3:// URI: " + std::string(uri));
   rest.remove_prefix(5);
+  std::string_view query;
+  if (const size_t q = rest.find('?'); q != std::string_view::npos) {
+    query = rest.substr(q + 1);
+    rest = rest.substr(0, q);
+  }
   const size_t slash = rest.find('/');
   if (slash == std::string_view::npos || slash + 1 >= rest.size()) {
-    return InvalidArgumentError("s3:// URI must be s3://HOST:PORT/BUCKET, got '" +
-                                std::string(uri) + "'");
+    return InvalidArgumentError(
+        "s3:// URI must be s3://HOST:PORT/BUCKET[?tls=true&ca_file=PATH], got '" +
+        std::string(uri) + "'");
   }
   OC_ASSIGN_OR_RETURN(s3::S3Endpoint endpoint, s3::S3Endpoint::Parse(rest.substr(0, slash)));
+  OC_RETURN_IF_ERROR(ForEachQueryPair(
+      query, [&](std::string_view name, std::optional<std::string_view> value) -> Status {
+        if (name == "tls" && (value == "true" || value == "false")) {
+          endpoint.tls = value == "true";
+        } else if (name == "ca_file" && value && !value->empty() &&
+                   s3::PercentDecode(*value, &endpoint.ca_file)) {
+          endpoint.tls = true;
+        } else {
+          return InvalidArgumentError("s3:// URI option '" + std::string(name) +
+                                      "' is not tls=true|false or ca_file=PATH");
+        }
+        return Status();
+      }));
   std::string bucket(rest.substr(slash + 1));
   while (!bucket.empty() && bucket.back() == '/') bucket.pop_back();
   auto store = std::make_unique<S3Store>(std::move(endpoint), bucket, std::string(uri));

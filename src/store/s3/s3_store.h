@@ -1,4 +1,5 @@
-// S3Store: the Store interface over any S3 server (s3://HOST:PORT/BUCKET).
+// S3Store: the Store interface over any S3 server (s3://HOST:PORT/BUCKET; HTTPS with
+// ?tls=true, verified against the system's CAs or the PEM bundle ?ca_file=PATH).
 //
 // Plain S3 only (no ObjectCache extension), so it works against our server, radosgw or any
 // other: PUT, GET with Range and If-Match, HEAD, DELETE, ListObjectsV2. Store attributes travel

@@ -1,0 +1,201 @@
+// `objectcache bench tls`: GET throughput of `objectcache serve` over HTTPS against the same
+// server over plain HTTP, same objects, same client (the library's S3Connection), interleaved.
+// The certificate is a self-signed P-256 one made by the openssl CLI for the run.
+#include <atomic>
+#include <cstring>
+#include <filesystem>
+#include <iostream>
+#include <random>
+#include <thread>
+
+#include "bench/bench_command.h"
+#include "bench/bench_report.h"
+#include "bench/kv_fixture.h"
+#include "objectcache/store_registry.h"
+#include "s3/s3_connection.h"
+
+namespace objectcache::bench {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct TlsBenchFlags {
+  std::string dir;
+  std::string size = "2MiB";
+  std::vector<int> connections = {1, 4};
+  double seconds = 2;
+  int rounds = 3;
+  int objects = 16;
+  std::string openssl = "/usr/bin/openssl";
+  std::string json;
+};
+
+struct Side {
+  std::string name;
+  s3::S3Endpoint endpoint;
+};
+
+// GETs of random objects on `connections` connections for `seconds`; every body is compared
+// with what was stored. Gbit/s of verified bytes; `errors` counts the rest.
+double LoadGets(const s3::S3Endpoint& endpoint, const std::vector<std::string>& bodies,
+                int connections, double seconds, std::atomic<uint64_t>* errors) {
+  std::atomic<uint64_t> bytes{0};
+  const double end = NowSeconds() + seconds;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < connections; ++t) {
+    threads.emplace_back([&, t] {
+      s3::S3Connection conn(endpoint, {});
+      std::mt19937 rng(t);
+      std::string got;
+      while (NowSeconds() < end) {
+        const size_t obj = rng() % bodies.size();
+        got.clear();
+        Result<s3::S3Response> r =
+            conn.Send("GET", "/bench/obj-" + std::to_string(obj), {}, "", [&](auto piece) {
+              got.append(reinterpret_cast<const char*>(piece.data()), piece.size());
+              return Status();
+            });
+        if (!r.has_value() || r->status != 200 || got != bodies[obj]) {
+          (*errors)++;
+          continue;
+        }
+        bytes += got.size();
+      }
+    });
+  }
+  for (std::thread& th : threads) th.join();
+  return static_cast<double>(bytes.load()) * 8 / seconds / 1e9;
+}
+
+Status Put(const s3::S3Endpoint& endpoint, const std::string& path, const std::string& body) {
+  s3::S3Connection conn(endpoint, {});
+  OC_ASSIGN_OR_RETURN(s3::S3Response r,
+                      conn.Send("PUT", path, {}, body, [](auto) { return Status(); }));
+  if (r.status != 200) return InternalError("PUT " + path + ": " + std::to_string(r.status));
+  return Status();
+}
+
+Status RunTlsBench(const TlsBenchFlags& f) {
+  OC_ASSIGN_OR_RETURN(ScratchRoot scratch, ScratchRoot::Make(f.dir, "objectcache-bench-tls"));
+  const fs::path root = scratch.path();
+  const std::string cert = (root / "cert.pem").string(), key = (root / "key.pem").string();
+  {
+    ChildProcess openssl(
+        {f.openssl, "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
+         "-nodes", "-keyout", key, "-out", cert, "-days", "1", "-subj", "/CN=127.0.0.1", "-addext",
+         "subjectAltName=IP:127.0.0.1"},
+        (root / "openssl.log").string());
+    for (int i = 0; i < 600 && openssl.Running(); ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+  }
+  if (!fs::exists(cert) || !fs::exists(key)) {
+    return UnavailableError("openssl made no certificate (see " + (root / "openssl.log").string() +
+                            ")");
+  }
+  const std::string self = fs::read_symlink("/proc/self/exe").string();
+  std::vector<Side> sides(2);
+  std::vector<std::unique_ptr<ChildProcess>> servers;
+  for (int s = 0; s < 2; ++s) {
+    const bool tls = s == 1;
+    const uint16_t port = FreePort();
+    std::vector<std::string> argv = {self,
+                                     "serve",
+                                     "--anonymous",
+                                     "--listen",
+                                     "127.0.0.1:" + std::to_string(port),
+                                     "--store",
+                                     (root / (tls ? "store-tls" : "store-plain")).string(),
+                                     "--log-level",
+                                     "warn"};
+    if (tls) argv.insert(argv.end(), {"--tls-cert", cert, "--tls-key", key});
+    servers.push_back(std::make_unique<ChildProcess>(
+        argv, (root / (tls ? "serve-tls.log" : "serve-plain.log")).string()));
+    if (!WaitForPort(port)) return UnavailableError("objectcache serve did not start");
+    sides[s] = {tls ? "https" : "http",
+                {.host = "127.0.0.1", .port = port, .tls = tls, .ca_file = cert}};
+  }
+  OC_ASSIGN_OR_RETURN(uint64_t size, ParseByteSize(f.size));
+  std::vector<std::string> bodies;
+  std::mt19937_64 rng(size);
+  for (int i = 0; i < f.objects; ++i) {
+    std::string b(size, '\0');
+    for (size_t j = 0; j + 8 <= b.size(); j += 8) {
+      const uint64_t v = rng();
+      std::memcpy(&b[j], &v, 8);
+    }
+    bodies.push_back(std::move(b));
+  }
+  for (const Side& side : sides) {
+    OC_RETURN_IF_ERROR(Put(side.endpoint, "/bench", ""));
+    for (int i = 0; i < f.objects; ++i) {
+      OC_RETURN_IF_ERROR(Put(side.endpoint, "/bench/obj-" + std::to_string(i), bodies[i]));
+    }
+  }
+
+  Report report("tls");
+  report.Param("object_size", f.size);
+  report.Param("seconds_per_run", f.seconds);
+  report.Param("rounds", f.rounds);
+  report.Param("server",
+               "objectcache serve --anonymous, local store, 2 I/O workers; the same "
+               "with --tls-cert (ECDSA P-256, TLS 1.3)");
+  report.Param("client",
+               "S3Connection (the client library's), one keep-alive connection per "
+               "thread, every body compared");
+  std::printf("\n%-5s %4s %12s %12s %8s\n", "size", "conn", "http Gbit/s", "https Gbit/s", "ratio");
+  nlohmann::ordered_json rows = nlohmann::ordered_json::array();
+  std::atomic<uint64_t> errors{0};
+  double ratio_at_most_connections = 0;
+  for (int conns : f.connections) {
+    std::vector<double> gbps[2];
+    for (int round = 0; round < f.rounds; ++round) {
+      for (int k = 0; k < 2; ++k) {
+        const int s = round % 2 == 0 ? k : 1 - k;  // alternate who goes first
+        gbps[s].push_back(LoadGets(sides[s].endpoint, bodies, conns, f.seconds, &errors));
+      }
+    }
+    const double plain = Median(gbps[0]), tls = Median(gbps[1]);
+    const double ratio = plain > 0 ? tls / plain : 0;
+    std::printf("%-5s %4d %12.3f %12.3f %8.3f\n", f.size.c_str(), conns, plain, tls, ratio);
+    rows.push_back({{"size", f.size},
+                    {"connections", conns},
+                    {"http_gbps", plain},
+                    {"https_gbps", tls},
+                    {"tls_ratio", ratio}});
+    ratio_at_most_connections = ratio;
+  }
+  for (auto& server : servers) server->Stop();
+  report.Metric("tls_ratio", ratio_at_most_connections, "x",
+                "HTTPS / HTTP GET throughput at " + std::to_string(f.connections.back()) +
+                    " connections (median of rounds)");
+  report.Metric("errors", static_cast<double>(errors.load()), "", "failed or wrong responses");
+  report.Print();
+  nlohmann::ordered_json j = report.ToJson();
+  j["rows"] = rows;
+  OC_RETURN_IF_ERROR(WriteJsonFile(f.json, j));
+  if (errors > 0)
+    return DataLossError(std::to_string(errors.load()) + " GETs failed or were wrong");
+  return Status();
+}
+
+}  // namespace
+
+void AddTlsBenchCommand(CLI::App* bench) {
+  auto f = std::make_shared<TlsBenchFlags>();
+  CLI::App* t = bench->add_subcommand(
+      "tls", "GET throughput over HTTPS beside plain HTTP, same server, same objects");
+  t->add_option("--dir", f->dir, "Scratch directory (default: a temporary one; removed)");
+  t->add_option("--size", f->size, "Object size")->capture_default_str();
+  t->add_option("--connections", f->connections, "Concurrent connections (tls_ratio: the last)")
+      ->capture_default_str();
+  t->add_option("--seconds", f->seconds, "Seconds per run")->capture_default_str();
+  t->add_option("--rounds", f->rounds, "Runs per side per cell (interleaved)")
+      ->capture_default_str();
+  t->add_option("--objects", f->objects, "Distinct objects")->capture_default_str();
+  t->add_option("--openssl", f->openssl, "openssl binary")->capture_default_str();
+  t->add_option("--json", f->json, "Write the metrics and rows to this JSON file");
+  t->callback([f] { RunBench([&] { return RunTlsBench(*f); }); });
+}
+
+}  // namespace objectcache::bench
