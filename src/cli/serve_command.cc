@@ -16,6 +16,7 @@
 #include "server/log.h"
 #include "server/metrics_handler.h"
 #include "server/s3_handler.h"
+#include "server/tenants.h"
 
 namespace objectcache::cli {
 namespace {
@@ -45,6 +46,7 @@ struct ServeFlags {
   std::string request_memory = "1GiB";
   std::string metrics_listen;
   std::string tls_cert, tls_key;
+  std::string credentials_file;
   uint64_t upload_expiry_s = 3 * 24 * 3600;
   size_t max_uploads_per_bucket = 1000;
 };
@@ -124,7 +126,21 @@ Status RunServe(const ServeFlags& f) {
     return InvalidArgumentError("give both an access key and a secret key");
   }
   if (!access.empty()) s3.credentials[access] = secret;
-  if (s3.credentials.empty() && !s3.anonymous) {
+  const bool tenants = !f.credentials_file.empty();
+  if (tenants && (s3.anonymous || !access.empty())) {
+    return InvalidArgumentError(
+        "--credentials gives every key a tenant: it does not go with --anonymous or "
+        "--access-key/--secret-key (nor OBJECTCACHE_ACCESS_KEY/OBJECTCACHE_SECRET_KEY)");
+  }
+  auto read_tenants = [&]() -> Result<std::vector<TenantConfig>> {
+    OC_ASSIGN_OR_RETURN(std::string text, ReadFile(f.credentials_file));
+    return ParseTenantsFile(text, f.credentials_file);
+  };
+  std::vector<TenantConfig> tenant_configs;
+  if (tenants) {
+    OC_ASSIGN_OR_RETURN(tenant_configs, read_tenants());
+  }
+  if (s3.credentials.empty() && !s3.anonymous && !tenants) {
     return InvalidArgumentError(
         "no credentials: give --access-key and --secret-key (or OBJECTCACHE_ACCESS_KEY and "
         "OBJECTCACHE_SECRET_KEY), or --anonymous for local development");
@@ -165,7 +181,17 @@ Status RunServe(const ServeFlags& f) {
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
   ServerMetrics metrics;
-  auto handler = std::make_unique<S3Handler>(store.get(), &metrics, s3);
+  std::unique_ptr<RequestHandler> handler;
+  TenantRouter* router = nullptr;
+  if (tenants) {
+    auto r = std::make_unique<TenantRouter>(uri, store.get(), &metrics, s3);
+    OC_RETURN_IF_ERROR(r->Apply(tenant_configs));
+    router = r.get();
+    metrics.more_series = [router] { return router->RenderMetrics(); };
+    handler = std::move(r);
+  } else {
+    handler = std::make_unique<S3Handler>(store.get(), &metrics, s3);
+  }
   OC_ASSIGN_OR_RETURN(std::unique_ptr<HttpServer> srv,
                       HttpServer::Start(http, handler.get(), &metrics));
   // Metrics on their own port (say loopback only), answered by their own handler.
@@ -184,7 +210,9 @@ Status RunServe(const ServeFlags& f) {
           http.host + ":" + std::to_string(srv->port()) + " (store " + store->Uri() + ", " +
           std::to_string(http.workers) + " I/O workers, " +
           (s3.anonymous ? std::string("ANONYMOUS")
-                        : std::to_string(s3.credentials.size()) + " credential(s)") +
+           : tenants
+               ? std::to_string(tenant_configs.size()) + " tenant(s) from " + f.credentials_file
+               : std::to_string(s3.credentials.size()) + " credential(s)") +
           ", " + std::to_string(open_file_limit) + " file descriptors)");
   if (!f.port_file.empty()) {
     OC_RETURN_IF_ERROR(WriteFileAtomically(f.port_file, std::to_string(srv->port()) + "\n"));
@@ -197,6 +225,16 @@ Status RunServe(const ServeFlags& f) {
         LogInfo("SIGHUP: reloaded the TLS certificate " + f.tls_cert);
       } else {
         LogError("SIGHUP: keeping the TLS certificate in force: " + s.ToString());
+      }
+    }
+    if (router) {
+      Result<std::vector<TenantConfig>> next = read_tenants();
+      Status s = next.has_value() ? router->Apply(*next) : next.error();
+      if (s.ok()) {
+        LogInfo("SIGHUP: " + std::to_string(next->size()) + " tenant(s) from " +
+                f.credentials_file);
+      } else {
+        LogError("SIGHUP: keeping the tenants in force: " + s.ToString());
       }
     }
   }
@@ -277,6 +315,9 @@ void AddServeCommand(CLI::App* app) {
                   "Serve GET /metrics on this HOST:PORT only (e.g. 127.0.0.1:9100) instead of "
                   "unauthenticated on --listen")
       ->capture_default_str();
+  cmd->add_option("--credentials", f->credentials_file,
+                  "Tenants: a TOML file of tenants, their keys and quotas, each tenant with a "
+                  "store namespace of its own (docs/tenants.md; reread on SIGHUP)");
   cmd->add_option("--tls-cert", f->tls_cert,
                   "Serve HTTPS only, with this PEM certificate chain (leaf first; reread on "
                   "SIGHUP)");

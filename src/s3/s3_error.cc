@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "s3/xml.h"
+#include "store/quota_store.h"
 
 namespace objectcache::s3 {
 namespace {
@@ -50,6 +51,7 @@ constexpr CodeStatus kS3Errors[] = {
     {"NotImplemented", 501},
     {"NotModified", 304},
     {"PreconditionFailed", 412},
+    {"QuotaExceeded", 403},
     {"RequestHeaderSectionTooLarge", 400},
     {"RequestTimeTooSkewed", 403},
     {"RequestTimeout", 400},
@@ -107,6 +109,11 @@ std::string S3Error::ToXml(std::string_view request_id) const {
 }
 
 S3Error FromStatus(const Status& status) {
+  // A tenant's quota (store/quota_store.h) is the client's to fix, not the server's storage.
+  if (status.code() == StatusCode::kResourceExhausted &&
+      status.message().starts_with(kQuotaExceeded)) {
+    return S3Error{std::string(kQuotaExceeded), status.message(), ""};
+  }
   return S3Error{std::string(CodeFor(status.code())), status.message(), ""};
 }
 

@@ -174,6 +174,19 @@ bool IsSigned(const S3Request& request) {
          request.HasQuery("X-Amz-Credential") || request.HasQuery("AWSAccessKeyId");
 }
 
+std::string ClaimedAccessKey(const S3Request& request) {
+  auto before = [](std::string_view s, char c) { return std::string(s.substr(0, s.find(c))); };
+  if (const std::string* auth = request.Header("authorization")) {
+    std::string_view a = *auth;
+    if (a.starts_with("AWS ")) return before(a.substr(4), ':');
+    const size_t at = a.find("Credential=");
+    return at == std::string_view::npos ? std::string() : before(a.substr(at + 11), '/');
+  }
+  if (const std::string* cred = request.Query("X-Amz-Credential")) return before(*cred, '/');
+  if (const std::string* key = request.Query("AWSAccessKeyId")) return *key;
+  return std::string();
+}
+
 bool MustBeSigned(std::string_view header) {
   return header == "host" || header == "content-md5" || header.starts_with("x-amz-") ||
          header.starts_with("x-objectcache-");

@@ -55,6 +55,11 @@ bool MustBeSigned(std::string_view lowercase_header_name);
 // True when the request carries any signature (header or query, Version 4 or 2).
 bool IsSigned(const S3Request& request);
 
+// The access key a signed request names (SigV4 or SigV2, header or presigned query), before
+// any check of its signature: only for choosing whose secret to check it with. Empty when the
+// request names none.
+std::string ClaimedAccessKey(const S3Request& request);
+
 // Checks the chunk signatures of a STREAMING-AWS4-HMAC-SHA256-PAYLOAD body in order.
 class ChunkSignatureChain {
  public:

@@ -123,6 +123,7 @@ std::string ServerMetrics::Render(uint64_t store_objects, uint64_t store_bytes,
   scalar("objectcache_tls_handshake_failures_total", "counter",
          "TLS connections whose handshake failed or timed out.",
          static_cast<double>(tls_handshake_failures.load()));
+  if (more_series) out += more_series();
   return out;
 }
 

@@ -7,6 +7,7 @@
 #include <array>
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
 
@@ -64,6 +65,9 @@ struct ServerMetrics {
   std::atomic<uint64_t> connections_total{0};
   std::atomic<uint64_t> rejected_requests{0};  // malformed, over a limit, or timed out
   std::atomic<uint64_t> tls_handshake_failures{0};
+
+  // More series appended to the exposition (the tenants'); set before serving.
+  std::function<std::string()> more_series;
 
   void Record(S3Op op, double seconds, bool error);
   // The whole exposition; `store_objects`, `store_bytes` and `store_evictions` come from the

@@ -24,7 +24,6 @@ using namespace ::objectcache::s3;
 
 namespace {
 
-constexpr std::string_view kBucketPrefix = ".bucket/";
 constexpr size_t kMaxS3KeyBytes = 1024;
 
 bool ValidBucketName(std::string_view b) {
@@ -51,7 +50,8 @@ S3Handler::S3Handler(Store* store, ServerMetrics* metrics, S3Options options)
       pool_(std::max(1u, options_.blocking_threads)),
       memory_(options_.request_memory_bytes),
       sweep_strand_(asio::make_strand(pool_.get_executor())),
-      sweep_timer_(sweep_strand_) {
+      sweep_timer_(sweep_strand_),
+      credentials_(std::make_shared<const Credentials>(options_.credentials)) {
   if (options_.anonymous) {
     LogWarn(
         "ANONYMOUS MODE: requests are not authenticated; anyone who can reach this port can "
@@ -113,6 +113,12 @@ asio::awaitable<void> S3Handler::Handle(HttpExchange& ex) {
   metrics_->Record(c.op, seconds, !result.has_value());
 }
 
+void S3Handler::SetCredentials(std::map<std::string, std::string> credentials) {
+  auto fresh = std::make_shared<const Credentials>(std::move(credentials));
+  std::lock_guard lock(credentials_mu_);
+  credentials_ = std::move(fresh);
+}
+
 asio::awaitable<S3Result<S3Handler::BucketInfo>> S3Handler::FindBucket(const std::string& bucket) {
   if (!ValidBucketName(bucket)) {
     co_return Fail("NoSuchBucket", "The specified bucket does not exist");
@@ -128,6 +134,10 @@ asio::awaitable<S3Result<S3Handler::BucketInfo>> S3Handler::FindBucket(const std
   Result<std::string> meta = co_await Blocking([&] { return ReadWholeObject(*store_, key); });
   if (!meta) {
     if (meta.error().code() == StatusCode::kNotFound) {
+      if (options_.bucket_elsewhere &&
+          co_await Blocking([&] { return options_.bucket_elsewhere(bucket); })) {
+        co_return Fail("AccessDenied", "Access Denied");
+      }
       co_return Fail("NoSuchBucket", "The specified bucket does not exist");
     }
     co_return std::unexpected(FromStatus(meta.error()));
@@ -165,10 +175,15 @@ asio::awaitable<S3Result<void>> S3Handler::Dispatch(Ctx& c) {
       co_return S3Result<void>();
     }
   }
-  if (IsSigned(r) && !(options_.anonymous && options_.credentials.empty())) {
-    const SecretLookup secrets = [this](std::string_view ak) -> const std::string* {
-      auto it = options_.credentials.find(std::string(ak));
-      return it == options_.credentials.end() ? nullptr : &it->second;
+  std::shared_ptr<const Credentials> credentials;
+  {
+    std::lock_guard lock(credentials_mu_);
+    credentials = credentials_;
+  }
+  if (IsSigned(r) && !(options_.anonymous && credentials->empty())) {
+    const SecretLookup secrets = [&credentials](std::string_view ak) -> const std::string* {
+      auto it = credentials->find(std::string(ak));
+      return it == credentials->end() ? nullptr : &it->second;
     };
     const bool v2 = IsSigV2(r);
     if (v2 && !options_.sigv2) {
@@ -390,6 +405,12 @@ asio::awaitable<S3Result<void>> S3Handler::CreateBucket(Ctx& c) {
     if (!model)
       co_return Fail("InvalidArgument", "x-objectcache-kv-layout: " + model.error().message());
     meta["layout"] = nlohmann::json::parse(ModelToJson(*model));
+  }
+  if (options_.bucket_elsewhere &&
+      co_await Blocking([&] { return options_.bucket_elsewhere(bucket); })) {
+    co_return Fail("BucketAlreadyExists",
+                   "The requested bucket name is not available. The bucket namespace is shared "
+                   "by all tenants of this server.");
   }
   const std::string key = std::string(kBucketPrefix) + bucket;
   Status s = co_await Blocking([&]() -> Status {

@@ -41,7 +41,7 @@
 namespace objectcache::server {
 
 struct S3Options {
-  // access key -> secret key
+  // access key -> secret key (S3Handler::SetCredentials replaces them while serving)
   std::map<std::string, std::string> credentials;
   // Accept unsigned requests (and do not check signatures). For local development only.
   bool anonymous = false;
@@ -71,6 +71,10 @@ struct S3Options {
   // (docs/scheduler.md). Unlimited: no pacing.
   double bandwidth_cap = sched::kUnlimited;
   sched::Policy policy = sched::Policy::kComputeAware;
+  // With tenants (tenants.h): true when another tenant owns a bucket of this name, which this
+  // handler's callers then may neither create (409 BucketAlreadyExists) nor use (403
+  // AccessDenied), as in S3's global bucket namespace. Blocking; unset: no other tenants.
+  std::function<bool(const std::string& bucket)> bucket_elsewhere;
 };
 
 // Parses a layerwise request body (docs/wire-format.md) as LayerwiseRetrieve does, without a
@@ -124,6 +128,12 @@ inline constexpr std::string_view kOwnerId = "objectcache";
 // <element><ID>objectcache</ID><DisplayName>objectcache</DisplayName></element>
 void WriteOwner(s3::XmlWriter* w, std::string_view element = "Owner");
 
+// The store object describing bucket `bucket`, and the prefix of all of them.
+inline constexpr std::string_view kBucketPrefix = ".bucket/";
+inline std::string BucketObjectKey(std::string_view bucket) {
+  return std::string(kBucketPrefix) + std::string(bucket);
+}
+
 // The store object holding object `key` of `bucket`.
 inline std::string ObjectKey(const std::string& bucket, std::string_view key) {
   return bucket + "/" + std::string(key);
@@ -136,7 +146,12 @@ class S3Handler final : public RequestHandler {
 
   asio::awaitable<void> Handle(HttpExchange& exchange) override;
 
+  // Replaces the credentials requests are checked against (a reload); requests in flight
+  // finish with the ones they started with.
+  void SetCredentials(std::map<std::string, std::string> credentials);
+
  private:
+  using Credentials = std::map<std::string, std::string>;
   struct BucketInfo {
     int64_t created = 0;
     std::optional<ModelPreset> layout;
@@ -283,6 +298,8 @@ class S3Handler final : public RequestHandler {
     BucketInfo info;
     std::chrono::steady_clock::time_point expires;
   };
+  std::mutex credentials_mu_;
+  std::shared_ptr<const Credentials> credentials_;  // guarded by credentials_mu_
   std::mutex bucket_create_mu_;  // CreateBucket on a store without conditional puts
   std::mutex bucket_cache_mu_;
   std::unordered_map<std::string, CachedBucket> bucket_cache_;  // guarded by bucket_cache_mu_

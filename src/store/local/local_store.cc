@@ -16,6 +16,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <filesystem>
 #include <map>
 #include <mutex>
 #include <thread>
@@ -637,9 +638,9 @@ Result<std::unique_ptr<Store>> OpenLocalStore(const LocalStoreOptions& options,
   const auto start = std::chrono::steady_clock::now();
   const std::string& path = options.root;
   if (path.empty()) return InvalidArgumentError("local store: empty directory path");
-  if (::mkdir(path.c_str(), 0755) != 0 && errno != EEXIST) {
-    return ErrnoError("creating store directory " + path, errno);
-  }
+  std::error_code mkdir_error;
+  std::filesystem::create_directories(path, mkdir_error);  // with its parents
+  if (mkdir_error) return ErrnoError("creating store directory " + path, mkdir_error.value());
   Fd root(::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (!root.valid()) return ErrnoError("opening store directory " + path, errno);
 
