@@ -191,6 +191,14 @@ class Store {
     return UnimplementedError("conditional delete of '" + std::string(key) + "'");
   }
 
+  // Keeps `key` from eviction until `until` (seconds since the epoch): a later time extends a
+  // pin, an earlier one changes nothing. NotFound when absent. The default, for stores that
+  // never evict, only checks that the object exists.
+  virtual Status Pin(std::string_view key, int64_t until) {
+    (void)until;
+    return Stat(key).status();
+  }
+
   // Names starting with options.prefix and strictly after options.start_after, in byte order,
   // at most options.max_keys of them (truncated when more follow). A page reflects the store
   // at about the time of the call: objects written or deleted meanwhile may or may not be in

@@ -65,6 +65,7 @@ class QuotaStoreImpl final : public QuotaStore {
   Status DeleteIf(std::string_view key, std::string_view attributes) override {
     return inner_->DeleteIf(key, attributes);
   }
+  Status Pin(std::string_view key, int64_t until) override { return inner_->Pin(key, until); }
   Result<ListPage> List(const ListOptions& options) override { return inner_->List(options); }
   Result<std::unique_ptr<ObjectReader>> OpenReader(std::string_view key) override {
     return inner_->OpenReader(key);

@@ -4,6 +4,7 @@
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <filesystem>
 #include <random>
 #include <set>
@@ -369,6 +370,26 @@ TEST_P(StoreConformanceTest, CompareAndSwapReplacesOnlyTheVersionItRead) {
   EXPECT_EQ(*ReadWholeObject(*store_, "cas"), "d");
   EXPECT_TRUE(store_->DeleteIf("cas", "d1").ok());
   EXPECT_EQ(store_->Stat("cas").error().code(), StatusCode::kNotFound);
+}
+
+TEST_P(StoreConformanceTest, PinNeedsTheObjectAndChangesNoBytes) {
+  const int64_t later = static_cast<int64_t>(std::time(nullptr)) + 3600;
+  EXPECT_EQ(store_->Pin("absent", later).code(), StatusCode::kNotFound);
+  ASSERT_TRUE(store_->Put("pinned", AsBytes("value"), {.attributes = "attrs"}).ok());
+  EXPECT_TRUE(store_->Pin("pinned", later).ok());
+  EXPECT_TRUE(store_->Pin("pinned", later - 60).ok());  // earlier: already pinned longer
+  EXPECT_TRUE(store_->Pin("pinned", 0).ok());
+  EXPECT_EQ(Get(*store_, "pinned"), "value");
+  auto reader = store_->OpenReader("pinned");
+  ASSERT_TRUE(reader.has_value());
+  EXPECT_EQ((*reader)->attributes(), "attrs");
+  // A pin is not a version: a reader opened before it reads on.
+  EXPECT_TRUE(store_->Pin("pinned", later + 60).ok());
+  std::string buf(5, '\0');
+  EXPECT_TRUE((*reader)->ReadAt(0, AsWritableBytes(buf)).ok());
+  EXPECT_EQ(buf, "value");
+  ASSERT_TRUE(store_->Delete("pinned").ok());
+  EXPECT_EQ(store_->Pin("pinned", later).code(), StatusCode::kNotFound);
 }
 
 TEST_P(StoreConformanceTest, StreamingWriterIsInvisibleUntilCommit) {

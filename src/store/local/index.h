@@ -19,16 +19,21 @@
 
 namespace objectcache::local {
 
+// The xattr of an object file that holds its pin (Store::Pin): decimal seconds since the epoch.
+inline constexpr char kPinXattr[] = "user.objectcache.pin";
+
 // An object found on disk at open.
 struct FoundObject {
   std::string key;
   uint64_t size = 0;
   uint64_t stamp = 0;  // modification time, ns
+  int64_t pinned_until = 0;
 };
 
 struct Entry {
   uint64_t size = 0;
-  uint64_t stamp = 0;  // recency: larger is more recent
+  uint64_t stamp = 0;        // recency: larger is more recent
+  int64_t pinned_until = 0;  // not evicted before this time (seconds since the epoch)
   Entry* prev = nullptr;
   Entry* next = nullptr;
   const std::string* key = nullptr;

@@ -14,8 +14,10 @@
 #include <array>
 #include <atomic>
 #include <cerrno>
+#include <charconv>
 #include <chrono>
 #include <cstring>
+#include <ctime>
 #include <filesystem>
 #include <map>
 #include <mutex>
@@ -93,6 +95,7 @@ class LocalStore final : public Store {
   Status Delete(std::string_view key) override;
   Status DeleteIf(std::string_view key, std::string_view attributes) override;
   Result<ListPage> List(const ListOptions& options) override;
+  Status Pin(std::string_view key, int64_t until) override;
 
   // Fills index shard `shard` with the objects found on disk at open. Their recency is their
   // modification time, so shards can be built in parallel and still agree on a global order.
@@ -108,6 +111,7 @@ class LocalStore final : public Store {
       e.size = f.size;
       e.key = &it->first;
       e.stamp = f.stamp;
+      e.pinned_until = f.pinned_until;
       s.PushFront(&e);
       objects_++;
       bytes_ += f.size;
@@ -370,6 +374,7 @@ Status LocalStore::Install(const std::string& key, const std::string& temp_name,
 void LocalStore::EvictToCapacity() {
   if (!options_.capacity_bytes) return;
   std::lock_guard evict_lock(evict_mu_);
+  uint64_t pinned_seen = 0;
   while (bytes_.load() > *options_.capacity_bytes) {
     // The global least recently used object is the oldest of the shards' LRU tails.
     IndexShard* victim = nullptr;
@@ -385,6 +390,14 @@ void LocalStore::EvictToCapacity() {
     std::lock_guard lock(victim->mu);
     Entry* e = victim->lru.prev;
     if (e == &victim->lru || e->stamp != oldest) continue;  // touched meanwhile: look again
+    if (e->pinned_until >= std::time(nullptr)) {
+      // Pinned: it goes to the front, as if used now; give up once every object was pinned.
+      victim->Unlink(e);
+      e->stamp = ++clock_;
+      victim->PushFront(e);
+      if (++pinned_seen > objects_.load()) return;
+      continue;
+    }
     const std::string& key = *e->key;
     ::unlinkat(DirFor(key), LocalStoreFileName(key).c_str(), 0);
     victim->Mutated(key);
@@ -514,6 +527,25 @@ Result<std::vector<bool>> LocalStore::Exist(std::span<const std::string> keys) {
 
 Status LocalStore::Delete(std::string_view key) { return DeleteMatching(key, std::nullopt); }
 
+Status LocalStore::Pin(std::string_view key, int64_t until) {
+  OC_RETURN_IF_ERROR(ValidateKey(key));
+  const std::string what = "pinning '" + std::string(key) + "'";
+  IndexShard& s = index_[IndexShardOf(key)];
+  std::lock_guard lock(s.mu);
+  auto it = s.objects.find(key);
+  if (it == s.objects.end()) return NotFoundError(what + ": no such object");
+  if (until <= it->second.pinned_until) return Status();
+  // Kept with the file too, so that a restart keeps it (a replacement keeps it in memory).
+  Fd f(::openat(DirFor(key), LocalStoreFileName(key).c_str(), O_RDONLY | O_CLOEXEC));
+  if (!f.valid()) return ErrnoError(what, errno);
+  const std::string text = std::to_string(until);
+  if (::fsetxattr(f.get(), kPinXattr, text.data(), text.size(), 0) != 0) {
+    return ErrnoError(what, errno);
+  }
+  it->second.pinned_until = until;
+  return Status();
+}
+
 Status LocalStore::DeleteIf(std::string_view key, std::string_view attributes) {
   return DeleteMatching(key, attributes);
 }
@@ -562,6 +594,17 @@ void ParallelFor(size_t n, unsigned threads, F fn) {
   }
 }
 
+// A pin kept with an object file (LocalStore::Pin), or 0. One system call: the path through
+// /proc names the directory by its descriptor.
+int64_t ReadPin(int dir_fd, const char* entry) {
+  char buf[24];
+  const std::string path = "/proc/self/fd/" + std::to_string(dir_fd) + "/" + entry;
+  const ssize_t n = ::getxattr(path.c_str(), kPinXattr, buf, sizeof(buf));
+  int64_t until = 0;
+  if (n > 0) std::from_chars(buf, buf + n, until);
+  return until;
+}
+
 struct ShardScan {
   std::array<std::vector<FoundObject>, kIndexShards> by_index_shard;
   uint64_t damaged = 0;
@@ -596,7 +639,7 @@ void ScanDirShard(int dir_fd, size_t shard, ShardScan* out) {
         const size_t index_shard = IndexShardOf(*key);
         out->by_index_shard[index_shard].push_back(
             {std::move(*key), static_cast<uint64_t>(st.st_size) - trailer_len,
-             static_cast<uint64_t>(std::max<int64_t>(mtime_ns, 0))});
+             static_cast<uint64_t>(std::max<int64_t>(mtime_ns, 0)), ReadPin(dir_fd, entry)});
       });
 }
 

@@ -172,6 +172,36 @@ TEST_F(LocalStoreTest, CapacityNeverEvictsRecords) {
   EXPECT_EQ(store->Usage().objects, 2u);
 }
 
+TEST_F(LocalStoreTest, PinnedObjectsSurviveEvictionUntilTheyExpire) {
+  auto store = Open({.capacity_bytes = 3000});
+  std::string kb(1000, 'x');
+  const int64_t now = static_cast<int64_t>(std::time(nullptr));
+  ASSERT_TRUE(store->Put("system-prompt", AsBytes(kb)).ok());
+  ASSERT_TRUE(store->Pin("system-prompt", now + 3600).ok());
+  ASSERT_TRUE(store->Put("expired", AsBytes(kb)).ok());
+  ASSERT_TRUE(store->Pin("expired", now - 1).ok());
+  for (int i = 0; i < 10; ++i) {
+    ASSERT_TRUE(store->Put("o" + std::to_string(i), AsBytes(kb)).ok());
+  }
+  EXPECT_TRUE(store->Stat("system-prompt").has_value());  // the oldest, but pinned
+  EXPECT_EQ(store->Stat("expired").status().code(), StatusCode::kNotFound);
+  EXPECT_TRUE(store->Stat("o9").has_value());
+  EXPECT_EQ(store->Usage().bytes, 3000u);
+  // The pin is kept with the file: a restart with less room still keeps it.
+  store.reset();
+  store = Open({.capacity_bytes = 1000});
+  EXPECT_TRUE(store->Stat("system-prompt").has_value());
+  EXPECT_EQ(store->Usage().objects, 1u);
+  // No room but the pinned object's: what comes next goes first.
+  ASSERT_TRUE(store->Put("third", AsBytes(kb)).ok());
+  EXPECT_TRUE(store->Stat("system-prompt").has_value());
+  EXPECT_EQ(store->Stat("third").status().code(), StatusCode::kNotFound);
+  // Over the capacity with everything pinned: eviction stops instead of spinning.
+  store.reset();
+  store = Open({.capacity_bytes = 500});
+  EXPECT_TRUE(store->Stat("system-prompt").has_value());
+}
+
 TEST_F(LocalStoreTest, ShrunkCapacityEvictsOldestAtOpen) {
   auto store = Open();
   for (int i = 0; i < 5; ++i) {

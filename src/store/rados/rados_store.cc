@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "store/backend_util.h"
+#include "store/rados/rados_capacity.h"
 
 namespace objectcache {
 namespace {
@@ -98,6 +99,22 @@ struct ObjectRead {
   int stat_rval = 0;
   librados::bufferlist attributes;
   int attributes_rval = 0;
+  // The version's name and access time (rados_capacity.h), when asked for.
+  librados::bufferlist generation, atime;
+  int generation_rval = 0, atime_rval = 0;
+  void ReadAccess() {
+    op.getxattr(kGenerationXattr, &generation, &generation_rval);
+    op.set_op_flags2(LIBRADOS_OP_FLAG_FAILOK);
+    op.getxattr(kAccessTimeXattr, &atime, &atime_rval);
+    op.set_op_flags2(LIBRADOS_OP_FLAG_FAILOK);
+  }
+  std::string Generation() {
+    return generation_rval < 0 ? std::string()
+                               : std::string(generation.c_str(), generation.length());
+  }
+  std::string AccessTime() {
+    return atime_rval < 0 ? std::string() : std::string(atime.c_str(), atime.length());
+  }
   struct Range {
     RangeRead* read;
     librados::bufferlist bl;
@@ -112,8 +129,16 @@ class RadosStore final : public Store {
  public:
   RadosStore(std::unique_ptr<librados::Rados> cluster, librados::IoCtx io,
              RadosStoreOptions options)
-      : cluster_(std::move(cluster)), io_(std::move(io)), options_(std::move(options)) {}
+      : cluster_(std::move(cluster)), io_(std::move(io)), options_(std::move(options)) {
+    if (options_.capacity_bytes) {
+      capacity_ = std::make_unique<RadosCapacity>(
+          &io_, RadosCapacityOptions{.capacity_bytes = *options_.capacity_bytes,
+                                     .atime_resolution_s = options_.atime_resolution_s,
+                                     .evict_interval_ms = options_.evict_interval_ms});
+    }
+  }
   ~RadosStore() override {
+    capacity_.reset();  // its thread uses io_
     io_.close();
     cluster_->shutdown();
   }
@@ -121,19 +146,25 @@ class RadosStore final : public Store {
   StoreCapabilities Capabilities() const override {
     return {.ranged_reads = true,
             .persistent = true,
-            .evicts = false,
-            .capacity_bytes = std::nullopt,
+            .evicts = capacity_ != nullptr,
+            .capacity_bytes = options_.capacity_bytes,
             .max_key_bytes = kMaxKeyBytes,
-            .tracks_usage = false,
+            .tracks_usage = capacity_ != nullptr,
             .pinned_readers = false,
             .conditional_put = true};
   }
-  StoreUsage Usage() const override { return {}; }
+  StoreUsage Usage() const override { return capacity_ ? capacity_->Usage() : StoreUsage{}; }
   std::string Uri() const override {
     std::string uri = "rados://" + options_.pool;
     if (!options_.ns.empty()) uri += "?namespace=" + options_.ns;
+    if (options_.capacity_bytes) {
+      uri += (options_.ns.empty() ? "?" : "&") + std::string("capacity=") +
+             std::to_string(*options_.capacity_bytes);
+    }
     return uri;
   }
+
+  RadosCapacity* capacity() { return capacity_.get(); }
 
   Status Put(std::string_view key, std::span<const std::byte> value,
              const PutOptions& options) override {
@@ -144,16 +175,32 @@ class RadosStore final : public Store {
                                     " bytes exceed the RADOS backend's object limit of " +
                                     std::to_string(kMaxRadosObjectBytes));
     }
+    // With capacity, the size it replaces, for the usage (rados_capacity.h).
+    std::optional<uint64_t> replaced;
+    if (capacity_ && !options.if_absent) {
+      uint64_t size = 0;
+      time_t mtime = 0;
+      if (io_.stat(std::string(key), &size, &mtime) == 0) replaced = size;
+    }
     librados::ObjectWriteOperation op;
     if (options.if_absent) op.create(/*exclusive=*/true);  // -EEXIST, and nothing written
     librados::bufferlist expected;
     if (options.if_attributes) AssertAttributes(op, *options.if_attributes, &expected);
     librados::bufferlist data = StaticBuffer(value);
     op.write_full(data);
-    librados::bufferlist attributes;
+    librados::bufferlist attributes, generation, atime;
     attributes.append(options.attributes);
     op.setxattr(kAttributesXattr, attributes);
+    generation.append(NewGeneration());
+    op.setxattr(kGenerationXattr, generation);
+    atime.append(NowSeconds());
+    op.setxattr(kAccessTimeXattr, atime);
     const int r = io_.operate(std::string(key), &op);
+    if (r == 0 && capacity_) {
+      capacity_->Changed(
+          static_cast<int64_t>(value.size()) - static_cast<int64_t>(replaced.value_or(0)),
+          replaced ? 0 : 1);
+    }
     if (r == -EEXIST && options.if_absent) {
       return AlreadyExistsError(Context("storing", key) + ": the name exists");
     }
@@ -180,8 +227,10 @@ class RadosStore final : public Store {
     int rval = 0;
     // Reads one byte more than fits, to tell "fits exactly" from "too large".
     read.op.read(0, dest.size() + 1, &bl, &rval);
+    if (capacity_) read.ReadAccess();
     const int r = io_.operate(std::string(key), &read.op, nullptr);
     if (r < 0) return RadosError(Context("reading", key), r);
+    if (capacity_) capacity_->TouchIfStale(std::string(key), read.Generation(), read.AccessTime());
     if (read.size > dest.size()) {
       return ResourceExhaustedError(Context("reading", key) + ": " + std::to_string(read.size) +
                                     "-byte object, " + std::to_string(dest.size()) +
@@ -199,7 +248,10 @@ class RadosStore final : public Store {
       r.status = ValidateKey(r.key);
       if (!r.status.ok()) continue;
       auto& slot = by_key[r.key];
-      if (!slot) slot = std::make_unique<ObjectRead>();
+      if (!slot) {
+        slot = std::make_unique<ObjectRead>();
+        if (capacity_) slot->ReadAccess();
+      }
       slot->ranges.push_back({&r, {}, 0});
     }
     for (auto& [key, read] : by_key) {
@@ -208,7 +260,10 @@ class RadosStore final : public Store {
         read->op.read(range.read->offset, range.read->dest.size(), &range.bl, &range.rval);
       }
     }
-    return RunReads(by_key, [](std::string_view key, ObjectRead& read, int r) {
+    return RunReads(by_key, [this](std::string_view key, ObjectRead& read, int r) {
+      if (r >= 0 && capacity_) {
+        capacity_->TouchIfStale(std::string(key), read.Generation(), read.AccessTime());
+      }
       for (ObjectRead::Range& range : read.ranges) {
         RangeRead& out = *range.read;
         if (r < 0) {
@@ -248,9 +303,36 @@ class RadosStore final : public Store {
 
   Status Delete(std::string_view key) override {
     OC_RETURN_IF_ERROR(ValidateKey(key));
+    const uint64_t size = SizeForUsage(key);
     const int r = io_.remove(std::string(key));
     if (r < 0) return RadosError(Context("deleting", key), r);
+    if (capacity_) capacity_->Changed(-static_cast<int64_t>(size), -1);
     return Status();
+  }
+
+  Status Pin(std::string_view key, int64_t until) override {
+    OC_RETURN_IF_ERROR(ValidateKey(key));
+    // Raised only: the OSD sets oc.pin only if it holds an earlier time (absent reads as 0),
+    // and never creates the object.
+    librados::ObjectWriteOperation op;
+    op.assert_exists();
+    op.cmpxattr(kPinXattr, LIBRADOS_CMPXATTR_OP_GT,
+                static_cast<uint64_t>(std::max<int64_t>(until, 0)));
+    librados::bufferlist text;
+    text.append(std::to_string(until));
+    op.setxattr(kPinXattr, text);
+    const int r = io_.operate(std::string(key), &op);
+    if (r == -ECANCELED) return Status();  // pinned at least that long already
+    if (r < 0) return RadosError(Context("pinning", key), r);
+    return Status();
+  }
+
+  // With capacity, the size an object had before a delete, for the usage; 0 otherwise.
+  uint64_t SizeForUsage(std::string_view key) {
+    uint64_t size = 0;
+    time_t mtime = 0;
+    if (capacity_) io_.stat(std::string(key), &size, &mtime);
+    return size;
   }
 
   Status DeleteIf(std::string_view key, std::string_view attributes) override {
@@ -259,11 +341,13 @@ class RadosStore final : public Store {
     librados::bufferlist expected;
     AssertAttributes(op, attributes, &expected);
     op.remove();
+    const uint64_t size = SizeForUsage(key);
     const int r = io_.operate(std::string(key), &op);
     if (r == -ECANCELED) {
       return FailedPreconditionError(Context("deleting", key) + ": the object was replaced");
     }
     if (r < 0) return RadosError(Context("deleting", key), r);
+    if (capacity_) capacity_->Changed(-static_cast<int64_t>(size), -1);
     return Status();
   }
 
@@ -273,7 +357,7 @@ class RadosStore final : public Store {
     try {
       for (auto it = io_.nobjects_begin(); it != io_.nobjects_end(); ++it) {
         const std::string& name = it->get_oid();
-        if (!name.starts_with(options.prefix)) continue;
+        if (!name.starts_with(options.prefix) || name == kControlObject) continue;
         if (!options.start_after.empty() && name <= options.start_after) continue;
         candidates.push_back({name, 0});
       }
@@ -320,6 +404,7 @@ class RadosStore final : public Store {
     read->op.getxattr(kAttributesXattr, &read->attributes, &read->attributes_rval);
     // An object written by another tool has no attributes xattr: that is "no attributes".
     read->op.set_op_flags2(LIBRADOS_OP_FLAG_FAILOK);
+    read->ReadAccess();
     const std::string oid(key);
     int r = io_.aio_operate(oid, read->done.c.get(), &read->op, nullptr);
     if (r >= 0) r = read->done.Wait();
@@ -357,15 +442,17 @@ class RadosStore final : public Store {
   std::unique_ptr<librados::Rados> cluster_;
   librados::IoCtx io_;
   RadosStoreOptions options_;
+  std::unique_ptr<RadosCapacity> capacity_;  // with a capacity only
 };
 
 class RadosObjectReader final : public ObjectReader {
  public:
-  RadosObjectReader(RadosStore* store, std::string key, uint64_t version, uint64_t size,
-                    time_t mtime, std::string attributes)
+  RadosObjectReader(RadosStore* store, std::string key, uint64_t version, std::string generation,
+                    uint64_t size, time_t mtime, std::string attributes)
       : store_(store),
         key_(std::move(key)),
         version_(version),
+        generation_(std::move(generation)),
         size_(size),
         mtime_(mtime),
         attributes_(std::move(attributes)) {}
@@ -378,13 +465,23 @@ class RadosObjectReader final : public ObjectReader {
     RangeRead range{key_, offset, dest, {}};
     OC_RETURN_IF_ERROR(CheckRange(range, size_));
     if (dest.empty()) return Status();
-    // The version seen at open, or Aborted: never another version's bytes.
+    // The version seen at open, or Aborted: never another version's bytes. Named by oc.gen,
+    // which an access-time refresh leaves alone (the object version it bumps); by the object
+    // version for an object written without one.
     librados::ObjectReadOperation op;
-    op.assert_version(version_);
+    librados::bufferlist generation;
+    if (generation_.empty()) {
+      op.assert_version(version_);
+    } else {
+      generation.append(generation_);
+      op.cmpxattr(kGenerationXattr, LIBRADOS_CMPXATTR_OP_EQ, generation);
+    }
     librados::bufferlist bl;
     int rval = 0;
     op.read(offset, dest.size(), &bl, &rval);
     const int r = store_->io().operate(key_, &op, nullptr);
+    if (r == -ECANCELED)
+      return Status(StatusCode::kAborted, Context("reading", key_) + ": the object changed");
     if (r < 0) return RadosError(Context("reading", key_), r);
     if (bl.length() != dest.size()) return InternalError(Context("reading", key_) + ": short");
     CopyOut(bl, dest);
@@ -395,6 +492,7 @@ class RadosObjectReader final : public ObjectReader {
   RadosStore* store_;
   std::string key_;
   uint64_t version_;
+  std::string generation_;
   uint64_t size_;
   time_t mtime_;
   std::string attributes_;
@@ -407,8 +505,9 @@ Result<std::unique_ptr<ObjectReader>> RadosStore::OpenReader(std::string_view ke
   if (read->attributes_rval >= 0) {
     attributes.assign(read->attributes.c_str(), read->attributes.length());
   }
-  return std::make_unique<RadosObjectReader>(this, std::string(key), version, read->size,
-                                             read->mtime, std::move(attributes));
+  if (capacity_) capacity_->TouchIfStale(std::string(key), read->Generation(), read->AccessTime());
+  return std::make_unique<RadosObjectReader>(this, std::string(key), version, read->Generation(),
+                                             read->size, read->mtime, std::move(attributes));
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 // RadosStore: objects in a Ceph RADOS pool, through librados (rados://).
 //
 //   rados://POOL?conf=PATH&namespace=NS&id=USER&timeout=SECONDS
+//               &capacity=BYTES&atime_resolution=SECONDS&evict_interval_ms=MS
 //
 // One RADOS object per store object, named by the key, in RADOS namespace NS (one tenant per
 // namespace; default: the empty namespace). The value is the object's data and the attributes
@@ -14,12 +15,14 @@
 // - List enumerates the namespace and sorts the names: O(objects in the namespace) per page.
 // - Readers are not pinned: a read after the object changed fails with Aborted (the read asserts
 //   the version seen at open), never returns another version's bytes.
-// - Usage() is not tracked (zeros).
+// - Usage() is tracked only with a capacity (rados_capacity.h: usage shared by every gateway
+//   over the namespace, access times, a sampled LRU evictor); zeros otherwise.
 // - Every operation gives up after `timeout` seconds (default 30) with Unavailable, so a dead
 //   OSD yields an error, not a hang; librados reconnects by itself when the OSD is back.
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -35,6 +38,10 @@ struct RadosStoreOptions {
   std::string ns;         // RADOS namespace
   std::string user = "admin";
   int timeout_seconds = 30;
+  // Keep the namespace under this many bytes (rados_capacity.h): usage tracked, LRU evicted.
+  std::optional<uint64_t> capacity_bytes;
+  int64_t atime_resolution_s = 60;
+  int evict_interval_ms = 1000;
 };
 
 // True when this build has the RADOS backend (librados was found).

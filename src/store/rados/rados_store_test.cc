@@ -6,6 +6,9 @@
 
 #include <cstdlib>
 #include <fstream>
+#include <rados/librados.hpp>
+#include <random>
+#include <thread>
 
 #include "objectcache/store_registry.h"
 #include "store/store_conformance.h"
@@ -32,8 +35,20 @@ Result<std::unique_ptr<Store>> OpenForTest(const std::string& scratch_dir) {
   return OpenRadosStore({.pool = "objectcache", .conf_path = ConfPath(), .ns = ns});
 }
 
+// With a capacity it never reaches: usage accounting, access times and readers that assert
+// oc.gen are on, and the store is still a store like any other.
+Result<std::unique_ptr<Store>> OpenWithCapacityForTest(const std::string& scratch_dir) {
+  OC_ASSIGN_OR_RETURN(std::unique_ptr<Store> plain, OpenForTest(scratch_dir));
+  const std::string ns = plain->Uri().substr(plain->Uri().find("namespace=") + 10);
+  return OpenRadosStore({.pool = "objectcache",
+                         .conf_path = ConfPath(),
+                         .ns = ns + "-capacity",
+                         .capacity_bytes = 1ull << 40});
+}
+
 INSTANTIATE_TEST_SUITE_P(Rados, StoreConformanceTest,
-                         ::testing::Values(StoreFactory{"rados", OpenForTest}),
+                         ::testing::Values(StoreFactory{"rados", OpenForTest},
+                                           StoreFactory{"rados_capacity", OpenWithCapacityForTest}),
                          [](const auto& param_info) { return param_info.param.name; });
 
 class RadosStoreTest : public ::testing::Test {
@@ -69,6 +84,163 @@ TEST_F(RadosStoreTest, NamespacesKeepTenantsApart) {
   EXPECT_EQ(listed->objects[0].size, 16u);
   ASSERT_TRUE(a->Delete("shared-name").ok());
   EXPECT_EQ(*ReadWholeObject(*b, "shared-name"), "tenant b's value");
+}
+
+std::string Pattern(size_t n, std::string_view key) {
+  std::mt19937_64 rng(std::hash<std::string_view>()(key));
+  std::string s(n, '\0');
+  for (char& c : s) c = static_cast<char>(rng());
+  return s;
+}
+
+// The namespace's bytes as a full listing sees them: the ground truth.
+uint64_t ListedBytes(Store& store) {
+  uint64_t bytes = 0;
+  EXPECT_TRUE(ForEachObject(store, "", [&](const ObjectInfo& o) { bytes += o.size; }).ok());
+  return bytes;
+}
+
+std::string CapacityUri(const std::string& ns, uint64_t capacity) {
+  return "rados://objectcache?conf=" + ConfPath() + "&namespace=" + ns +
+         "&capacity=" + std::to_string(capacity) + "&evict_interval_ms=100&atime_resolution=1";
+}
+
+TEST_F(RadosStoreTest, CapacityHoldsUnderAWriteStormFromTwoGateways) {
+  constexpr uint64_t kCapacity = 4 << 20, kObject = 64 << 10;
+  auto gateway_a = Open(CapacityUri(ns_, kCapacity).substr(0));
+  auto gateway_b = Open(CapacityUri(ns_, kCapacity));
+  ASSERT_TRUE(gateway_a && gateway_b);
+  Store* gateways[2] = {gateway_a.get(), gateway_b.get()};
+  // 4x the capacity, from two writers on each gateway, while readers on both read what was
+  // written: every read is the whole version or a clean miss.
+  constexpr int kWriters = 4, kPerWriter = 64;
+  std::atomic<int> written{0};
+  std::atomic<uint64_t> hits{0}, misses{0}, failures{0};
+  std::atomic<bool> done{false};
+  std::vector<std::thread> threads;
+  for (int w = 0; w < kWriters; ++w) {
+    threads.emplace_back([&, w] {
+      for (int i = 0; i < kPerWriter; ++i) {
+        const std::string key = "w" + std::to_string(w) + "-" + std::to_string(i);
+        ASSERT_TRUE(gateways[w % 2]->Put(key, AsBytes(Pattern(kObject, key))).ok());
+        written++;
+      }
+    });
+  }
+  for (int r = 0; r < 2; ++r) {
+    threads.emplace_back([&, r] {
+      std::mt19937 rng(r);
+      std::string buf(kObject, '\0');
+      while (!done) {
+        const int w = static_cast<int>(rng() % kWriters);
+        const std::string key = "w" + std::to_string(w) + "-" + std::to_string(rng() % kPerWriter);
+        Status s;
+        if (rng() % 2) {
+          RangeRead read{.key = key, .offset = 0, .dest = AsWritableBytes(buf)};
+          s = gateways[r]->RetrieveRanges(std::span(&read, 1));
+          if (s.ok()) s = read.status;
+        } else {
+          auto reader = gateways[r]->OpenReader(key);
+          s = reader.has_value() ? (*reader)->ReadAt(0, AsWritableBytes(buf)) : reader.error();
+        }
+        if (s.ok()) {
+          hits++;
+          if (buf != Pattern(kObject, key)) failures++;
+        } else if (s.code() == StatusCode::kNotFound) {
+          misses++;
+        } else {
+          ADD_FAILURE() << key << ": " << s.ToString();
+          failures++;
+        }
+      }
+    });
+  }
+  for (int w = 0; w < kWriters; ++w) threads[w].join();
+  done = true;
+  for (size_t t = kWriters; t < threads.size(); ++t) threads[t].join();
+  EXPECT_EQ(failures.load(), 0u);
+  EXPECT_GT(hits.load(), 0u);
+  // Usage ends under the bound (the evictor runs every 100 ms; bounded wait).
+  uint64_t listed = ListedBytes(*gateway_a);
+  for (int i = 0; i < 300 && listed > kCapacity; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    listed = ListedBytes(*gateway_a);
+  }
+  EXPECT_LE(listed, kCapacity);
+  EXPECT_GT(listed, kCapacity / 2);  // LRU eviction, not a purge
+  // Both gateways account what the listing sees, once each has published and summed.
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  EXPECT_EQ(gateway_a->Usage().bytes, ListedBytes(*gateway_a));
+  EXPECT_EQ(gateway_b->Usage().bytes, ListedBytes(*gateway_b));
+  EXPECT_GE(gateway_a->Usage().evictions + gateway_b->Usage().evictions,
+            (kWriters * kPerWriter * kObject - kCapacity) / kObject);
+  EXPECT_TRUE(gateway_a->Capabilities().evicts);
+  EXPECT_EQ(gateway_a->Capabilities().capacity_bytes, kCapacity);
+}
+
+TEST_F(RadosStoreTest, PinnedObjectsSurviveEvictionUntilTheyExpire) {
+  constexpr uint64_t kCapacity = 1 << 20, kObject = 128 << 10;
+  auto store = Open(CapacityUri(ns_, kCapacity));
+  ASSERT_TRUE(store);
+  const int64_t now = static_cast<int64_t>(std::time(nullptr));
+  ASSERT_TRUE(store->Put("system-prompt", AsBytes(Pattern(kObject, "system-prompt"))).ok());
+  ASSERT_TRUE(store->Pin("system-prompt", now + 3600).ok());
+  ASSERT_TRUE(store->Put("short-pin", AsBytes(Pattern(kObject, "short-pin"))).ok());
+  ASSERT_TRUE(store->Pin("short-pin", now + 3).ok());
+  auto pressure = [&](int from, int n) {
+    for (int i = from; i < from + n; ++i) {
+      const std::string key = "o" + std::to_string(i);
+      ASSERT_TRUE(store->Put(key, AsBytes(Pattern(kObject, key))).ok());
+    }
+    for (int i = 0; i < 100 && ListedBytes(*store) > kCapacity; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+  };
+  pressure(0, 32);  // 4x the capacity
+  EXPECT_LE(ListedBytes(*store), kCapacity);
+  EXPECT_EQ(*ReadWholeObject(*store, "system-prompt"), Pattern(kObject, "system-prompt"));
+  EXPECT_TRUE(store->Stat("short-pin").has_value());
+  // Past its time a pin no longer protects.
+  std::this_thread::sleep_for(std::chrono::seconds(4));
+  for (int round = 0; round < 10 && store->Stat("short-pin").has_value(); ++round) {
+    pressure(100 + round * 16, 16);
+  }
+  EXPECT_EQ(store->Stat("short-pin").status().code(), StatusCode::kNotFound);
+  EXPECT_TRUE(store->Stat("system-prompt").has_value());
+}
+
+TEST_F(RadosStoreTest, AnAccessTimeRefreshNeverFailsAReaderAReplacementAlways) {
+  auto store = Open(CapacityUri(ns_, 1ull << 30));
+  ASSERT_TRUE(store);
+  ASSERT_TRUE(store->Put("k", AsBytes("version one")).ok());
+  auto reader = store->OpenReader("k");
+  ASSERT_TRUE(reader.has_value());
+  librados::Rados cluster;
+  ASSERT_EQ(cluster.init("admin"), 0);
+  ASSERT_EQ(cluster.conf_read_file(ConfPath().c_str()), 0);
+  ASSERT_EQ(cluster.connect(), 0);
+  librados::IoCtx io;
+  ASSERT_EQ(cluster.ioctx_create("objectcache", io), 0);
+  io.set_namespace(ns_);
+  auto atime = [&] {
+    librados::bufferlist bl;
+    io.getxattr("k", "oc.atime", bl);
+    return std::string(bl.c_str(), bl.length());
+  };
+  const std::string written_at = atime();
+  // Stale after a second: the next read refreshes it (asynchronously).
+  std::this_thread::sleep_for(std::chrono::milliseconds(2100));
+  EXPECT_TRUE(ReadWholeObject(*store, "k").has_value());
+  for (int i = 0; i < 50 && atime() == written_at; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  EXPECT_NE(atime(), written_at);
+  std::string buf(11, '\0');
+  ASSERT_TRUE((*reader)->ReadAt(0, AsWritableBytes(buf)).ok());
+  EXPECT_EQ(buf, "version one");
+  ASSERT_TRUE(store->Put("k", AsBytes("version two")).ok());
+  EXPECT_EQ((*reader)->ReadAt(0, AsWritableBytes(buf)).code(), StatusCode::kAborted);
+  cluster.shutdown();
 }
 
 TEST_F(RadosStoreTest, ObjectsOverTheLimitAreRefusedAndNothingIsStored) {

@@ -2,6 +2,7 @@
 #include <charconv>
 
 #include "core/query_string.h"
+#include "objectcache/store_registry.h"
 #include "store/rados/rados_store.h"
 
 namespace objectcache {
@@ -38,9 +39,25 @@ Result<std::unique_ptr<Store>> OpenRadosUri(std::string_view uri) {
               return InvalidArgumentError("rados:// store option timeout=" + v +
                                           " is not a positive number of seconds");
             }
+          } else if (k == "capacity") {
+            OC_ASSIGN_OR_RETURN(options.capacity_bytes, ParseByteSize(v));
+          } else if (k == "atime_resolution" || k == "evict_interval_ms") {
+            int64_t n = 0;
+            auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), n);
+            if (ec != std::errc() || end != v.data() + v.size() || n <= 0 || n > 86400000) {
+              return InvalidArgumentError("rados:// store option " + std::string(k) + "=" + v +
+                                          " is not a positive number");
+            }
+            if (k == "atime_resolution") {
+              options.atime_resolution_s = n;
+            } else {
+              options.evict_interval_ms = static_cast<int>(n);
+            }
           } else {
-            return InvalidArgumentError("unknown rados:// store option '" + std::string(k) +
-                                        "' (known: conf, namespace, id, timeout)");
+            return InvalidArgumentError(
+                "unknown rados:// store option '" + std::string(k) +
+                "' (known: conf, namespace, id, timeout, capacity, atime_resolution, "
+                "evict_interval_ms)");
           }
           return Status();
         }));
