@@ -131,6 +131,12 @@ class Client {
   // How many leading keys are cached (one request).
   virtual Result<size_t> Lookup(std::span<const ChunkKey> keys) = 0;
 
+  // Keeps the chunks from eviction for `ttl` (explicit caching of a system prompt or a document
+  // many requests share; pins count against the tenant's quota). Returns the keys that are
+  // not cached, which nothing pinned.
+  virtual Result<std::vector<ChunkKey>> Pin(std::span<const ChunkKey> keys,
+                                            std::chrono::seconds ttl) = 0;
+
   // Starts a layerwise retrieval; returns at once. InvalidArgument for a malformed request.
   virtual Result<std::unique_ptr<LayerwiseRetrieval>> RetrieveLayerwise(
       LayerwiseRequest request) = 0;

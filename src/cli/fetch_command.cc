@@ -7,6 +7,7 @@
 #include "cli/cli_support.h"
 #include "client/layer_stream.h"
 #include "objectcache/chunk_key.h"
+#include "objectcache/client.h"
 #include "objectcache/layer_reader.h"
 #include "s3/s3_connection.h"
 
@@ -69,7 +70,55 @@ Status RunFetch(const FetchFlags& f) {
   return out->Commit();
 }
 
+struct PinFlags {
+  std::string endpoint = "http://127.0.0.1:9000";
+  std::string ca_file;
+  std::string bucket;
+  std::string keys_file;
+  uint64_t ttl_seconds = 3600;
+};
+
+Status RunPin(const PinFlags& f) {
+  OC_ASSIGN_OR_RETURN(std::string text, ReadFile(f.keys_file));
+  OC_ASSIGN_OR_RETURN(std::vector<ChunkKey> keys, ParseKeyList(text, f.keys_file));
+  ClientOptions options;
+  options.endpoints = {f.endpoint};
+  options.bucket = f.bucket;
+  options.ca_file = f.ca_file;
+  OC_ASSIGN_OR_RETURN(std::unique_ptr<Client> client, Client::Create(options));
+  OC_ASSIGN_OR_RETURN(std::vector<ChunkKey> missing,
+                      client->Pin(keys, std::chrono::seconds(f.ttl_seconds)));
+  std::cerr << "pinned " << keys.size() - missing.size() << " of " << keys.size() << " chunks for "
+            << f.ttl_seconds << " s\n";
+  if (missing.empty()) return Status();
+  std::string list;
+  for (const ChunkKey& k : missing) list += "\n  " + k.ToHex();
+  return NotFoundError(std::to_string(missing.size()) + " of the keys are not cached:" + list);
+}
+
+void AddEndpointFlags(CLI::App* cmd, std::string* endpoint, std::string* ca_file) {
+  cmd->add_option("--endpoint", *endpoint, "Server URL (http:// or https://)")
+      ->capture_default_str();
+  cmd->add_option("--ca-file", *ca_file,
+                  "PEM bundle of the CAs an https:// server's certificate is checked against "
+                  "(default: the system's)");
+}
+
 }  // namespace
+
+void AddPinCommand(CLI::App* app) {
+  auto f = std::make_shared<PinFlags>();
+  CLI::App* cmd = app->add_subcommand(
+      "pin",
+      "Pin chunks against eviction for a time (a system prompt or a document many requests "
+      "share); says which keys are not cached (credentials as for fetch)");
+  AddEndpointFlags(cmd, &f->endpoint, &f->ca_file);
+  cmd->add_option("--bucket", f->bucket, "Bucket")->required();
+  cmd->add_option("--keys", f->keys_file, "File of chunk keys, one hex key a line")->required();
+  cmd->add_option("--ttl", f->ttl_seconds, "Seconds the pin lasts (at most a year)")
+      ->capture_default_str();
+  cmd->callback([f] { RunCommand([&] { return RunPin(*f); }); });
+}
 
 void AddFetchCommand(CLI::App* app) {
   auto f = std::make_shared<FetchFlags>();
@@ -78,11 +127,7 @@ void AddFetchCommand(CLI::App* app) {
       "Aggregated layerwise retrieval: the cached prefix of the listed chunks, layers A:B, "
       "layer-major, every frame checked (credentials from OBJECTCACHE_ACCESS_KEY/"
       "OBJECTCACHE_SECRET_KEY or AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY)");
-  cmd->add_option("--endpoint", f->endpoint, "Server URL (http:// or https://)")
-      ->capture_default_str();
-  cmd->add_option("--ca-file", f->ca_file,
-                  "PEM bundle of the CAs an https:// server's certificate is checked against "
-                  "(default: the system's)");
+  AddEndpointFlags(cmd, &f->endpoint, &f->ca_file);
   cmd->add_option("--bucket", f->bucket, "Bucket")->required();
   AddLayoutFlags(cmd, &f->layout);
   cmd->add_option("--keys", f->keys_file, "File of chunk keys, one hex key a line")->required();

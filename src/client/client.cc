@@ -95,6 +95,11 @@ class ClientImpl final : public Client {
     return local + remote;
   }
 
+  Result<std::vector<ChunkKey>> Pin(std::span<const ChunkKey> keys,
+                                    std::chrono::seconds ttl) override {
+    return fetcher_.Pin(keys, ttl);
+  }
+
   Result<std::unique_ptr<LayerwiseRetrieval>> RetrieveLayerwise(LayerwiseRequest request) override {
     OC_RETURN_IF_ERROR(request.model.layout.Validate());
     const LayerRange r = request.layers;

@@ -368,6 +368,30 @@ Result<size_t> Fetcher::Lookup(std::span<const ChunkKey> keys) const {
   return size_t{GlobalPrefix(parts, part_hits, keys.size())};
 }
 
+Result<std::vector<ChunkKey>> Fetcher::Pin(std::span<const ChunkKey> keys,
+                                           std::chrono::seconds ttl) const {
+  std::vector<ChunkKey> missing;
+  for (const auto& [endpoint, positions] : SplitByEndpoint(keys)) {
+    nlohmann::json list = nlohmann::json::array();
+    for (size_t i : positions) list.push_back(keys[i].ToHex());
+    nlohmann::json body;
+    body["keys"] = list;
+    body["ttl_seconds"] = ttl.count();
+    OC_ASSIGN_OR_RETURN(std::string reply, Call(endpoint, "POST", "pin", body.dump()));
+    const nlohmann::json j = nlohmann::json::parse(reply, nullptr, false);
+    if (!j.is_object() || !j.contains("missing") || !j["missing"].is_array()) {
+      return DataLossError("pin: malformed reply");
+    }
+    for (const auto& m : j["missing"]) {
+      Result<ChunkKey> k = m.is_string() ? ChunkKey::FromHex(m.get<std::string>())
+                                         : Result<ChunkKey>(DataLossError("pin: not a key"));
+      if (!k) return DataLossError("pin: malformed reply: " + k.error().message());
+      missing.push_back(*k);
+    }
+  }
+  return missing;
+}
+
 Status Fetcher::BatchStore(std::span<const std::pair<ChunkKey, const std::string*>> records) const {
   std::vector<ChunkKey> keys;
   for (const auto& r : records) keys.push_back(r.first);

@@ -15,6 +15,8 @@
 // delivered. Other errors are final. Thread-safe.
 #pragma once
 
+#include <chrono>
+
 #include <functional>
 #include <span>
 #include <string>
@@ -64,6 +66,9 @@ class Fetcher {
 
   // How many leading keys are cached: one POST ?lookup per endpoint.
   Result<size_t> Lookup(std::span<const ChunkKey> keys) const;
+
+  // Pins the chunks for `ttl` (one POST ?pin per endpoint); the keys not cached.
+  Result<std::vector<ChunkKey>> Pin(std::span<const ChunkKey> keys, std::chrono::seconds ttl) const;
 
   // Stores (key hex, chunk object) records: one POST ?batch-store per endpoint.
   Status BatchStore(std::span<const std::pair<ChunkKey, const std::string*>> records) const;

@@ -24,6 +24,7 @@ std::string_view S3OpName(S3Op op) {
                                                 "BatchLookup",
                                                 "LayerwiseRetrieve",
                                                 "BatchStore",
+                                                "Pin",
                                                 "Other"};
   static_assert(std::size(kNames) == static_cast<size_t>(S3Op::kCount));
   return kNames[static_cast<int>(op)];

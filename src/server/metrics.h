@@ -34,6 +34,7 @@ enum class S3Op : int {
   kBatchLookup,
   kLayerwise,
   kBatchStore,
+  kPin,
   kOther,
   kCount
 };

@@ -25,6 +25,7 @@ using namespace ::objectcache::s3;
 namespace {
 
 constexpr size_t kMaxS3KeyBytes = 1024;
+constexpr uint64_t kMaxPinSeconds = 365ull * 24 * 3600;
 
 bool ValidBucketName(std::string_view b) {
   if (b.size() < 3 || b.size() > 63) return false;
@@ -202,7 +203,8 @@ asio::awaitable<S3Result<void>> S3Handler::Dispatch(Ctx& c) {
   // A SigV2 signature does not cover the extensions' sub-resources (they are not in its
   // canonical resource): a signed lookup could be replayed as a batch store.
   const bool extension = *route == S3Route::kGetKvLayout || *route == S3Route::kBatchLookup ||
-                         *route == S3Route::kLayerwiseRetrieve || *route == S3Route::kBatchStore;
+                         *route == S3Route::kPin || *route == S3Route::kLayerwiseRetrieve ||
+                         *route == S3Route::kBatchStore;
   if (extension && c.id && c.id->signature_version == 2) {
     co_return Fail("AccessDenied", "the objectcache extensions need Signature Version 4");
   }
@@ -269,6 +271,8 @@ asio::awaitable<S3Result<void>> S3Handler::Dispatch(Ctx& c) {
     }
     case S3Route::kBatchLookup:
       co_return co_await BatchLookup(c);
+    case S3Route::kPin:
+      co_return co_await PinKeys(c);
     case S3Route::kLayerwiseRetrieve:
       co_return co_await LayerwiseRetrieve(c);
     case S3Route::kBatchStore:
@@ -663,35 +667,44 @@ asio::awaitable<S3Result<void>> S3Handler::DeleteObjects(Ctx& c) {
   co_return S3Result<void>();
 }
 
-asio::awaitable<S3Result<void>> S3Handler::BatchLookup(Ctx& c) {
-  auto body = co_await ReadSmallBody(c, 16 + options_.max_lookup_keys * 1100);
-  if (!body) co_return std::unexpected(body.error());
-  nlohmann::json j = ParseBoundedJson(*body, {.max_values = options_.max_lookup_keys + 16});
+S3Result<std::vector<std::string>> S3Handler::BodyKeys(const Ctx& c, const nlohmann::json& j,
+                                                       std::string_view what) const {
   if (j.is_discarded() || !j.is_object() || !j.contains("keys") || !j["keys"].is_array()) {
-    co_return Fail("InvalidArgument", "lookup body must be {\"keys\": [\"key\", ...]}");
+    return Fail("InvalidArgument",
+                std::string(what) + " body must be {\"keys\": [\"key\", ...], ...}");
   }
   const nlohmann::json& list = j["keys"];
   if (list.size() > options_.max_lookup_keys) {
-    co_return Fail("InvalidArgument",
-                   "lookup takes at most " + std::to_string(options_.max_lookup_keys) + " keys");
+    return Fail("InvalidArgument", std::string(what) + " takes at most " +
+                                       std::to_string(options_.max_lookup_keys) + " keys");
   }
   std::vector<std::string> keys;
   keys.reserve(list.size());
   for (const auto& k : list) {
     if (!k.is_string() || k.get<std::string>().empty() ||
         k.get<std::string>().size() > kMaxS3KeyBytes) {
-      co_return Fail("InvalidArgument",
-                     "lookup keys must be non-empty strings of at most 1024 bytes");
+      return Fail("InvalidArgument",
+                  std::string(what) + " keys must be non-empty strings of at most 1024 bytes");
     }
     // A KV bucket holds chunk objects only, under their keys: any other name is a mistake.
     if (c.bucket.layout && !ChunkKey::FromHex(k.get<std::string>()).has_value()) {
-      co_return Fail("InvalidArgument",
-                     "lookup keys in a KV-layout bucket are chunk keys (32 hex "
-                     "digits), not '" +
-                         k.get<std::string>().substr(0, 64) + "'");
+      return Fail("InvalidArgument", std::string(what) +
+                                         " keys in a KV-layout bucket are chunk keys (32 hex "
+                                         "digits), not '" +
+                                         k.get<std::string>().substr(0, 64) + "'");
     }
     keys.push_back(ObjectKey(c.req.bucket, k.get<std::string>()));
   }
+  return keys;
+}
+
+asio::awaitable<S3Result<void>> S3Handler::BatchLookup(Ctx& c) {
+  auto body = co_await ReadSmallBody(c, 16 + options_.max_lookup_keys * 1100);
+  if (!body) co_return std::unexpected(body.error());
+  const nlohmann::json j = ParseBoundedJson(*body, {.max_values = options_.max_lookup_keys + 16});
+  S3Result<std::vector<std::string>> parsed = BodyKeys(c, j, "lookup");
+  if (!parsed) co_return std::unexpected(parsed.error());
+  const std::vector<std::string>& keys = *parsed;
   auto present = co_await Blocking([&] { return store_->Exist(keys); });
   if (!present) co_return std::unexpected(FromStatus(present.error()));
   size_t prefix = 0;
@@ -710,6 +723,46 @@ asio::awaitable<S3Result<void>> S3Handler::BatchLookup(Ctx& c) {
     (void)co_await c.ex.Respond(200, std::move(h), out.dump());
   }
   metrics_->store_hits += prefix;
+  co_return S3Result<void>();
+}
+
+asio::awaitable<S3Result<void>> S3Handler::PinKeys(Ctx& c) {
+  auto body = co_await ReadSmallBody(c, 64 + options_.max_lookup_keys * 1100);
+  if (!body) co_return std::unexpected(body.error());
+  const nlohmann::json j = ParseBoundedJson(*body, {.max_values = options_.max_lookup_keys + 16});
+  S3Result<std::vector<std::string>> keys = BodyKeys(c, j, "pin");
+  if (!keys) co_return std::unexpected(keys.error());
+  const auto ttl = j.find("ttl_seconds");
+  if (ttl == j.end() || !ttl->is_number_unsigned() || ttl->get<uint64_t>() == 0 ||
+      ttl->get<uint64_t>() > kMaxPinSeconds) {
+    co_return Fail("InvalidArgument",
+                   "pin needs \"ttl_seconds\": 1 to " + std::to_string(kMaxPinSeconds));
+  }
+  const int64_t until = options_.now() + static_cast<int64_t>(ttl->get<uint64_t>());
+  std::vector<Status> results = co_await Blocking([&] {
+    std::vector<Status> out;
+    out.reserve(keys->size());
+    for (const std::string& key : *keys) out.push_back(store_->Pin(key, until));
+    return out;
+  });
+  nlohmann::json missing = nlohmann::json::array();
+  size_t pinned = 0;
+  const size_t name_from = c.req.bucket.size() + 1;  // the S3 key within the store name
+  for (size_t i = 0; i < results.size(); ++i) {
+    if (results[i].ok()) {
+      pinned++;
+    } else if (results[i].code() == StatusCode::kNotFound) {
+      missing.push_back((*keys)[i].substr(name_from));
+    } else {
+      co_return std::unexpected(FromStatus(results[i]));
+    }
+  }
+  nlohmann::json out;
+  out["pinned"] = pinned;
+  out["until"] = until;
+  out["missing"] = std::move(missing);
+  Headers h{{"Content-Type", "application/json"}, {"x-amz-request-id", c.request_id}};
+  (void)co_await c.ex.Respond(200, std::move(h), out.dump());
   co_return S3Result<void>();
 }
 

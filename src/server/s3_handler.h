@@ -20,6 +20,7 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <unordered_map>
@@ -200,6 +201,12 @@ class S3Handler final : public RequestHandler {
                              size_t max_keys);
   asio::awaitable<s3::S3Result<void>> DeleteObjects(Ctx& c);
   asio::awaitable<s3::S3Result<void>> BatchLookup(Ctx& c);
+  // Pins chunks against eviction for a time (docs/s3-api.md, "Pinned prefixes").
+  asio::awaitable<s3::S3Result<void>> PinKeys(Ctx& c);
+  // The "keys" of a lookup or pin body ({"keys": [...], ...}, at most max_lookup_keys, chunk
+  // keys in a KV-layout bucket) as store names, and the whole parsed body.
+  s3::S3Result<std::vector<std::string>> BodyKeys(const Ctx& c, const nlohmann::json& body,
+                                                  std::string_view what) const;
   // The layerwise aggregated retrieval of docs/wire-format.md (layerwise.cc).
   asio::awaitable<s3::S3Result<void>> LayerwiseRetrieve(Ctx& c);
   // Many objects in one request (batch_store.cc).

@@ -29,6 +29,7 @@ constexpr Implemented kImplemented[] = {
     {"lookup", Scope::kBucket, "POST", S3Route::kBatchLookup},
     {"layerwise", Scope::kBucket, "POST", S3Route::kLayerwiseRetrieve},
     {"batch-store", Scope::kBucket, "POST", S3Route::kBatchStore},
+    {"pin", Scope::kBucket, "POST", S3Route::kPin},
     {"acl", Scope::kObject, "GET", S3Route::kGetObjectAcl},
     {"attributes", Scope::kObject, "GET", S3Route::kGetObjectAttributes},
     {"acl", Scope::kObject, "PUT", S3Route::kPutObjectAcl},
@@ -165,6 +166,8 @@ S3Op MetricOperation(S3Route route) {
       return S3Op::kLayerwise;
     case S3Route::kBatchStore:
       return S3Op::kBatchStore;
+    case S3Route::kPin:
+      return S3Op::kPin;
     case S3Route::kPutObject:
       return S3Op::kPutObject;
     case S3Route::kCopyObject:

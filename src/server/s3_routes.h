@@ -38,6 +38,7 @@ enum class S3Route {
   kBatchLookup,
   kLayerwiseRetrieve,
   kBatchStore,
+  kPin,
   kPutObject,
   kCopyObject,
   kGetObject,

@@ -41,6 +41,7 @@ int main(int argc, char** argv) {
   objectcache::cli::AddKvCommands(&app);
   objectcache::cli::AddServeCommand(&app);
   objectcache::cli::AddFetchCommand(&app);
+  objectcache::cli::AddPinCommand(&app);
   objectcache::bench::AddBenchCommands(&app);
   objectcache::bench::AddDemoCommand(&app);
   objectcache::RegisterS3Store();  // --store s3://HOST:PORT/BUCKET everywhere
