@@ -366,6 +366,7 @@ void AddBenchCommands(CLI::App* app) {
   AddSchedBenchCommand(bench);
   AddBackendsBenchCommand(bench);
   AddTlsBenchCommand(bench);
+  AddEvictBenchCommand(bench);
 }
 
 }  // namespace objectcache::bench

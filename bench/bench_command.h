@@ -30,6 +30,8 @@ void AddSchedBenchCommand(CLI::App* bench);
 void AddBackendsBenchCommand(CLI::App* bench);
 // Registers `bench mem` under the `bench` command.
 void AddMemBenchCommand(CLI::App* bench);
+// Registers `bench evict` under the `bench` command.
+void AddEvictBenchCommand(CLI::App* bench);
 // Registers `bench tls` under the `bench` command.
 void AddTlsBenchCommand(CLI::App* bench);
 // Registers `demo`: the TTFT experiment on one model, the README's main job.

@@ -37,6 +37,8 @@ int main(int argc, char** argv) {
   app.set_config("--config", "",
                  "Read options from a TOML/INI file: one [section] per command ([serve]), keys "
                  "are the long flag names");
+  // A misspelt key in a configuration file is an error, not a silently ignored setting.
+  app.allow_config_extras(CLI::config_extras_mode::error);
   app.set_version_flag("--version", "objectcache 0.1.0");
   objectcache::cli::AddKvCommands(&app);
   objectcache::cli::AddServeCommand(&app);
