@@ -620,8 +620,6 @@ class S3ServerTest(unittest.TestCase):
         # The C++ client (`objectcache fetch`) gets the same bytes, layer-major.
         self.file("lw-keys", "\n".join(keys).encode())
         env = dict(os.environ, OBJECTCACHE_ACCESS_KEY=ACCESS, OBJECTCACHE_SECRET_KEY=SECRET)
-        if "--credentials" in extra:  # every key is a tenant's
-            del env["OBJECTCACHE_ACCESS_KEY"], env["OBJECTCACHE_SECRET_KEY"]
         p = subprocess.run([OC, "fetch", "--endpoint", self.server.endpoint, "--bucket", "kv-lw",
                             "--layout", "llama-3.1-8b", "--keys", os.path.join(self.work, "lw-keys"),
                             "--layers", "3:7", "--out", os.path.join(self.work, "fetched")],

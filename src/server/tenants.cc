@@ -119,38 +119,34 @@ Result<std::vector<TenantConfig>> ParseTenantsFile(std::string_view text, std::s
 }
 
 Result<std::string> TenantStoreUri(std::string_view base, const TenantConfig& t) {
-  std::string uri;
+  const bool evicts = t.quota_bytes && t.over_quota == OverQuota::kEvict;
+  const size_t q = base.find('?');
+  std::string uri(base.substr(0, q));
+  std::string ns;  // rados: the server's namespace, then "."
+  const bool rados = base.starts_with("rados://");
   if (base == "mem://" || base == "mem:") {
     uri = "mem://";
-  } else if (base.starts_with("rados://")) {
-    const size_t q = base.find('?');
-    uri = std::string(base.substr(0, q));
-    std::string ns;
-    OC_RETURN_IF_ERROR(ForEachQueryPair(
-        q == std::string_view::npos ? std::string_view() : base.substr(q + 1),
-        [&](std::string_view name, std::optional<std::string_view> value) -> Status {
-          if (name == "namespace") {
-            ns = std::string(value.value_or("")) + ".";
-          } else {
-            AddQueryOption(&uri, name, value.value_or(""));
-          }
-          return Status();
-        }));
-    AddQueryOption(&uri, "namespace", ns + t.name);
-  } else if (base.starts_with("file://") || base.find("://") == std::string_view::npos) {
-    const size_t q = base.find('?');
-    std::string path(base.substr(0, q));
-    while (path.size() > 1 && path.back() == '/') path.pop_back();
-    uri = path + "/tenants/" + t.name;
-    if (q != std::string_view::npos) uri += std::string(base.substr(q));
-  } else {
+  } else if (!rados && !base.starts_with("file://") && base.find("://") != std::string_view::npos) {
     return InvalidArgumentError(
         "tenants need a store with namespaces (file://, rados://, mem://); " + std::string(base) +
         " has none");
+  } else if (!rados) {
+    while (uri.size() > 1 && uri.back() == '/') uri.pop_back();
+    uri += "/tenants/" + t.name;
   }
-  if (t.quota_bytes && t.over_quota == OverQuota::kEvict) {
-    AddQueryOption(&uri, "capacity", std::to_string(*t.quota_bytes));
-  }
+  // The server's options carry over, but an evicting tenant's capacity is its quota.
+  OC_RETURN_IF_ERROR(
+      ForEachQueryPair(q == std::string_view::npos ? std::string_view() : base.substr(q + 1),
+                       [&](std::string_view name, std::optional<std::string_view> value) -> Status {
+                         if (rados && name == "namespace") {
+                           ns = std::string(value.value_or("")) + ".";
+                         } else if (!(evicts && name == "capacity")) {
+                           AddQueryOption(&uri, name, value.value_or(""));
+                         }
+                         return Status();
+                       }));
+  if (rados) AddQueryOption(&uri, "namespace", ns + t.name);
+  if (evicts) AddQueryOption(&uri, "capacity", std::to_string(*t.quota_bytes));
   return uri;
 }
 

@@ -68,6 +68,12 @@ TEST(TenantsFileTest, EachTenantHasANamespaceOfItsOwn) {
   EXPECT_EQ(*TenantStoreUri("file:///var/lib/oc/?open_files=9", a),
             "file:///var/lib/oc/tenants/a?open_files=9");
   EXPECT_EQ(*TenantStoreUri("file:///d", evicting), "file:///d/tenants/e?capacity=1000");
+  // The server's own capacity goes to tenants without one of their own.
+  EXPECT_EQ(*TenantStoreUri("file:///d?capacity=5&open_files=9", evicting),
+            "file:///d/tenants/e?open_files=9&capacity=1000");
+  EXPECT_EQ(*TenantStoreUri("file:///d?capacity=5", refusing), "file:///d/tenants/r?capacity=5");
+  EXPECT_EQ(*TenantStoreUri("rados://kv?namespace=p&capacity=5", evicting),
+            "rados://kv?namespace=p.e&capacity=1000");
   EXPECT_EQ(*TenantStoreUri("file:///d", refusing), "file:///d/tenants/r");
   EXPECT_EQ(*TenantStoreUri("rados://kv?conf=/c.conf&namespace=prod", a),
             "rados://kv?conf=/c.conf&namespace=prod.a");
