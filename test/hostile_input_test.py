@@ -558,6 +558,35 @@ def lookup_a_million_keys(ctx):
 
 
 @case
+def pin_a_million_keys(ctx):
+    body = json.dumps({"keys": ["0" * 32] * 1_000_000, "ttl_seconds": 60}).encode()
+    return send_signed(ctx, "POST", f"/{KV_BUCKET}?pin", body)
+
+
+@case
+def pin_ttl_u64_max(ctx):
+    body = json.dumps({"keys": ["0" * 32], "ttl_seconds": 2 ** 64 - 1}).encode()
+    return send_signed(ctx, "POST", f"/{KV_BUCKET}?pin", body)
+
+
+@case
+def pin_ttl_negative(ctx):
+    body = json.dumps({"keys": ["0" * 32], "ttl_seconds": -1}).encode()
+    return send_signed(ctx, "POST", f"/{KV_BUCKET}?pin", body)
+
+
+@case
+def pin_signed_with_sigv2(ctx):
+    body = json.dumps({"keys": [ctx.chunk_key], "ttl_seconds": 60}).encode()
+    req = AWSRequest(method="POST", url=f"{ctx.endpoint}/{KV_BUCKET}?pin", data=body,
+                     headers={"Content-Type": "application/json"})
+    botocore.auth.HmacV1Auth(Credentials(base.ACCESS, base.SECRET)).add_auth(req)
+    headers = {k: v for k, v in req.headers.items()}
+    headers["Host"] = ctx.endpoint[len("http://"):]
+    return exchange(ctx, raw_request("POST", f"/{KV_BUCKET}?pin", body, headers=headers))
+
+
+@case
 def lookup_not_json(ctx):
     return send_signed(ctx, "POST", f"/{KV_BUCKET}?lookup", b"{not json")
 
