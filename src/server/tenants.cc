@@ -146,7 +146,13 @@ Result<std::string> TenantStoreUri(std::string_view base, const TenantConfig& t)
                          return Status();
                        }));
   if (rados) AddQueryOption(&uri, "namespace", ns + t.name);
-  if (evicts) AddQueryOption(&uri, "capacity", std::to_string(*t.quota_bytes));
+  if (evicts) {
+    AddQueryOption(&uri, "capacity", std::to_string(*t.quota_bytes));
+  } else if (rados && t.quota_bytes && uri.find("capacity=") == std::string::npos) {
+    // A refusing quota needs the usage, which RADOS tracks only with a capacity: one that
+    // is never reached.
+    AddQueryOption(&uri, "capacity", std::to_string(UINT64_MAX));
+  }
   return uri;
 }
 

@@ -74,6 +74,9 @@ TEST(TenantsFileTest, EachTenantHasANamespaceOfItsOwn) {
   EXPECT_EQ(*TenantStoreUri("file:///d?capacity=5", refusing), "file:///d/tenants/r?capacity=5");
   EXPECT_EQ(*TenantStoreUri("rados://kv?namespace=p&capacity=5", evicting),
             "rados://kv?namespace=p.e&capacity=1000");
+  // RADOS tracks usage only with a capacity: a refusing tenant gets one it never reaches.
+  EXPECT_EQ(*TenantStoreUri("rados://kv", refusing),
+            "rados://kv?namespace=r&capacity=18446744073709551615");
   EXPECT_EQ(*TenantStoreUri("file:///d", refusing), "file:///d/tenants/r");
   EXPECT_EQ(*TenantStoreUri("rados://kv?conf=/c.conf&namespace=prod", a),
             "rados://kv?conf=/c.conf&namespace=prod.a");
