@@ -179,6 +179,7 @@ class TenantsTest(unittest.TestCase):
         self.assertEqual(new.get_object(Bucket="beta-rotate", Key="k")["Body"].read(), b"kept")
         delta = base.client(self.server.endpoint, "AKDELTA", "delta-secret-0123456789")
         self.assertEqual(delta.list_buckets()["Buckets"], [])
+        delta.create_bucket(Bucket="delta-kept")
         # A broken file: the tenants in force stay.
         with open(self.creds, "w") as f:
             f.write("[tenants.broken\n")
@@ -191,6 +192,18 @@ class TenantsTest(unittest.TestCase):
         self.wait_for_log("3 tenant(s) from", count=2)
         self.assertEqual(self.beta.get_object(Bucket="beta-rotate", Key="k")["Body"].read(),
                          b"kept")
+        self.assertEqual(error_code(delta.list_buckets), "InvalidAccessKeyId")
+        # Added back, a tenant finds its store as it left it.
+        with open(self.creds, "w") as f:
+            f.write(rotated.replace('AKBETA2 = "beta-new-secret-0123"',
+                                    'AKBETA = "beta-secret-0123456789"'))
+        self.server.proc.send_signal(signal.SIGHUP)
+        self.wait_for_log("4 tenant(s) from", count=2)
+        self.assertEqual([b["Name"] for b in delta.list_buckets()["Buckets"]], ["delta-kept"])
+        with open(self.creds, "w") as f:
+            f.write(CREDENTIALS)
+        self.server.proc.send_signal(signal.SIGHUP)
+        self.wait_for_log("3 tenant(s) from", count=3)
 
     def wait_for_log(self, text, count=1):
         for _ in range(200):

@@ -192,39 +192,45 @@ Result<std::shared_ptr<TenantRouter::Tenant>> TenantRouter::OpenTenant(const Ten
 }
 
 Status TenantRouter::Apply(const std::vector<TenantConfig>& tenants) {
-  // Open what is new first, outside the lock: a failure changes nothing.
-  std::map<std::string, std::shared_ptr<Tenant>> next;
+  // Every tenant ever opened, by name: a tenant removed and added back gets its store again
+  // (a local store directory is open by one owner at a time).
+  std::map<std::string, std::shared_ptr<Tenant>> known;
   {
-    std::map<std::string, std::shared_ptr<Tenant>> current;
-    {
-      std::lock_guard lock(mu_);
-      current = tenants_;
+    std::lock_guard lock(mu_);
+    for (const auto& t : retired_) known[t->config.name] = t;
+    for (const auto& [name, t] : tenants_) known[name] = t;
+  }
+  // First open every new tenant, outside the lock: a failure changes nothing.
+  std::map<std::string, std::shared_ptr<Tenant>> next;
+  for (const TenantConfig& c : tenants) {
+    if (!known.contains(c.name)) {
+      OC_ASSIGN_OR_RETURN(next[c.name], OpenTenant(c));
     }
-    for (const TenantConfig& c : tenants) {
-      auto it = current.find(c.name);
-      if (it == current.end()) {
-        OC_ASSIGN_OR_RETURN(next[c.name], OpenTenant(c));
-        continue;
-      }
-      const TenantConfig& old = it->second->config;
-      if (old.quota_bytes.has_value() != c.quota_bytes.has_value() ||
-          old.over_quota != c.over_quota ||
-          (c.over_quota == OverQuota::kEvict && old.quota_bytes != c.quota_bytes)) {
-        LogWarn("tenant " + c.name +
-                ": a changed quota mode or evicting capacity takes effect at the next restart");
-      } else if (it->second->quota && c.quota_bytes) {
-        it->second->quota->SetQuota(*c.quota_bytes);
-      }
-      it->second->handler->SetCredentials(c.keys);
-      next[c.name] = it->second;
+  }
+  // Then the known ones take their new keys and quotas.
+  for (const TenantConfig& c : tenants) {
+    auto it = known.find(c.name);
+    if (it == known.end()) continue;
+    Tenant& t = *it->second;
+    const TenantConfig& old = t.config;
+    if (old.quota_bytes.has_value() != c.quota_bytes.has_value() ||
+        old.over_quota != c.over_quota ||
+        (c.over_quota == OverQuota::kEvict && old.quota_bytes != c.quota_bytes)) {
+      LogWarn("tenant " + c.name +
+              ": a changed quota mode or evicting capacity takes effect at the next restart");
+    } else if (t.quota != nullptr && c.quota_bytes) {
+      t.quota->SetQuota(*c.quota_bytes);
     }
+    t.handler->SetCredentials(c.keys);
+    next[c.name] = it->second;
   }
   std::unordered_map<std::string, std::shared_ptr<Tenant>> by_key;
   for (const TenantConfig& c : tenants) {
     for (const auto& [access, secret] : c.keys) by_key[access] = next[c.name];
   }
   std::lock_guard lock(mu_);
-  for (auto& [name, t] : tenants_) {
+  retired_.clear();
+  for (auto& [name, t] : known) {
     if (!next.contains(name)) retired_.push_back(t);
   }
   tenants_ = std::move(next);

@@ -93,7 +93,8 @@ class TenantRouter final : public RequestHandler {
   mutable std::mutex mu_;
   std::map<std::string, std::shared_ptr<Tenant>> tenants_;           // guarded by mu_
   std::unordered_map<std::string, std::shared_ptr<Tenant>> by_key_;  // guarded by mu_
-  // Tenants dropped by a reload: their handlers may still be serving requests.
+  // Tenants dropped by a reload: their handlers may still be serving requests, and a reload
+  // that adds one back takes it from here.
   std::vector<std::shared_ptr<Tenant>> retired_;  // guarded by mu_
 };
 
