@@ -65,6 +65,14 @@ class Server:
         scheme = "https" if "--tls-cert" in extra else "http"
         self.endpoint = f"{scheme}://127.0.0.1:{self.port}"
 
+    def wait_for_log(self, text, count=1):
+        """Waits (at most 10 s) until `text` is in the log `count` times; AssertionError else."""
+        for _ in range(200):
+            if self.log_text().count(text) >= count:
+                return
+            time.sleep(0.05)
+        raise AssertionError(f"'{text}' not in the server log: {self.log_text()}")
+
     def log_text(self):
         self.log.flush()
         return open(self.log.name, "rb").read().decode(errors="replace")
@@ -125,6 +133,8 @@ def send(req, body=None):
 
 
 def raw_http(port, data, timeout=10):
+    """Sends raw bytes to 127.0.0.1:port; what came back before the peer closed, reset or
+    went quiet for `timeout` seconds."""
     with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
         s.sendall(data)
         chunks = []
@@ -134,9 +144,15 @@ def raw_http(port, data, timeout=10):
                 if not b:
                     break
                 chunks.append(b)
-        except socket.timeout:
+        except (socket.timeout, ConnectionResetError):
             pass
         return b"".join(chunks)
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 class S3ServerTest(unittest.TestCase):

@@ -9,7 +9,6 @@ stops answering (an s3:// store whose upstream is stopped) while /healthz stays 
 """
 import json
 import os
-import socket
 import sys
 import tempfile
 import unittest
@@ -17,12 +16,6 @@ import unittest
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import s3_server_test as base  # noqa: E402
 from s3_subresources_test import code_of, fetch, raw  # noqa: E402
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class HealthTest(unittest.TestCase):
@@ -51,7 +44,7 @@ class HealthTest(unittest.TestCase):
 
     def test_on_the_metrics_port_too(self):
         with tempfile.TemporaryDirectory() as root:
-            port = free_port()
+            port = base.free_port()
             server = base.Server(root, "--metrics-listen", f"127.0.0.1:{port}")
             try:
                 ops = f"http://127.0.0.1:{port}"

@@ -42,21 +42,6 @@ def rss_bytes(pid):
         return int(re.search(r"VmRSS:\s+(\d+) kB", f.read()).group(1)) * 1024
 
 
-def raw_exchange(port, data, timeout=10):
-    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
-        s.sendall(data)
-        reply = b""
-        try:
-            while True:
-                b = s.recv(65536)
-                if not b:
-                    break
-                reply += b
-        except (socket.timeout, ConnectionResetError):
-            pass
-    return reply
-
-
 def signed_raw(endpoint, method, path, body=b"", headers=None, extra=None):
     """Raw request bytes signed by botocore, with `extra` headers added after signing."""
     req = AWSRequest(method=method, url=endpoint + path, data=body, headers=headers or {})
@@ -76,12 +61,6 @@ def status_and_code(reply):
     m = re.match(rb"HTTP/1\.1 (\d{3})", reply)
     code = re.search(rb"<Code>([^<]+)</Code>", reply)
     return (int(m.group(1)) if m else None, code.group(1).decode() if code else None)
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def store_files_containing(server, text):
@@ -196,12 +175,12 @@ class MemoryBudgetTest(ServerCase):
             req = signed_raw(server.endpoint, "PUT", "/mem/slow", body)
             s.sendall(req[:len(req) - len(body)] + body[:1000])  # holds its buffer
             time.sleep(0.5)
-            reply = raw_exchange(server.port, signed_raw(server.endpoint, "PUT", "/mem/other",
+            reply = base.raw_http(server.port, signed_raw(server.endpoint, "PUT", "/mem/other",
                                                          b"y" * 10))
             self.assertEqual(status_and_code(reply), (503, "SlowDown"))
         finally:
             s.close()
-        wait_for(lambda: status_and_code(raw_exchange(
+        wait_for(lambda: status_and_code(base.raw_http(
             server.port, signed_raw(server.endpoint, "PUT", "/mem/other", b"y" * 10)))[0] == 200,
             20, "the budget to come back")
 
@@ -212,13 +191,13 @@ class CapacityTest(ServerCase):
         # its layout), a plain bucket vanished under its objects, an upload's parts were gone.
         self.start("--capacity", "1MiB")
         s3 = self.s3
-        reply = raw_exchange(self.server.port, signed_raw(
+        reply = base.raw_http(self.server.port, signed_raw(
             self.server.endpoint, "PUT", "/kv-bucket",
             extra={"x-objectcache-kv-layout": "llama-3.1-8b"}))
         self.assertEqual(status_and_code(reply)[0], 403, "x-objectcache-* must be signed")
         req = signed_raw(self.server.endpoint, "PUT", "/kv-bucket",
                          headers={"x-objectcache-kv-layout": "llama-3.1-8b"})
-        self.assertEqual(status_and_code(raw_exchange(self.server.port, req))[0], 200)
+        self.assertEqual(status_and_code(base.raw_http(self.server.port, req))[0], 200)
         s3.create_bucket(Bucket="plain")
         upload = s3.create_multipart_upload(Bucket="plain", Key="big")["UploadId"]
         part = os.urandom(300 << 10)
@@ -321,7 +300,7 @@ class CreateBucketRaceTest(ServerCase):
             reqs = [signed_raw(server.endpoint, "PUT", f"/{bucket}",
                                headers={"x-objectcache-kv-layout": layout}) for layout in layouts]
             with ThreadPoolExecutor(len(reqs)) as ex:
-                replies = list(ex.map(lambda r: raw_exchange(server.port, r), reqs))
+                replies = list(ex.map(lambda r: base.raw_http(server.port, r), reqs))
             statuses = [status_and_code(r) for r in replies]
             winners = [i for i, st in enumerate(statuses) if st[0] == 200]
             self.assertEqual(len(winners), 1, statuses)
@@ -335,14 +314,14 @@ class CreateBucketRaceTest(ServerCase):
 
 class MetricsPortTest(ServerCase):
     def test_metrics_move_to_their_own_port(self):
-        port = free_port()
+        port = base.free_port()
         server = self.start("--metrics-listen", f"127.0.0.1:{port}")
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:
             self.assertIn(b"objectcache_", r.read())
-        reply = raw_exchange(server.port, b"GET /metrics HTTP/1.1\r\nHost: x\r\n"
+        reply = base.raw_http(server.port, b"GET /metrics HTTP/1.1\r\nHost: x\r\n"
                                           b"Connection: close\r\n\r\n")
         self.assertEqual(status_and_code(reply), (403, "AccessDenied"))
-        reply = raw_exchange(port, b"GET /bucket/key HTTP/1.1\r\nHost: x\r\n\r\n")
+        reply = base.raw_http(port, b"GET /bucket/key HTTP/1.1\r\nHost: x\r\n\r\n")
         self.assertEqual(status_and_code(reply)[0], 404)
 
 
@@ -385,7 +364,7 @@ class UnsignedHeaderTest(ServerCase):
             for method, path, body, headers in requests:
                 if set(unsigned) & set(headers):
                     continue  # that header is signed in this request
-                reply = raw_exchange(server.port, signed_raw(server.endpoint, method, path, body,
+                reply = base.raw_http(server.port, signed_raw(server.endpoint, method, path, body,
                                                              headers, extra=unsigned))
                 status, code = status_and_code(reply)
                 self.assertEqual(status, 403, f"{method} {path} with {unsigned}: {reply[:200]}")

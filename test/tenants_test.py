@@ -15,7 +15,6 @@ import subprocess
 import sys
 import tempfile
 import threading
-import time
 import unittest
 import urllib.request
 
@@ -172,7 +171,7 @@ class TenantsTest(unittest.TestCase):
             f.write(rotated)
         os.replace(self.creds + ".next", self.creds)
         self.server.proc.send_signal(signal.SIGHUP)
-        self.wait_for_log("4 tenant(s) from")
+        self.server.wait_for_log("4 tenant(s) from")
         old = base.client(self.server.endpoint, "AKBETA", "beta-secret-0123456789")
         self.assertEqual(error_code(old.list_buckets), "InvalidAccessKeyId")
         new = base.client(self.server.endpoint, "AKBETA2", "beta-new-secret-0123")
@@ -184,12 +183,12 @@ class TenantsTest(unittest.TestCase):
         with open(self.creds, "w") as f:
             f.write("[tenants.broken\n")
         self.server.proc.send_signal(signal.SIGHUP)
-        self.wait_for_log("keeping the tenants in force")
+        self.server.wait_for_log("keeping the tenants in force")
         self.assertEqual(new.get_object(Bucket="beta-rotate", Key="k")["Body"].read(), b"kept")
         with open(self.creds, "w") as f:
             f.write(CREDENTIALS)
         self.server.proc.send_signal(signal.SIGHUP)
-        self.wait_for_log("3 tenant(s) from", count=2)
+        self.server.wait_for_log("3 tenant(s) from", count=2)
         self.assertEqual(self.beta.get_object(Bucket="beta-rotate", Key="k")["Body"].read(),
                          b"kept")
         self.assertEqual(error_code(delta.list_buckets), "InvalidAccessKeyId")
@@ -198,19 +197,12 @@ class TenantsTest(unittest.TestCase):
             f.write(rotated.replace('AKBETA2 = "beta-new-secret-0123"',
                                     'AKBETA = "beta-secret-0123456789"'))
         self.server.proc.send_signal(signal.SIGHUP)
-        self.wait_for_log("4 tenant(s) from", count=2)
+        self.server.wait_for_log("4 tenant(s) from", count=2)
         self.assertEqual([b["Name"] for b in delta.list_buckets()["Buckets"]], ["delta-kept"])
         with open(self.creds, "w") as f:
             f.write(CREDENTIALS)
         self.server.proc.send_signal(signal.SIGHUP)
-        self.wait_for_log("3 tenant(s) from", count=3)
-
-    def wait_for_log(self, text, count=1):
-        for _ in range(200):
-            if self.server.log_text().count(text) >= count:
-                return
-            time.sleep(0.05)
-        self.fail(f"'{text}' not in the server log: {self.server.log_text()}")
+        self.server.wait_for_log("3 tenant(s) from", count=3)
 
 
 class TenantFlagsTest(unittest.TestCase):

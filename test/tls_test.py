@@ -15,7 +15,6 @@ import ssl
 import subprocess
 import sys
 import tempfile
-import time
 import unittest
 
 import botocore.exceptions
@@ -214,17 +213,7 @@ class TlsTest(unittest.TestCase):
             self.assertFalse(os.path.exists(out))
 
     def test_plain_http_and_garbage_get_no_answer(self):
-        with socket.create_connection(("127.0.0.1", self.server.port), timeout=15) as s:
-            s.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
-            data = b""
-            try:
-                while True:
-                    b = s.recv(4096)
-                    if not b:
-                        break
-                    data += b
-            except (socket.timeout, ConnectionResetError):
-                pass
+        data = base.raw_http(self.server.port, b"GET / HTTP/1.1\r\nHost: x\r\n\r\n", timeout=15)
         self.assertNotIn(b"HTTP/1.1", data)
         # A handshake with a client that trusts nothing fails; the server keeps serving.
         ctx = ssl.create_default_context(cafile=self.wrong_ca)
@@ -240,25 +229,18 @@ class TlsTest(unittest.TestCase):
         with open(self.live_cert, "w") as f:
             f.write("not a certificate\n")
         self.server.proc.send_signal(signal.SIGHUP)
-        self.wait_for_log("keeping the TLS certificate in force")
+        self.server.wait_for_log("keeping the TLS certificate in force")
         self.assertEqual(served_certificate_cn(port, self.ca), "server-one")
         # A renewed certificate: new connections get it; existing clients keep working.
         cert, key = issue(self.tmp.name, self.ca, "server-two")
         shutil.copy(cert, self.live_cert)
         shutil.copy(key, self.live_key)
         self.server.proc.send_signal(signal.SIGHUP)
-        self.wait_for_log("reloaded the TLS certificate")
+        self.server.wait_for_log("reloaded the TLS certificate")
         self.assertEqual(served_certificate_cn(port, self.ca), "server-two")
         self.assertTrue(self.s3.list_buckets())
         shutil.copy(self.cert, self.live_cert)
         shutil.copy(self.key, self.live_key)
-
-    def wait_for_log(self, text):
-        for _ in range(200):
-            if text in self.server.log_text():
-                return
-            time.sleep(0.05)
-        self.fail(f"'{text}' not in the server log: {self.server.log_text()}")
 
 
 if __name__ == "__main__":

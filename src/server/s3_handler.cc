@@ -89,14 +89,18 @@ asio::awaitable<void> S3Handler::SendError(Ctx& c, const S3Error& e) {
 }
 
 asio::awaitable<void> S3Handler::Handle(HttpExchange& ex) {
+  S3Result<S3Request> parsed =
+      ParseS3Request(ex.method(), ex.target(), ex.RequestHeaders(), options_.virtual_host_domains);
+  co_await HandleParsed(ex, parsed);
+}
+
+asio::awaitable<void> S3Handler::HandleParsed(HttpExchange& ex, S3Result<S3Request>& parsed) {
   const auto start = std::chrono::steady_clock::now();
   Ctx c{ex, {}, std::nullopt, "", S3Op::kOther};
   char id[24];
   std::snprintf(id, sizeof(id), "%016llx",
                 static_cast<unsigned long long>(request_counter_.fetch_add(1) + 1));
   c.request_id = id;
-  auto parsed =
-      ParseS3Request(ex.method(), ex.target(), ex.RequestHeaders(), options_.virtual_host_domains);
   S3Result<void> result;
   if (!parsed) {
     c.req.method = std::string(ex.method());

@@ -146,6 +146,9 @@ class S3Handler final : public RequestHandler {
   ~S3Handler() override;
 
   asio::awaitable<void> Handle(HttpExchange& exchange) override;
+  // Handle, for a request already parsed with this handler's virtual-host domains (the tenant
+  // router parses it to pick the handler). `parsed` must outlive the call.
+  asio::awaitable<void> HandleParsed(HttpExchange& exchange, s3::S3Result<s3::S3Request>& parsed);
 
   // Replaces the credentials requests are checked against (a reload); requests in flight
   // finish with the ones they started with.

@@ -255,19 +255,21 @@ bool TenantRouter::BucketElsewhere(const std::string& asking, const std::string&
 
 asio::awaitable<void> TenantRouter::Handle(HttpExchange& exchange) {
   std::shared_ptr<Tenant> tenant;
-  auto parsed = s3::ParseS3Request(exchange.method(), exchange.target(), exchange.RequestHeaders(),
-                                   options_.virtual_host_domains);
+  // Parsed once, here: the handler takes it as it is (every handler has these domains).
+  s3::S3Result<s3::S3Request> parsed =
+      s3::ParseS3Request(exchange.method(), exchange.target(), exchange.RequestHeaders(),
+                         options_.virtual_host_domains);
   if (parsed) {
     const std::string access = s3::ClaimedAccessKey(*parsed);
     std::lock_guard lock(mu_);
     if (auto it = by_key_.find(access); !access.empty() && it != by_key_.end()) tenant = it->second;
   }
   if (!tenant) {
-    co_await unknown_->Handle(exchange);
+    co_await unknown_->HandleParsed(exchange, parsed);
     co_return;
   }
   tenant->requests++;
-  co_await tenant->handler->Handle(exchange);
+  co_await tenant->handler->HandleParsed(exchange, parsed);
 }
 
 std::string TenantRouter::RenderMetrics() const {

@@ -176,12 +176,7 @@ class RadosStore final : public Store {
                                     std::to_string(kMaxRadosObjectBytes));
     }
     // With capacity, the size it replaces, for the usage (rados_capacity.h).
-    std::optional<uint64_t> replaced;
-    if (capacity_ && !options.if_absent) {
-      uint64_t size = 0;
-      time_t mtime = 0;
-      if (io_.stat(std::string(key), &size, &mtime) == 0) replaced = size;
-    }
+    const std::optional<uint64_t> replaced = options.if_absent ? std::nullopt : SizeForUsage(key);
     librados::ObjectWriteOperation op;
     if (options.if_absent) op.create(/*exclusive=*/true);  // -EEXIST, and nothing written
     librados::bufferlist expected;
@@ -303,7 +298,7 @@ class RadosStore final : public Store {
 
   Status Delete(std::string_view key) override {
     OC_RETURN_IF_ERROR(ValidateKey(key));
-    const uint64_t size = SizeForUsage(key);
+    const uint64_t size = SizeForUsage(key).value_or(0);
     const int r = io_.remove(std::string(key));
     if (r < 0) return RadosError(Context("deleting", key), r);
     if (capacity_) capacity_->Changed(-static_cast<int64_t>(size), -1);
@@ -327,12 +322,13 @@ class RadosStore final : public Store {
     return Status();
   }
 
-  // With capacity, the size an object had before a delete, for the usage; 0 otherwise.
-  uint64_t SizeForUsage(std::string_view key) {
+  // With capacity, the size the object has now (before a put or delete changes it), for the
+  // usage; unset when it is absent or there is no capacity.
+  std::optional<uint64_t> SizeForUsage(std::string_view key) {
     uint64_t size = 0;
     time_t mtime = 0;
-    if (capacity_) io_.stat(std::string(key), &size, &mtime);
-    return size;
+    if (capacity_ && io_.stat(std::string(key), &size, &mtime) == 0) return size;
+    return std::nullopt;
   }
 
   Status DeleteIf(std::string_view key, std::string_view attributes) override {
@@ -341,7 +337,7 @@ class RadosStore final : public Store {
     librados::bufferlist expected;
     AssertAttributes(op, attributes, &expected);
     op.remove();
-    const uint64_t size = SizeForUsage(key);
+    const uint64_t size = SizeForUsage(key).value_or(0);
     const int r = io_.operate(std::string(key), &op);
     if (r == -ECANCELED) {
       return FailedPreconditionError(Context("deleting", key) + ": the object was replaced");
