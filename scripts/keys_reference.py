@@ -5,7 +5,7 @@ Written from the spec, not from the C++ code, with Debian's python3-xxhash. It p
 for a token list so that tests can compare them with `objectcache kv keys`:
 
   keys_reference.py --model llama-3.1-8b --layers 32 --kv-heads 8 --head-dim 128 --dtype bf16 \
-      --tokens-per-chunk 16 [--tenant SALT] TOKEN...
+      --tokens-per-chunk 16 [--latent] [--tenant SALT] [--adapter NAME] [--cache-salt SALT] TOKEN...
 """
 import argparse
 import struct
@@ -16,17 +16,23 @@ import xxhash
 DTYPES = {"bf16": 1, "fp16": 2, "fp8": 3, "fp32": 4}
 
 
-def layout_fingerprint(layers, kv_heads, head_dim, dtype, tokens_per_chunk):
+def layout_fingerprint(layers, kv_heads, head_dim, dtype, tokens_per_chunk, latent=False):
     record = b"OCLAYOUT" + struct.pack("<6I", 1, layers, kv_heads, head_dim, DTYPES[dtype],
                                        tokens_per_chunk)
+    if latent:
+        record += struct.pack("<I", 1)
     return xxhash.xxh3_64_intdigest(record, seed=0)
 
 
-def namespace_id(model, fingerprint, tenant):
-    model_bytes, tenant_bytes = model.encode(), tenant.encode()
-    record = (b"OCKEYNS1" + struct.pack("<I", len(model_bytes)) + model_bytes +
-              struct.pack("<Q", fingerprint) + struct.pack("<I", len(tenant_bytes)) +
-              tenant_bytes)
+def text(value):
+    b = value.encode()
+    return struct.pack("<I", len(b)) + b
+
+
+def namespace_id(model, fingerprint, tenant, adapter="", cache_salt=""):
+    record = b"OCKEYNS1" + text(model) + struct.pack("<Q", fingerprint) + text(tenant)
+    if adapter or cache_salt:
+        record += text(adapter) + text(cache_salt)
     return xxhash.xxh3_128_digest(record, seed=0)  # canonical: big-endian
 
 
@@ -49,11 +55,15 @@ def main():
     p.add_argument("--head-dim", type=int, required=True)
     p.add_argument("--dtype", required=True, choices=sorted(DTYPES))
     p.add_argument("--tokens-per-chunk", type=int, default=16)
+    p.add_argument("--latent", action="store_true")
     p.add_argument("--tenant", default="")
+    p.add_argument("--adapter", default="")
+    p.add_argument("--cache-salt", default="")
     p.add_argument("tokens", nargs="*", type=int)
     a = p.parse_args()
-    fp = layout_fingerprint(a.layers, a.kv_heads, a.head_dim, a.dtype, a.tokens_per_chunk)
-    ns = namespace_id(a.model, fp, a.tenant)
+    fp = layout_fingerprint(a.layers, a.kv_heads, a.head_dim, a.dtype, a.tokens_per_chunk,
+                            a.latent)
+    ns = namespace_id(a.model, fp, a.tenant, a.adapter, a.cache_salt)
     print(f"fingerprint {fp:016x}")
     print(f"namespace {ns.hex()}")
     for k in chunk_keys(ns, a.tokens_per_chunk, a.tokens):

@@ -7,8 +7,9 @@
 // The exact byte-level definition is in docs/keys.md and is pinned by golden test vectors;
 // changing it is a format break.
 //
-// The namespace folds in the model name, the layout fingerprint and an optional tenant salt,
-// so two models (or two tenants that do not trust each other) never share a key.
+// The namespace folds in the model name, the layout fingerprint, an optional tenant salt, LoRA
+// adapter and per-request cache salt, so two models, two adapters or two tenants that do not
+// trust each other never share a key.
 //
 // Engines that already hash their blocks (vLLM's block hashes) can use their own 128-bit
 // hashes verbatim (ChunkKey::FromBytes) or folded into a namespace (KeyNamespace::FromBlockHash).
@@ -56,10 +57,19 @@ class ChunkKey {
   Bytes bytes_{};
 };
 
+// Everything besides the model and the layout that changes the KV of the same tokens. Leaving
+// one out serves one adapter's or one tenant's KV to another.
+struct KeyScope {
+  std::string_view tenant_salt;  // empty for a cache shared by everyone who can reach it
+  std::string_view adapter;      // the LoRA adapter's name; empty for the base model
+  std::string_view cache_salt;   // the request's own cache salt (vLLM's cache_salt); often empty
+};
+
 class KeyNamespace {
  public:
   // `model` is the model name ("llama-3.1-8b"), `tenant_salt` is empty for a shared cache.
   KeyNamespace(std::string_view model, const KvLayout& layout, std::string_view tenant_salt = {});
+  KeyNamespace(std::string_view model, const KvLayout& layout, const KeyScope& scope);
 
   const ChunkKey::Bytes& id() const { return id_; }
   uint32_t tokens_per_chunk() const { return tokens_per_chunk_; }

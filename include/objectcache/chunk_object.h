@@ -55,6 +55,12 @@ ChunkHeader ChunkGeometry(const KvLayout& layout, const ChunkKey& key);
 Result<std::string> EncodeChunkObject(const KvLayout& layout, const ChunkKey& key,
                                       std::span<const std::byte> kv);
 
+// Writes the header into `object`: ObjectBytes long, each layer slice already at its
+// LayerOffset and the padding zero (how an engine's layers are assembled in place as prefill
+// computes them). The result is the object EncodeChunkObject gives for the same KV.
+// InvalidArgument for an invalid layout or another size.
+Status SealChunkObject(const KvLayout& layout, const ChunkKey& key, std::span<std::byte> object);
+
 // What the caller expects the object to be; unset fields are not checked.
 struct ChunkExpectation {
   const KvLayout* layout = nullptr;

@@ -123,6 +123,27 @@ class LayerwiseRetrieval {
   virtual Status Wait() = 0;
 };
 
+// Where chunk j's slice of the layer being saved comes from: the first of LayerSliceBytes
+// readable bytes (an engine's paged KV block, or its place in a contiguous layer).
+using SliceSourceFn = std::function<const std::byte*(size_t chunk)>;
+
+// A prefill's new chunks, saved layer by layer as the engine computes them (Client::StartSave).
+// The engine hands over each layer once; each layer is copied into the chunk objects on the
+// caller's thread (one memcpy per slice, nothing else), and once the last layer is in, the
+// client's write-behind thread seals the objects (checksums, header) and stores them in
+// batch-store requests. Not thread-safe: one engine thread calls it. It may outlive nothing: it
+// must be destroyed before the Client; destroying it before every layer is in drops its chunks.
+class LayerwiseSave {
+ public:
+  virtual ~LayerwiseSave() = default;
+  // Copies layer `layer`'s slice of every chunk from source(chunk). InvalidArgument for a layer
+  // outside the layout or one already given. A dropped save copies nothing and returns OK.
+  virtual Status SaveLayer(uint32_t layer, const SliceSourceFn& source) = 0;
+  // True when the write-behind queue had no room for this save's chunks (counted in
+  // ClientStats::dropped): saving never blocks the engine, a cache can always recompute.
+  virtual bool dropped() const = 0;
+};
+
 class Client {
  public:
   virtual ~Client() = default;
@@ -145,6 +166,11 @@ class Client {
   // blocks. A full queue drops the chunk (counted in Stats; a cache can always recompute).
   // Queued chunks go to the server in batch-store requests from a background thread.
   virtual void StoreAsync(const ChunkKey& key, std::string chunk_object) = 0;
+  // Starts saving the chunks `keys` of `model`'s layout, layer by layer (LayerwiseSave). Their
+  // objects' bytes count against write_behind_bytes from now until they are stored; when they
+  // do not fit the save is dropped. InvalidArgument for an invalid layout or no keys.
+  virtual Result<std::unique_ptr<LayerwiseSave>> StartSave(const ModelPreset& model,
+                                                           std::vector<ChunkKey> keys) = 0;
   // Blocks until every chunk queued so far is stored or has failed.
   virtual void Flush() = 0;
   virtual ClientStats Stats() const = 0;

@@ -34,6 +34,14 @@ enum class KvDtype : uint8_t {
   kFp32 = 4,
 };
 
+// What a layer holds per token: K and V (multi-head and grouped-query attention), or one latent
+// vector (multi-head latent attention, as DeepSeek's MLA caches: kv_heads = 1 and head_dim the
+// latent width, compressed KV and rotary part together).
+enum class KvKind : uint8_t {
+  kKeyValue = 0,
+  kLatent = 1,
+};
+
 // "bf16", "fp16", "fp8", "fp32".
 std::string_view KvDtypeName(KvDtype dtype);
 Result<KvDtype> ParseKvDtype(std::string_view name);
@@ -52,8 +60,9 @@ struct KvLayout {
   uint32_t head_dim = 0;
   KvDtype dtype = KvDtype::kBf16;
   uint32_t tokens_per_chunk = kDefaultTokensPerChunk;
+  KvKind kind = KvKind::kKeyValue;
 
-  // Bytes of K and V for one token in one layer.
+  // Bytes of K and V (or of the latent vector) for one token in one layer.
   uint64_t TokenLayerBytes() const;
   // Bytes of one layer of one chunk: the unit of a layerwise read.
   uint64_t LayerSliceBytes() const;
@@ -89,8 +98,8 @@ Result<ModelPreset> FindModelPreset(std::string_view name);
 
 // Parses a layout from JSON:
 //   {"name": "my-model", "layers": 32, "kv_heads": 8, "head_dim": 128,
-//    "dtype": "bf16", "tokens_per_chunk": 16}
-// "name" and "tokens_per_chunk" are optional. InvalidArgument on malformed input.
+//    "dtype": "bf16", "tokens_per_chunk": 16, "kv": "latent"}
+// "name", "tokens_per_chunk" and "kv" ("kv" for K and V, the default, or "latent") are optional. InvalidArgument on malformed input.
 Result<ModelPreset> ParseModelJson(std::string_view json);
 
 // The JSON form accepted by ParseModelJson.

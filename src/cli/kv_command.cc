@@ -218,11 +218,15 @@ void AddKeys(CLI::App* kv) {
       "keys", "Print the chunk keys of a token sequence, one hex key a line (docs/keys.md)");
   auto layout = std::make_shared<LayoutFlags>();
   auto tenant = std::make_shared<std::string>();
+  auto adapter = std::make_shared<std::string>();
+  auto cache_salt = std::make_shared<std::string>();
   auto tokens_file = std::make_shared<std::string>();
   auto tokens = std::make_shared<std::vector<std::string>>();
   auto show_ns = std::make_shared<bool>(false);
   AddLayoutFlags(cmd, layout.get());
   cmd->add_option("--tenant", *tenant, "Tenant salt folded into the namespace");
+  cmd->add_option("--adapter", *adapter, "LoRA adapter name folded into the namespace");
+  cmd->add_option("--cache-salt", *cache_salt, "Request cache salt folded into the namespace");
   cmd->add_option("--tokens", *tokens_file, "File of token ids (whitespace or comma separated)");
   cmd->add_option("TOKEN", *tokens, "Token ids");
   cmd->add_flag("--namespace", *show_ns, "Print the namespace id first, as 'namespace HEX'");
@@ -235,7 +239,8 @@ void AddKeys(CLI::App* kv) {
       }
       for (const std::string& t : *tokens) text += " " + t;
       OC_ASSIGN_OR_RETURN(std::vector<uint32_t> ids, ParseTokens(text));
-      KeyNamespace ns(m.name, m.layout, *tenant);
+      KeyNamespace ns(m.name, m.layout,
+                      KeyScope{.tenant_salt = *tenant, .adapter = *adapter, .cache_salt = *cache_salt});
       if (*show_ns) std::cout << "namespace " << ChunkKey(ns.id()).ToHex() << "\n";
       for (const ChunkKey& k : ns.KeysForTokens(ids)) std::cout << k.ToHex() << "\n";
       return Status();

@@ -1,5 +1,6 @@
 #include "objectcache/client.h"
 
+#include <algorithm>
 #include <condition_variable>
 #include <cstring>
 #include <deque>
@@ -36,6 +37,14 @@ using client::Fetcher;
 using client::RetrievalState;
 using s3::ConnectionPool;
 
+// A chunk object waiting for the write-behind thread; `seal` when its header is still to be
+// written (a layerwise save: the checksums are computed there, off the engine's thread).
+struct Pending {
+  ChunkKey key;
+  std::shared_ptr<std::string> object;
+  std::optional<KvLayout> seal;
+};
+
 class ClientImpl final : public Client {
  public:
   ClientImpl(std::unique_ptr<s3::ConnectionPool> pool, const ClientOptions& options)
@@ -60,17 +69,40 @@ class ClientImpl final : public Client {
   }
 
   void StoreAsync(const ChunkKey& key, std::string chunk_object) override {
-    auto object = std::make_shared<const std::string>(std::move(chunk_object));
+    auto object = std::make_shared<std::string>(std::move(chunk_object));
     if (dram_) (void)dram_->Insert(key, object);  // a chunk that fails its check is not cached
+    if (!Reserve(object->size(), 1)) return;
+    std::vector<Pending> one;
+    one.push_back({key, std::move(object), std::nullopt});
+    Enqueue(std::move(one));
+  }
+
+  Result<std::unique_ptr<LayerwiseSave>> StartSave(const ModelPreset& model,
+                                                   std::vector<ChunkKey> keys) override;
+
+  // Takes `bytes` of the write-behind bound for `chunks` chunks; false (and the chunks counted
+  // as dropped) when they do not fit.
+  bool Reserve(uint64_t bytes, size_t chunks) {
+    std::lock_guard lock(queue_mu_);
+    if (stopping_ || bytes > queue_limit_ - std::min<uint64_t>(queued_bytes_, queue_limit_)) {
+      stats_.dropped += chunks;
+      return false;
+    }
+    queued_bytes_ += bytes;
+    return true;
+  }
+  // Gives back what Reserve took for chunks that will not be queued.
+  void Release(uint64_t bytes, size_t chunks) {
+    std::lock_guard lock(queue_mu_);
+    queued_bytes_ -= bytes;
+    stats_.dropped += chunks;
+  }
+  // Queues chunks whose bytes are reserved.
+  void Enqueue(std::vector<Pending> chunks) {
     {
       std::lock_guard lock(queue_mu_);
-      if (queued_bytes_ + object->size() > queue_limit_ || stopping_) {
-        stats_.dropped++;
-        return;
-      }
-      queued_bytes_ += object->size();
-      queue_.emplace_back(key, std::move(object));
-      enqueued_++;
+      for (Pending& p : chunks) queue_.push_back(std::move(p));
+      enqueued_ += chunks.size();
     }
     queue_cv_.notify_all();
   }
@@ -223,22 +255,30 @@ class ClientImpl final : public Client {
   void WriteBehindLoop() {
     constexpr size_t kBatchBytes = 32 << 20, kBatchRecords = 256;
     for (;;) {
-      std::vector<std::pair<ChunkKey, std::shared_ptr<const std::string>>> batch;
+      std::vector<Pending> batch;
       {
         std::unique_lock lock(queue_mu_);
         queue_cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
         if (queue_.empty()) return;  // stopping, and nothing left
         size_t bytes = 0;
         while (!queue_.empty() && batch.size() < kBatchRecords &&
-               (batch.empty() || bytes + queue_.front().second->size() <= kBatchBytes)) {
-          bytes += queue_.front().second->size();
+               (batch.empty() || bytes + queue_.front().object->size() <= kBatchBytes)) {
+          bytes += queue_.front().object->size();
           batch.push_back(std::move(queue_.front()));
           queue_.pop_front();
         }
         queued_bytes_ -= bytes;
       }
       std::vector<std::pair<ChunkKey, const std::string*>> records;
-      for (const auto& [key, object] : batch) records.emplace_back(key, object.get());
+      for (Pending& p : batch) {
+        if (p.seal) {
+          std::span<std::byte> bytes(reinterpret_cast<std::byte*>(p.object->data()),
+                                     p.object->size());
+          if (!SealChunkObject(*p.seal, p.key, bytes).ok()) continue;  // sized by StartSave
+          if (dram_) (void)dram_->Insert(p.key, p.object);
+        }
+        records.emplace_back(p.key, p.object.get());
+      }
       const Status s = fetcher_.BatchStore(records);
       {
         std::lock_guard lock(queue_mu_);
@@ -257,13 +297,93 @@ class ClientImpl final : public Client {
   mutable std::mutex queue_mu_;
   std::condition_variable queue_cv_, done_cv_;
   // guarded by queue_mu_:
-  std::deque<std::pair<ChunkKey, std::shared_ptr<const std::string>>> queue_;
+  std::deque<Pending> queue_;
   size_t queued_bytes_ = 0;               // guarded by queue_mu_
   uint64_t enqueued_ = 0, finished_ = 0;  // guarded by queue_mu_
   bool stopping_ = false;                 // guarded by queue_mu_
   ClientStats stats_;                     // guarded by queue_mu_
   std::thread writer_;                    // last: starts after everything it uses
 };
+
+class SaveImpl final : public LayerwiseSave {
+ public:
+  SaveImpl(ClientImpl* client, const KvLayout& layout, std::vector<ChunkKey> keys)
+      : client_(client), layout_(layout), geometry_(ChunkGeometry(layout, ChunkKey())),
+        keys_(std::move(keys)), have_(layout.num_layers, false) {
+    dropped_ = !client_->Reserve(Bytes(), keys_.size());
+    if (dropped_) return;
+    objects_.reserve(keys_.size());
+    for (size_t j = 0; j < keys_.size(); ++j) {
+      // Allocated without zero-filling the slices (they are all copied over); the header
+      // region is written when sealed and the padding after each slice is zeroed here.
+      auto object = std::make_shared<std::string>();
+      object->resize_and_overwrite(geometry_.ObjectBytes(), [&](char* p, size_t n) {
+        for (uint32_t l = 0; l < layout_.num_layers; ++l) {
+          const uint64_t end = geometry_.LayerOffset(l) + geometry_.LayerSliceBytes();
+          std::memset(p + end, 0, geometry_.layer_stride - geometry_.LayerSliceBytes());
+        }
+        return n;
+      });
+      objects_.push_back(std::move(object));
+    }
+  }
+
+  ~SaveImpl() override {
+    if (!dropped_ && !handed_over_) client_->Release(Bytes(), keys_.size());
+  }
+
+  Status SaveLayer(uint32_t layer, const SliceSourceFn& source) override {
+    if (layer >= layout_.num_layers) {
+      return InvalidArgumentError("layer " + std::to_string(layer) + " is outside the layout (" +
+                                  std::to_string(layout_.num_layers) + " layers)");
+    }
+    if (have_[layer]) {
+      return InvalidArgumentError("layer " + std::to_string(layer) + " was saved already");
+    }
+    if (dropped_) return Status();
+    const uint64_t offset = geometry_.LayerOffset(layer), slice = geometry_.LayerSliceBytes();
+    for (size_t j = 0; j < keys_.size(); ++j) {
+      std::memcpy(objects_[j]->data() + offset, source(j), slice);
+    }
+    have_[layer] = true;
+    if (++layers_in_ == layout_.num_layers) {
+      std::vector<Pending> chunks;
+      for (size_t j = 0; j < keys_.size(); ++j) {
+        chunks.push_back({keys_[j], std::move(objects_[j]), layout_});
+      }
+      handed_over_ = true;
+      client_->Enqueue(std::move(chunks));
+    }
+    return Status();
+  }
+
+  bool dropped() const override { return dropped_; }
+
+ private:
+  // What the save holds until stored; the bound is checked before anything is allocated (a
+  // product past u64 cannot fit either).
+  uint64_t Bytes() const {
+    uint64_t bytes = 0;
+    return __builtin_mul_overflow(geometry_.ObjectBytes(), keys_.size(), &bytes) ? UINT64_MAX
+                                                                                  : bytes;
+  }
+
+  ClientImpl* const client_;
+  const KvLayout layout_;
+  const ChunkHeader geometry_;
+  const std::vector<ChunkKey> keys_;
+  std::vector<std::shared_ptr<std::string>> objects_;
+  std::vector<bool> have_;
+  uint32_t layers_in_ = 0;
+  bool dropped_ = false, handed_over_ = false;
+};
+
+Result<std::unique_ptr<LayerwiseSave>> ClientImpl::StartSave(const ModelPreset& model,
+                                                             std::vector<ChunkKey> keys) {
+  OC_RETURN_IF_ERROR(model.layout.Validate());
+  if (keys.empty()) return InvalidArgumentError("no keys to save");
+  return std::unique_ptr<LayerwiseSave>(new SaveImpl(this, model.layout, std::move(keys)));
+}
 
 }  // namespace
 

@@ -40,14 +40,25 @@ std::string ChunkKey::ToHex() const { return EncodeHex(bytes_.data(), bytes_.siz
 
 KeyNamespace::KeyNamespace(std::string_view model, const KvLayout& layout,
                            std::string_view tenant_salt)
+    : KeyNamespace(model, layout, KeyScope{.tenant_salt = tenant_salt}) {}
+
+KeyNamespace::KeyNamespace(std::string_view model, const KvLayout& layout, const KeyScope& scope)
     : tokens_per_chunk_(layout.tokens_per_chunk) {
+  // docs/keys.md, "Namespace": every text field is length-prefixed, so no two scopes give one
+  // record; the adapter and cache salt fields are there only when one of them is not empty.
   ByteWriter w;
+  auto text = [&w](std::string_view s) {
+    w.U32(static_cast<uint32_t>(s.size()));
+    w.Bytes(s.data(), s.size());
+  };
   w.Bytes("OCKEYNS1", 8);
-  w.U32(static_cast<uint32_t>(model.size()));
-  w.Bytes(model.data(), model.size());
+  text(model);
   w.U64(layout.Fingerprint());
-  w.U32(static_cast<uint32_t>(tenant_salt.size()));
-  w.Bytes(tenant_salt.data(), tenant_salt.size());
+  text(scope.tenant_salt);
+  if (!scope.adapter.empty() || !scope.cache_salt.empty()) {
+    text(scope.adapter);
+    text(scope.cache_salt);
+  }
   id_ = Hash128(w.data(), w.size());
 }
 

@@ -42,18 +42,14 @@ ChunkHeader ChunkGeometry(const KvLayout& layout, const ChunkKey& key) {
   return h;
 }
 
-Result<std::string> EncodeChunkObject(const KvLayout& layout, const ChunkKey& key,
-                                      std::span<const std::byte> kv) {
-  OC_RETURN_IF_ERROR(layout.Validate());
-  if (kv.size() != layout.ChunkKvBytes()) {
-    return InvalidArgumentError("chunk " + key.ToHex() + ": KV is " + std::to_string(kv.size()) +
-                                " bytes, layout " + layout.ToString() + " needs " +
-                                std::to_string(layout.ChunkKvBytes()));
-  }
-  ChunkHeader h = ChunkGeometry(layout, key);
-  const uint64_t slice = layout.LayerSliceBytes();
+namespace {
+
+// The header region (kChunkHeaderRegion bytes, zero-padded) for slices with these checksums.
+std::string EncodeHeader(const KvLayout& layout, const ChunkKey& key,
+                         std::span<const uint64_t> checksums) {
+  const ChunkHeader h = ChunkGeometry(layout, key);
   ByteWriter w;
-  w.str().reserve(h.ObjectBytes());
+  w.str().reserve(h.data_offset);
   w.Bytes(kMagic, sizeof(kMagic));
   w.U16(kChunkFormatVersion);
   w.U16(static_cast<uint16_t>(HeaderBytes(layout.num_layers)));
@@ -62,24 +58,61 @@ Result<std::string> EncodeChunkObject(const KvLayout& layout, const ChunkKey& ke
   w.U32(layout.num_kv_heads);
   w.U32(layout.head_dim);
   w.U8(static_cast<uint8_t>(layout.dtype));
-  w.Zeros(3);
+  w.U8(static_cast<uint8_t>(layout.kind));
+  w.Zeros(2);
   w.U32(layout.tokens_per_chunk);
   w.U32(0);
   w.U64(layout.Fingerprint());
   w.Bytes(key.bytes().data(), ChunkKey::kBytes);
   w.U64(h.data_offset);
   w.U64(h.layer_stride);
-  w.U64(slice);
-  for (uint32_t l = 0; l < layout.num_layers; ++l) {
-    w.U64(LayerChecksum(kv.subspan(l * slice, slice)));
-  }
+  w.U64(layout.LayerSliceBytes());
+  for (uint64_t c : checksums) w.U64(c);
   w.U64(XXH3_64bits(w.data(), w.size()));
   w.Zeros(h.data_offset - w.size());
-  for (uint32_t l = 0; l < layout.num_layers; ++l) {
-    w.Bytes(kv.data() + l * slice, slice);
-    w.Zeros(h.layer_stride - slice);
-  }
   return std::move(w.str());
+}
+
+}  // namespace
+
+Result<std::string> EncodeChunkObject(const KvLayout& layout, const ChunkKey& key,
+                                      std::span<const std::byte> kv) {
+  OC_RETURN_IF_ERROR(layout.Validate());
+  if (kv.size() != layout.ChunkKvBytes()) {
+    return InvalidArgumentError("chunk " + key.ToHex() + ": KV is " + std::to_string(kv.size()) +
+                                " bytes, layout " + layout.ToString() + " needs " +
+                                std::to_string(layout.ChunkKvBytes()));
+  }
+  const ChunkHeader h = ChunkGeometry(layout, key);
+  const uint64_t slice = layout.LayerSliceBytes();
+  std::vector<uint64_t> checksums(layout.num_layers);
+  for (uint32_t l = 0; l < layout.num_layers; ++l) {
+    checksums[l] = LayerChecksum(kv.subspan(l * slice, slice));
+  }
+  std::string out = EncodeHeader(layout, key, checksums);
+  out.reserve(h.ObjectBytes());
+  for (uint32_t l = 0; l < layout.num_layers; ++l) {
+    out.append(reinterpret_cast<const char*>(kv.data() + l * slice), slice);
+    out.append(h.layer_stride - slice, '\0');
+  }
+  return out;
+}
+
+Status SealChunkObject(const KvLayout& layout, const ChunkKey& key, std::span<std::byte> object) {
+  OC_RETURN_IF_ERROR(layout.Validate());
+  const ChunkHeader h = ChunkGeometry(layout, key);
+  if (object.size() != h.ObjectBytes()) {
+    return InvalidArgumentError("chunk " + key.ToHex() + ": object is " +
+                                std::to_string(object.size()) + " bytes, layout " +
+                                layout.ToString() + " needs " + std::to_string(h.ObjectBytes()));
+  }
+  std::vector<uint64_t> checksums(layout.num_layers);
+  for (uint32_t l = 0; l < layout.num_layers; ++l) {
+    checksums[l] = LayerChecksum(object.subspan(h.LayerOffset(l), h.LayerSliceBytes()));
+  }
+  const std::string header = EncodeHeader(layout, key, checksums);
+  std::memcpy(object.data(), header.data(), header.size());
+  return Status();
 }
 
 Result<ChunkHeader> DecodeChunkHeader(std::span<const std::byte> prefix,
@@ -96,7 +129,7 @@ Result<ChunkHeader> DecodeChunkHeader(std::span<const std::byte> prefix,
   ByteReader r(prefix.subspan(sizeof(kMagic)));
   uint16_t version = 0, header_bytes = 0;
   uint32_t flags = 0, reserved32 = 0;
-  uint8_t dtype = 0, reserved8[3];
+  uint8_t dtype = 0, kind = 0, reserved8[2];
   ChunkHeader h;
   KvLayout& l = h.layout;
   if (!r.U16(&version)) return truncated("header");
@@ -108,7 +141,7 @@ Result<ChunkHeader> DecodeChunkHeader(std::span<const std::byte> prefix,
   uint64_t fingerprint = 0, slice = 0;
   ChunkKey::Bytes key_bytes;
   if (!r.U16(&header_bytes) || !r.U32(&flags) || !r.U32(&l.num_layers) || !r.U32(&l.num_kv_heads) ||
-      !r.U32(&l.head_dim) || !r.U8(&dtype) || !r.Bytes(reserved8, 3) ||
+      !r.U32(&l.head_dim) || !r.U8(&dtype) || !r.U8(&kind) || !r.Bytes(reserved8, 2) ||
       !r.U32(&l.tokens_per_chunk) || !r.U32(&reserved32) || !r.U64(&fingerprint) ||
       !r.Bytes(key_bytes.data(), key_bytes.size()) || !r.U64(&h.data_offset) ||
       !r.U64(&h.layer_stride) || !r.U64(&slice)) {
@@ -130,9 +163,10 @@ Result<ChunkHeader> DecodeChunkHeader(std::span<const std::byte> prefix,
   }
   // The header is intact; from here on a mismatch means a writer we do not understand.
   l.dtype = static_cast<KvDtype>(dtype);
+  l.kind = static_cast<KvKind>(kind);
   h.key = ChunkKey(key_bytes);
   if (Status s = l.Validate(); !s.ok()) return s.Annotate(what);
-  if (flags != 0 || reserved32 != 0 || reserved8[0] || reserved8[1] || reserved8[2]) {
+  if (flags != 0 || reserved32 != 0 || reserved8[0] || reserved8[1]) {
     return InvalidArgumentError(what + ": unknown header flags");
   }
   if (fingerprint != l.Fingerprint() || slice != l.LayerSliceBytes() ||

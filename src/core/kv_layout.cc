@@ -46,7 +46,8 @@ uint32_t KvDtypeBytes(KvDtype dtype) {
 }
 
 uint64_t KvLayout::TokenLayerBytes() const {
-  return uint64_t{2} * num_kv_heads * head_dim * KvDtypeBytes(dtype);
+  const uint64_t vectors = kind == KvKind::kLatent ? 1 : 2;
+  return vectors * num_kv_heads * head_dim * KvDtypeBytes(dtype);
 }
 uint64_t KvLayout::LayerSliceBytes() const { return TokenLayerBytes() * tokens_per_chunk; }
 uint64_t KvLayout::ChunkKvBytes() const { return LayerSliceBytes() * num_layers; }
@@ -62,6 +63,8 @@ uint64_t KvLayout::Fingerprint() const {
   w.U32(head_dim);
   w.U32(static_cast<uint32_t>(dtype));
   w.U32(tokens_per_chunk);
+  // A latent layout appends its kind, so no K-and-V layout's fingerprint changed with it.
+  if (kind != KvKind::kKeyValue) w.U32(static_cast<uint32_t>(kind));
   return XXH3_64bits(w.data(), w.size());
 }
 
@@ -81,6 +84,10 @@ Status KvLayout::Validate() const {
     return InvalidArgumentError("layout dtype " + std::to_string(static_cast<int>(dtype)) +
                                 " is unknown");
   }
+  if (kind != KvKind::kKeyValue && kind != KvKind::kLatent) {
+    return InvalidArgumentError("layout kind " + std::to_string(static_cast<int>(kind)) +
+                                " is unknown");
+  }
   return Status();
 }
 
@@ -88,6 +95,7 @@ std::string KvLayout::ToString() const {
   std::ostringstream out;
   out << num_layers << " layers x " << num_kv_heads << " kv heads x " << head_dim << " dim, "
       << KvDtypeName(dtype) << ", G=" << tokens_per_chunk;
+  if (kind == KvKind::kLatent) out << ", latent";
   return out.str();
 }
 
@@ -142,6 +150,13 @@ Result<ModelPreset> ParseModelJson(std::string_view text) {
   } else {
     return InvalidArgumentError("layout JSON lacks \"dtype\"");
   }
+  if (auto it = j.find("kv"); it != j.end()) {
+    if (*it == "latent") {
+      model.layout.kind = KvKind::kLatent;
+    } else if (*it != "kv") {
+      return InvalidArgumentError("layout JSON field \"kv\" must be \"kv\" or \"latent\"");
+    }
+  }
   if (auto it = j.find("name"); it != j.end()) {
     if (!it->is_string() || it->get<std::string>().empty()) {
       return InvalidArgumentError("layout JSON field \"name\" must be non-empty text");
@@ -160,6 +175,7 @@ std::string ModelToJson(const ModelPreset& model) {
   j["head_dim"] = model.layout.head_dim;
   j["dtype"] = std::string(KvDtypeName(model.layout.dtype));
   j["tokens_per_chunk"] = model.layout.tokens_per_chunk;
+  if (model.layout.kind == KvKind::kLatent) j["kv"] = "latent";
   return j.dump();
 }
 

@@ -1,0 +1,676 @@
+// objectcache._native: the C++ client for Python engines (docs/python.md).
+//
+// Destinations and sources are torch CPU tensors or any buffer-protocol object; their memory is
+// handed to the C++ client as it is (no copy), after checking that it is writable (for
+// destinations), contiguous, of the layout's dtype (tensors) and large enough for every slice
+// that lands in it. The objects are kept alive by the Retrieval or Save that uses them. The GIL
+// is released whenever C++ waits, copies or hashes. Errors of the C++ side raise
+// objectcache.Error with .code (the status code's name) and .message; bad arguments raise
+// TypeError or ValueError before anything is written.
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <cstring>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "objectcache/chunk_key.h"
+#include "objectcache/chunk_object.h"
+#include "objectcache/client.h"
+#include "objectcache/kv_layout.h"
+#include "objectcache/status.h"
+
+namespace py = pybind11;
+using namespace objectcache;
+
+namespace {
+
+// Text fields of the key namespace are bounded: a salt or an adapter name is short.
+constexpr size_t kMaxScopeText = 4096;
+
+PyObject* g_error_type = nullptr;  // objectcache.Error, created at import
+
+[[noreturn]] void Raise(const Status& s) {
+  py::object error = py::reinterpret_borrow<py::object>(g_error_type)(s.message());
+  error.attr("code") = std::string(StatusCodeName(s.code()));
+  error.attr("message") = s.message();
+  PyErr_SetObject(g_error_type, error.ptr());
+  throw py::error_already_set();
+}
+
+void Check(const Status& s) {
+  if (!s.ok()) Raise(s);
+}
+
+// The value of a result, or raises its error. Takes a named result (GCC 12 sees a moved-from
+// temporary std::expected as maybe uninitialized).
+template <typename T>
+T Take(Result<T>& r) {
+  if (!r) Raise(r.error());
+  return std::move(*r);
+}
+
+// ---- keys and tokens -------------------------------------------------------------------------
+
+ChunkKey ToKey(py::handle h) {
+  if (py::isinstance<py::bytes>(h)) {
+    std::string b = h.cast<std::string>();
+    if (b.size() != ChunkKey::kBytes) {
+      throw py::value_error("a chunk key is 16 bytes, not " + std::to_string(b.size()));
+    }
+    ChunkKey::Bytes bytes;
+    std::memcpy(bytes.data(), b.data(), bytes.size());
+    return ChunkKey(bytes);
+  }
+  if (py::isinstance<py::str>(h)) {
+    Result<ChunkKey> k = ChunkKey::FromHex(h.cast<std::string>());
+    if (!k) throw py::value_error(k.error().message());
+    return *k;
+  }
+  throw py::type_error("a chunk key is 16 bytes or 32 hex digits");
+}
+
+std::vector<ChunkKey> ToKeys(py::iterable keys) {
+  std::vector<ChunkKey> out;
+  for (py::handle h : keys) out.push_back(ToKey(h));
+  return out;
+}
+
+py::bytes KeyBytes(const ChunkKey& k) {
+  return py::bytes(reinterpret_cast<const char*>(k.bytes().data()), k.bytes().size());
+}
+
+py::list KeyList(const std::vector<ChunkKey>& keys) {
+  py::list out;
+  for (const ChunkKey& k : keys) out.append(KeyBytes(k));
+  return out;
+}
+
+std::vector<uint32_t> ToTokens(py::handle tokens) {
+  // A tensor or array gives its ids through tolist(); anything else is iterated.
+  py::object seq = py::hasattr(tokens, "tolist") ? tokens.attr("tolist")()
+                                                  : py::reinterpret_borrow<py::object>(tokens);
+  std::vector<uint32_t> out;
+  for (py::handle h : py::iterable(seq)) {
+    if (!py::isinstance<py::int_>(h)) throw py::type_error("token ids are integers");
+    const long long v = h.cast<long long>();
+    if (v < 0 || v > UINT32_MAX) {
+      throw py::value_error("token id " + std::to_string(v) + " is outside 0..4294967295");
+    }
+    out.push_back(static_cast<uint32_t>(v));
+  }
+  return out;
+}
+
+std::string ScopeText(const std::optional<std::string>& s, const char* what) {
+  if (!s) return {};
+  if (s->size() > kMaxScopeText) {
+    throw py::value_error(std::string(what) + " is longer than 4096 bytes");
+  }
+  return *s;
+}
+
+// ---- memory of tensors and buffers -----------------------------------------------------------
+
+// A contiguous run of host memory and the Python object that owns it.
+struct Region {
+  std::byte* data = nullptr;
+  uint64_t bytes = 0;
+  uint64_t first_dim = 0;  // the leading dimension (blocks of a paged cache); 0 for a buffer
+};
+
+bool IsTensor(py::handle h) {
+  return py::hasattr(h, "data_ptr") && py::hasattr(h, "is_contiguous") && py::hasattr(h, "dtype");
+}
+
+std::string TensorDtype(py::handle t) { return py::str(t.attr("dtype")).cast<std::string>(); }
+
+// The torch dtypes whose elements are the layout's: fp8 may be any one-byte type.
+bool DtypeMatches(const std::string& torch_dtype, KvDtype dtype) {
+  switch (dtype) {
+    case KvDtype::kBf16:
+      return torch_dtype == "torch.bfloat16";
+    case KvDtype::kFp16:
+      return torch_dtype == "torch.float16";
+    case KvDtype::kFp32:
+      return torch_dtype == "torch.float32";
+    case KvDtype::kFp8:
+      return torch_dtype == "torch.uint8" || torch_dtype == "torch.int8" ||
+             torch_dtype.starts_with("torch.float8");
+  }
+  return false;
+}
+
+Region ToRegion(py::handle obj, const KvLayout& layout, bool writable, const char* what) {
+  Region r;
+  if (IsTensor(obj)) {
+    const std::string device = py::str(obj.attr("device").attr("type")).cast<std::string>();
+    if (device != "cpu") {
+      throw py::value_error(std::string(what) + " is on " + device +
+                            "; this build fills CPU tensors (see docs/python.md)");
+    }
+    if (!obj.attr("is_contiguous")().cast<bool>()) {
+      throw py::value_error(std::string(what) + " is not contiguous");
+    }
+    const std::string dtype = TensorDtype(obj);
+    if (!DtypeMatches(dtype, layout.dtype)) {
+      throw py::type_error(std::string(what) + " is " + dtype + " but the layout's dtype is " +
+                           std::string(KvDtypeName(layout.dtype)));
+    }
+    if (writable && obj.attr("requires_grad").cast<bool>()) {
+      throw py::value_error(std::string(what) + " requires grad; pass a tensor without it");
+    }
+    r.data = reinterpret_cast<std::byte*>(obj.attr("data_ptr")().cast<uintptr_t>());
+    r.bytes = obj.attr("numel")().cast<uint64_t>() * obj.attr("element_size")().cast<uint64_t>();
+    const py::tuple shape = obj.attr("shape");
+    r.first_dim = shape.empty() ? 0 : shape[0].cast<uint64_t>();
+    return r;
+  }
+  if (!PyObject_CheckBuffer(obj.ptr())) {
+    throw py::type_error(std::string(what) + " is neither a torch tensor nor a buffer");
+  }
+  py::buffer_info info = py::reinterpret_borrow<py::buffer>(obj).request();
+  // C-contiguous: every stride is the product of the later dimensions.
+  int64_t expect = info.itemsize;
+  for (ssize_t d = info.ndim - 1; d >= 0; --d) {
+    if (info.shape[d] > 1 && info.strides[d] != expect) {
+      throw py::value_error(std::string(what) + " is not contiguous");
+    }
+    expect *= info.shape[d];
+  }
+  if (info.readonly && writable) throw py::value_error(std::string(what) + " is read-only");
+  r.data = static_cast<std::byte*>(info.ptr);
+  r.bytes = static_cast<uint64_t>(info.size) * info.itemsize;
+  r.first_dim = info.ndim > 0 ? info.shape[0] : 0;
+  return r;
+}
+
+// Where each chunk's slice of each layer of a range is: one region per layer, either holding
+// the chunks' slices back to back, or (with a block table) a paged cache whose block
+// block_table[j] is chunk j's slice.
+// The addresses alone hold no Python object, so the retrieval's threads may copy and drop them
+// without the GIL.
+struct SliceAddresses {
+  std::vector<Region> layers;    // one per layer of the range
+  std::vector<uint64_t> blocks;  // empty: back to back
+  uint64_t slice = 0;
+
+  std::byte* At(size_t layer_index, size_t chunk) const {
+    const uint64_t index = blocks.empty() ? chunk : blocks[chunk];
+    return layers[layer_index].data + index * slice;
+  }
+};
+
+struct SliceMap {
+  std::shared_ptr<SliceAddresses> at = std::make_shared<SliceAddresses>();
+  py::list owners;  // the objects whose memory this is
+};
+
+SliceMap MapSlices(py::handle layers_obj, size_t chunks, const KvLayout& layout, size_t expect,
+                   const std::optional<py::iterable>& block_table, bool writable) {
+  SliceMap map;
+  SliceAddresses& m = *map.at;
+  m.slice = layout.LayerSliceBytes();
+  py::list list;
+  if (py::isinstance<py::str>(layers_obj)) {
+    throw py::type_error("layers are given as a list of tensors or buffers, not text");
+  }
+  if (IsTensor(layers_obj) || PyObject_CheckBuffer(layers_obj.ptr())) {
+    list.append(layers_obj);  // one layer given alone
+  } else {
+    for (py::handle h : py::iterable(py::reinterpret_borrow<py::object>(layers_obj))) {
+      list.append(h);
+    }
+  }
+  if (list.size() != expect) {
+    throw py::value_error("expected " + std::to_string(expect) + " layer tensors, got " +
+                          std::to_string(list.size()));
+  }
+  if (block_table) {
+    std::set<uint64_t> seen;
+    for (py::handle h : *block_table) {
+      const long long b = h.cast<long long>();
+      if (b < 0) throw py::value_error("block ids are not negative");
+      if (!seen.insert(b).second) {
+        throw py::value_error("block " + std::to_string(b) + " is named twice in the block table");
+      }
+      m.blocks.push_back(static_cast<uint64_t>(b));
+    }
+    if (m.blocks.size() < chunks) {
+      throw py::value_error("the block table names " + std::to_string(m.blocks.size()) +
+                            " blocks for " + std::to_string(chunks) + " chunks");
+    }
+    m.blocks.resize(chunks);
+  }
+  for (size_t i = 0; i < list.size(); ++i) {
+    const std::string what = "layer tensor " + std::to_string(i);
+    Region r = ToRegion(list[i], layout, writable, what.c_str());
+    if (!m.blocks.empty()) {
+      // A paged cache: [num_blocks, ...] with one chunk's slice per block.
+      if (r.first_dim == 0 || r.bytes / r.first_dim != m.slice || r.bytes % r.first_dim != 0) {
+        throw py::value_error(what + ": a block must hold one layer slice (" +
+                              std::to_string(m.slice) +
+                              " bytes: block_size = tokens_per_chunk, the layout's heads and dim)");
+      }
+      for (uint64_t b : m.blocks) {
+        if (b >= r.first_dim) {
+          throw py::value_error("block " + std::to_string(b) + " is outside " + what + " (" +
+                                std::to_string(r.first_dim) + " blocks)");
+        }
+      }
+    } else if (r.bytes / m.slice < chunks) {
+      throw py::value_error(what + " holds " + std::to_string(r.bytes) + " bytes; " +
+                            std::to_string(chunks) + " chunks need " +
+                            std::to_string(chunks * m.slice));
+    }
+    m.layers.push_back(r);
+    map.owners.append(list[i]);
+  }
+  return map;
+}
+
+RetrievalMode ParseMode(const std::string& name) {
+  for (RetrievalMode m :
+       {RetrievalMode::kAggregatedLayerwise, RetrievalMode::kAggregatedChunkwise,
+        RetrievalMode::kPlainLayerwise, RetrievalMode::kPlainChunkwise}) {
+    if (name == RetrievalModeName(m)) return m;
+  }
+  throw py::value_error("unknown mode '" + name + "' (S3Agg-LW, S3Agg-CW, S3-LW or S3-CW)");
+}
+
+LayerRange ToRange(py::handle layers, const KvLayout& layout) {
+  uint64_t first = 0, last = 0;
+  if (py::isinstance<py::int_>(layers)) {
+    first = 0;
+    last = layers.cast<uint64_t>();
+  } else {
+    auto pair = layers.cast<std::pair<long long, long long>>();
+    if (pair.first < 0 || pair.second < 0) throw py::value_error("layers are not negative");
+    first = pair.first;
+    last = pair.second;
+  }
+  if (first >= last || last > layout.num_layers) {
+    throw py::value_error("layers [" + std::to_string(first) + ", " + std::to_string(last) +
+                          ") are not inside the layout's " + std::to_string(layout.num_layers));
+  }
+  return {static_cast<uint32_t>(first), static_cast<uint32_t>(last)};
+}
+
+// ---- the Python-facing classes ---------------------------------------------------------------
+
+class PyClient;
+
+class PyRetrieval {
+ public:
+  PyRetrieval(std::unique_ptr<LayerwiseRetrieval> r, SliceMap map, LayerRange layers)
+      : retrieval_(std::move(r)), map_(std::move(map)), layers_(layers) {}
+  ~PyRetrieval() {
+    py::gil_scoped_release release;  // the destructor waits for the retrieval's threads
+    retrieval_.reset();
+  }
+
+  uint32_t Hits() {
+    Result<uint32_t> h = [&] {
+      py::gil_scoped_release release;
+      return retrieval_->Hits();
+    }();
+    return Take(h);
+  }
+  void WaitForLayer(uint32_t layer) {
+    if (layer < layers_.first || layer >= layers_.last) {
+      throw py::value_error("layer " + std::to_string(layer) + " is not in this retrieval");
+    }
+    Status s;
+    {
+      py::gil_scoped_release release;
+      s = retrieval_->WaitForLayer(layer);
+    }
+    Check(s);
+  }
+  void Wait() {
+    Status s;
+    {
+      py::gil_scoped_release release;
+      s = retrieval_->Wait();
+    }
+    Check(s);
+  }
+
+ private:
+  std::unique_ptr<LayerwiseRetrieval> retrieval_;
+  SliceMap map_;  // keeps the destinations alive
+  LayerRange layers_;
+};
+
+class PySave {
+ public:
+  PySave(std::unique_ptr<LayerwiseSave> save, ModelPreset model, size_t chunks)
+      : save_(std::move(save)), model_(std::move(model)), chunks_(chunks) {}
+
+  void SaveLayer(uint32_t layer, py::handle source, std::optional<py::iterable> block_ids) {
+    if (layer >= model_.layout.num_layers) {
+      throw py::value_error("layer " + std::to_string(layer) + " is outside the layout");
+    }
+    SliceMap map = MapSlices(source, chunks_, model_.layout, 1, block_ids, /*writable=*/false);
+    Status s;
+    {
+      py::gil_scoped_release release;  // the copy runs while Python goes on
+      const SliceAddresses& at = *map.at;
+      s = save_->SaveLayer(layer, [&at](size_t chunk) { return at.At(0, chunk); });
+    }
+    Check(s);
+  }
+  bool dropped() const { return save_->dropped(); }
+
+ private:
+  std::unique_ptr<LayerwiseSave> save_;
+  ModelPreset model_;
+  size_t chunks_;
+};
+
+class PyClient {
+ public:
+  PyClient(std::vector<std::string> endpoints, std::string bucket, ModelPreset model,
+           std::optional<std::string> access_key, std::optional<std::string> secret_key,
+           uint64_t dram_tier_bytes, std::optional<std::string> ca_file, double timeout_seconds,
+           int retries, uint64_t write_behind_bytes, int parallel_requests,
+           int aggregated_streams)
+      : model_(std::move(model)) {
+    if (timeout_seconds <= 0 || timeout_seconds > 86400) {
+      throw py::value_error("timeout must be in (0, 86400] seconds");
+    }
+    if (retries < 0 || parallel_requests < 1 || aggregated_streams < 1) {
+      throw py::value_error("retries >= 0, parallel_requests >= 1, aggregated_streams >= 1");
+    }
+    ClientOptions o;
+    o.endpoints = std::move(endpoints);
+    o.bucket = std::move(bucket);
+    o.access_key = access_key.value_or("");
+    o.secret_key = secret_key.value_or("");
+    o.dram_tier_bytes = dram_tier_bytes;
+    o.ca_file = ca_file.value_or("");
+    o.timeout = std::chrono::seconds(static_cast<int64_t>(timeout_seconds + 0.999));
+    o.retries = retries;
+    o.write_behind_bytes = write_behind_bytes;
+    o.parallel_requests = parallel_requests;
+    o.aggregated_streams = aggregated_streams;
+    Result<std::unique_ptr<Client>> client = Client::Create(o);
+    client_ = std::shared_ptr<Client>(Take(client).release());
+  }
+  ~PyClient() {
+    py::gil_scoped_release release;  // the write-behind thread drains first
+    client_.reset();
+  }
+
+  const ModelPreset& model() const { return model_; }
+
+  size_t Lookup(py::iterable keys_obj) {
+    std::vector<ChunkKey> keys = ToKeys(keys_obj);
+    if (keys.empty()) return 0;
+    Result<size_t> n = [&] {
+      py::gil_scoped_release release;
+      return client_->Lookup(keys);
+    }();
+    return Take(n);
+  }
+
+  py::list Pin(py::iterable keys_obj, double ttl_seconds) {
+    std::vector<ChunkKey> keys = ToKeys(keys_obj);
+    if (!(ttl_seconds >= 1 && ttl_seconds <= 366.0 * 86400)) {
+      throw py::value_error("ttl_seconds must be between 1 second and a year");
+    }
+    Result<std::vector<ChunkKey>> missing = [&] {
+      py::gil_scoped_release release;
+      return client_->Pin(keys, std::chrono::seconds(static_cast<int64_t>(ttl_seconds)));
+    }();
+    return KeyList(Take(missing));
+  }
+
+  std::unique_ptr<PyRetrieval> Retrieve(py::iterable keys_obj, py::handle layers_obj,
+                                        py::handle dest, const std::string& mode,
+                                        std::optional<py::iterable> block_table,
+                                        double compute_seconds_per_layer) {
+    LayerwiseRequest req;
+    req.model = model_;
+    req.keys = ToKeys(keys_obj);
+    if (req.keys.empty()) throw py::value_error("no keys to retrieve");
+    req.layers = ToRange(layers_obj, model_.layout);
+    req.mode = ParseMode(mode);
+    if (!(compute_seconds_per_layer >= 0 && compute_seconds_per_layer < 3600)) {
+      throw py::value_error("compute_seconds_per_layer must be in [0, 3600)");
+    }
+    req.compute_seconds_per_layer = compute_seconds_per_layer;
+    SliceMap map = MapSlices(dest, req.keys.size(), model_.layout,
+                             req.layers.last - req.layers.first, block_table, /*writable=*/true);
+    // The addresses stay valid as long as the Retrieval holds their owners.
+    std::shared_ptr<const SliceAddresses> addresses = map.at;
+    const LayerRange range = req.layers;
+    const uint32_t first = range.first;
+    req.destination = [addresses, first](uint32_t layer, size_t chunk) {
+      return addresses->At(layer - first, chunk);
+    };
+    Result<std::unique_ptr<LayerwiseRetrieval>> r = [&] {
+      py::gil_scoped_release release;
+      return client_->RetrieveLayerwise(std::move(req));
+    }();
+    return std::make_unique<PyRetrieval>(Take(r), std::move(map), range);
+  }
+
+  void Store(py::handle key_obj, py::handle kv) {
+    const ChunkKey key = ToKey(key_obj);
+    Region r = ToRegion(kv, model_.layout, /*writable=*/false, "kv");
+    if (r.bytes != model_.layout.ChunkKvBytes()) {
+      throw py::value_error("kv is " + std::to_string(r.bytes) + " bytes; a chunk of " +
+                            model_.layout.ToString() + " is " +
+                            std::to_string(model_.layout.ChunkKvBytes()));
+    }
+    Result<std::string> object = [&] {
+      py::gil_scoped_release release;
+      return EncodeChunkObject(model_.layout, key, {r.data, r.bytes});
+    }();
+    std::string bytes = Take(object);
+    py::gil_scoped_release release;
+    client_->StoreAsync(key, std::move(bytes));
+  }
+
+  std::unique_ptr<PySave> StartSave(py::iterable keys_obj) {
+    std::vector<ChunkKey> keys = ToKeys(keys_obj);
+    if (keys.empty()) throw py::value_error("no keys to save");
+    const size_t n = keys.size();
+    Result<std::unique_ptr<LayerwiseSave>> save = [&] {
+      py::gil_scoped_release release;
+      return client_->StartSave(model_, std::move(keys));
+    }();
+    return std::make_unique<PySave>(Take(save), model_, n);
+  }
+
+  void Flush() {
+    py::gil_scoped_release release;
+    client_->Flush();
+  }
+
+  py::dict Stats() const {
+    const ClientStats s = client_->Stats();
+    py::dict d;
+    d["stored"] = s.stored;
+    d["dropped"] = s.dropped;
+    d["failed"] = s.failed;
+    d["dram_bytes"] = s.dram_bytes;
+    return d;
+  }
+
+ private:
+  ModelPreset model_;
+  std::shared_ptr<Client> client_;
+};
+
+ModelPreset MakeLayout(uint32_t layers, uint32_t kv_heads, uint32_t head_dim,
+                       const std::string& dtype, uint32_t tokens_per_chunk, const std::string& name,
+                       bool latent) {
+  ModelPreset m;
+  if (name.empty() || name.size() > kMaxScopeText) {
+    throw py::value_error("the model name is 1 to 4096 bytes");
+  }
+  m.name = name;
+  m.layout.num_layers = layers;
+  m.layout.num_kv_heads = kv_heads;
+  m.layout.head_dim = head_dim;
+  Result<KvDtype> d = ParseKvDtype(dtype);
+  if (!d) throw py::value_error(d.error().message());
+  m.layout.dtype = *d;
+  m.layout.tokens_per_chunk = tokens_per_chunk;
+  m.layout.kind = latent ? KvKind::kLatent : KvKind::kKeyValue;
+  if (Status s = m.layout.Validate(); !s.ok()) throw py::value_error(s.message());
+  return m;
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_native, m) {
+  m.doc() = "ObjectCache's C++ client, bound for Python engines (docs/python.md).";
+  g_error_type = PyErr_NewExceptionWithDoc(
+      "objectcache.Error",
+      "An error of the cache: .code names the status (NotFound, DataLoss, Unavailable, ...) "
+      "and .message says what happened.",
+      PyExc_RuntimeError, nullptr);
+  m.attr("Error") = py::handle(g_error_type);
+
+  py::class_<ModelPreset>(m, "Layout", R"doc(
+The shape of a model's KV cache and its chunking: what a chunk object holds.
+
+Layout(layers, kv_heads, head_dim, dtype="bf16", tokens_per_chunk=16, name="custom",
+       latent=False)
+
+A layer slice of a chunk is tokens_per_chunk x 2 (K and V) x kv_heads x head_dim elements; a
+latent layout (MLA: one latent vector per token per layer) has no factor 2: give kv_heads=1 and
+head_dim = the latent width. `name` is the model's name, part of every key.)doc")
+      .def(py::init(&MakeLayout), py::arg("layers"), py::arg("kv_heads"), py::arg("head_dim"),
+           py::arg("dtype") = "bf16", py::arg("tokens_per_chunk") = 16,
+           py::arg("name") = "custom", py::arg("latent") = false)
+      .def_static(
+          "preset",
+          [](const std::string& name) {
+            Result<ModelPreset> p = FindModelPreset(name);
+            if (!p) throw py::value_error(p.error().message());
+            return *p;
+          },
+          py::arg("name"), "A named preset: llama-3.1-8b, llama-3.1-70b, ...")
+      .def_static(
+          "from_json",
+          [](const std::string& text) {
+            Result<ModelPreset> p = ParseModelJson(text);
+            if (!p) throw py::value_error(p.error().message());
+            return *p;
+          },
+          py::arg("text"), "A layout in the JSON form of `objectcache --layout FILE`.")
+      .def("to_json", &ModelToJson)
+      .def_property_readonly("name", [](const ModelPreset& p) { return p.name; })
+      .def_property_readonly("layers", [](const ModelPreset& p) { return p.layout.num_layers; })
+      .def_property_readonly("kv_heads", [](const ModelPreset& p) { return p.layout.num_kv_heads; })
+      .def_property_readonly("head_dim", [](const ModelPreset& p) { return p.layout.head_dim; })
+      .def_property_readonly("dtype",
+                             [](const ModelPreset& p) { return KvDtypeName(p.layout.dtype); })
+      .def_property_readonly("tokens_per_chunk",
+                             [](const ModelPreset& p) { return p.layout.tokens_per_chunk; })
+      .def_property_readonly(
+          "latent", [](const ModelPreset& p) { return p.layout.kind == KvKind::kLatent; })
+      .def_property_readonly("layer_slice_bytes",
+                             [](const ModelPreset& p) { return p.layout.LayerSliceBytes(); })
+      .def_property_readonly("chunk_kv_bytes",
+                             [](const ModelPreset& p) { return p.layout.ChunkKvBytes(); })
+      .def_property_readonly(
+          "chunk_object_bytes",
+          [](const ModelPreset& p) { return ChunkGeometry(p.layout, ChunkKey()).ObjectBytes(); })
+      .def_property_readonly("fingerprint",
+                             [](const ModelPreset& p) { return p.layout.Fingerprint(); })
+      .def("__eq__",
+           [](const ModelPreset& a, const ModelPreset& b) {
+             return a.name == b.name && a.layout == b.layout;
+           })
+      .def("__repr__", [](const ModelPreset& p) {
+        return "Layout(" + p.name + ": " + p.layout.ToString() + ")";
+      });
+
+  m.def(
+      "chunk_keys",
+      [](py::handle tokens, const ModelPreset& layout, std::optional<std::string> tenant,
+         std::optional<std::string> adapter, std::optional<std::string> cache_salt) {
+        const std::vector<uint32_t> ids = ToTokens(tokens);
+        const std::string t = ScopeText(tenant, "tenant"), a = ScopeText(adapter, "adapter"),
+                          c = ScopeText(cache_salt, "cache_salt");
+        const KeyNamespace ns(layout.name, layout.layout,
+                              KeyScope{.tenant_salt = t, .adapter = a, .cache_salt = c});
+        return KeyList(ns.KeysForTokens(ids));
+      },
+      py::arg("tokens"), py::arg("layout"), py::arg("tenant") = py::none(),
+      py::arg("adapter") = py::none(), py::arg("cache_salt") = py::none(),
+      R"doc(The 16-byte keys of every full chunk of `tokens` (docs/keys.md): the same keys as
+`objectcache kv keys`. The tenant salt, LoRA adapter and request cache salt are part of the
+namespace, so two of them never share a chunk.)doc");
+
+  m.def(
+      "encode_chunk",
+      [](const ModelPreset& layout, py::handle key, py::handle kv) {
+        const ChunkKey k = ToKey(key);
+        Region r = ToRegion(kv, layout.layout, false, "kv");
+        Result<std::string> object = EncodeChunkObject(layout.layout, k, {r.data, r.bytes});
+        return py::bytes(Take(object));
+      },
+      py::arg("layout"), py::arg("key"), py::arg("kv"),
+      "The chunk object (docs/object-format.md) of one chunk's layer-major KV.");
+
+  py::class_<PyRetrieval>(m, "Retrieval",
+                          "A layerwise retrieval in flight; its destinations are filled in place.")
+      .def_property_readonly("hits", &PyRetrieval::Hits,
+                             "How many leading keys are delivered (blocks until known).")
+      .def("wait_for_layer", &PyRetrieval::WaitForLayer, py::arg("layer"),
+           "Blocks until `layer` is in its destination and verified; raises Error if it never "
+           "will be.")
+      .def("wait", &PyRetrieval::Wait, "Blocks until every layer is in; raises on failure.");
+
+  py::class_<PySave>(m, "Save", "A prefill's new chunks, saved layer by layer.")
+      .def("save_layer", &PySave::SaveLayer, py::arg("layer"), py::arg("source"),
+           py::arg("block_ids") = py::none(),
+           R"doc(Hands over layer `layer`'s KV of every chunk of the save: one tensor holding the
+chunks' slices back to back, or a paged cache [num_blocks, ...] with `block_ids` naming each
+chunk's block. Copies and returns; sealing and storing happen off this thread.)doc")
+      .def_property_readonly("dropped", &PySave::dropped,
+                             "True when the write-behind queue had no room for this save.");
+
+  py::class_<PyClient>(m, "Client", R"doc(
+A client of `objectcache serve` (or of any S3 server, for the plain modes).
+
+Client(endpoints, bucket, layout, access_key=None, secret_key=None, dram_tier_bytes=0,
+       ca_file=None, timeout=60, retries=3, write_behind_bytes=256 MiB, parallel_requests=8,
+       aggregated_streams=1))doc")
+      .def(py::init<std::vector<std::string>, std::string, ModelPreset, std::optional<std::string>,
+                    std::optional<std::string>, uint64_t, std::optional<std::string>, double, int,
+                    uint64_t, int, int>(),
+           py::arg("endpoints"), py::arg("bucket"), py::arg("layout"),
+           py::arg("access_key") = py::none(), py::arg("secret_key") = py::none(),
+           py::arg("dram_tier_bytes") = 0, py::arg("ca_file") = py::none(),
+           py::arg("timeout") = 60.0, py::arg("retries") = 3,
+           py::arg("write_behind_bytes") = uint64_t{256} << 20, py::arg("parallel_requests") = 8,
+           py::arg("aggregated_streams") = 1)
+      .def_property_readonly("layout", &PyClient::model)
+      .def("lookup", &PyClient::Lookup, py::arg("keys"), "How many leading keys are cached.")
+      .def("pin", &PyClient::Pin, py::arg("keys"), py::arg("ttl_seconds"),
+           "Keeps the chunks from eviction for the TTL; returns the keys that are not cached.")
+      .def("retrieve_layerwise", &PyClient::Retrieve, py::keep_alive<0, 1>(), py::arg("keys"),
+           py::arg("layers"), py::arg("dest"), py::arg("mode") = "S3Agg-LW",
+           py::arg("block_table") = py::none(), py::arg("compute_seconds_per_layer") = 0.0,
+           R"doc(Starts retrieving the cached prefix of `keys` into `dest` and returns at once.
+`layers` is a count (layers 0..n-1) or a (first, last) pair; `dest` has one tensor or buffer per
+layer of the range, holding the chunks' slices back to back, or, with `block_table`, a paged
+cache [num_blocks, 2, block_size, kv_heads, head_dim] whose block block_table[j] receives chunk
+j. `mode` is S3Agg-LW (default), S3Agg-CW, S3-LW or S3-CW.)doc")
+      .def("store", &PyClient::Store, py::arg("key"), py::arg("kv"),
+           "Queues one chunk's layer-major KV to be stored, write-behind (never blocks).")
+      .def("start_save", &PyClient::StartSave, py::keep_alive<0, 1>(), py::arg("keys"),
+           "Starts saving the chunks `keys` layer by layer (Save.save_layer).")
+      .def("flush", &PyClient::Flush, "Blocks until every chunk queued so far is stored.")
+      .def("stats", &PyClient::Stats,
+           "{stored, dropped, failed, dram_bytes}: the write-behind queue's counts.");
+}

@@ -1,0 +1,408 @@
+#!/usr/bin/python3
+"""The Python package against a real `objectcache serve` (docs/python.md): keys, retrieval into
+torch tensors and buffers in every mode, the layerwise save path, bad arguments, and the
+reference engine's prefix caching through the vLLM-shaped connector: logits with a restored
+prefix equal a full recompute's, also when chunks are damaged, missing or the server dies.
+
+  python_test.py --objectcache PATH --python-dir BUILD/python [unittest args]
+"""
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import textwrap
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import s3_server_test as base  # noqa: E402
+
+objectcache = torch = engine = connector = None
+PYTHON_DIR = None
+MODES = ["S3Agg-LW", "S3Agg-CW", "S3-LW", "S3-CW"]
+# A small model: a prefill is milliseconds, and 4 layers x 2 KV heads x 16 dims is enough to
+# make every layer, head and position count.
+CONFIG = dict(vocab_size=256, hidden=64, layers=4, heads=4, kv_heads=2, intermediate=160)
+
+
+def random_kv(layout, chunks, seed):
+    g = torch.Generator().manual_seed(seed)
+    shape = (chunks, layout.layers, layout.layer_slice_bytes // 4)
+    return torch.randn(*shape, generator=g, dtype=torch.float32)
+
+
+class PackageTest(base.ServerCase):
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        cls.s3.create_bucket(Bucket="kvs")
+        cls.layout = objectcache.Layout(3, 2, 8, "fp32", 16, "test-model")
+
+    def client(self, **kw):
+        return objectcache.Client([self.server.endpoint], "kvs", self.layout,
+                                  access_key=base.ACCESS, secret_key=base.SECRET, **kw)
+
+    def stored_chunks(self, n, seed):
+        """n chunks stored under fresh keys: (keys, kv [n, layers, slice floats])."""
+        keys = objectcache.chunk_keys(range(seed * 10000, seed * 10000 + 16 * n), self.layout)
+        kv = random_kv(self.layout, n, seed)
+        c = self.client()
+        for j, key in enumerate(keys):
+            c.store(key, kv[j])
+        c.flush()
+        self.assertEqual(c.stats()["stored"], n)
+        return keys, kv
+
+    def test_keys_are_the_clis_and_every_scope_separates(self):
+        tokens = list(range(40))
+        for scope in [{}, {"tenant": "acme"}, {"adapter": "sql-lora"},
+                      {"adapter": "sql-lora", "cache_salt": "user-7"}]:
+            flags = [f"--{k.replace('_', '-')}={v}" for k, v in scope.items()]
+            cli = subprocess.run([base.OC, "kv", "keys", "--layout", "llama-3.1-8b", *flags] +
+                                 [str(t) for t in tokens], check=True, capture_output=True)
+            keys = objectcache.chunk_keys(tokens, objectcache.Layout.preset("llama-3.1-8b"),
+                                          **scope)
+            self.assertEqual([k.hex() for k in keys], cli.stdout.decode().split())
+        layout = objectcache.Layout.preset("llama-3.1-8b")
+        seen = {}
+        for adapter in [None, "a", "b"]:
+            for salt in [None, "x", "y"]:
+                for k in objectcache.chunk_keys(range(64), layout, adapter=adapter,
+                                                cache_salt=salt):
+                    self.assertNotIn(k, seen, (adapter, salt, seen.get(k)))
+                    seen[k] = (adapter, salt)
+        # The golden vector of docs/keys.md.
+        self.assertEqual(objectcache.chunk_keys(range(40), layout)[0].hex(),
+                         "6d0f5c5d66016c150b2cafada81c8810")
+
+    def test_layouts_from_model_shapes(self):
+        mla = objectcache.layout_for_model("deepseek-v3", 61, 1, 576, torch.bfloat16,
+                                           latent=True)
+        self.assertTrue(mla.latent)
+        self.assertEqual(mla.layer_slice_bytes, 16 * 576 * 2)  # one vector a token, not K and V
+        gqa = objectcache.layout_for_model("deepseek-v3", 61, 1, 576, torch.bfloat16)
+        self.assertEqual(gqa.layer_slice_bytes, 2 * mla.layer_slice_bytes)
+        self.assertNotEqual(mla.fingerprint, gqa.fingerprint)
+        self.assertNotEqual(objectcache.chunk_keys(range(16), mla),
+                            objectcache.chunk_keys(range(16), gqa))
+        self.assertEqual(objectcache.Layout.from_json(mla.to_json()), mla)
+        with self.assertRaises(TypeError):
+            objectcache.layout_for_model("m", 2, 2, 8, torch.int64)
+
+    def test_retrieve_into_tensors_buffers_and_pages_in_every_mode(self):
+        keys, kv = self.stored_chunks(5, 1)
+        c = self.client()
+        self.assertEqual(c.lookup(keys), 5)
+        floats = self.layout.layer_slice_bytes // 4
+        for mode in MODES:
+            dest = [torch.zeros(5, floats) for _ in range(3)]
+            r = c.retrieve_layerwise(keys, 3, dest, mode=mode)
+            self.assertEqual(r.hits, 5)
+            for layer in range(3):
+                r.wait_for_layer(layer)
+                self.assertTrue(torch.equal(dest[layer], kv[:, layer]), (mode, layer))
+            r.wait()
+            # Paged: [num_blocks, 2, 16, kv_heads, head_dim], chunks into scattered blocks.
+            pages = [torch.zeros(9, 2, 16, 2, 8) for _ in range(2)]
+            table = [7, 0, 4, 2, 8]
+            r = c.retrieve_layerwise(keys, (1, 3), pages, mode=mode, block_table=table)
+            r.wait()
+            for i, layer in enumerate((1, 2)):
+                for j, block in enumerate(table):
+                    self.assertTrue(torch.equal(pages[i][block].flatten(), kv[j, layer]))
+                untouched = [b for b in range(9) if b not in table]
+                self.assertEqual(pages[i][untouched].abs().sum().item(), 0)
+        # Any writable buffer: a bytearray per layer.
+        bufs = [bytearray(5 * self.layout.layer_slice_bytes) for _ in range(3)]
+        c.retrieve_layerwise(keys, 3, bufs).wait()
+        for layer in range(3):
+            self.assertEqual(bytes(bufs[layer]), kv[:, layer].numpy().tobytes())
+        # A prefix that stops at a missing key.
+        other = objectcache.chunk_keys(range(900000, 900016), self.layout)
+        dest = [torch.zeros(6, floats) for _ in range(3)]
+        r = c.retrieve_layerwise(keys[:2] + other + keys[2:], 3, dest)
+        self.assertEqual(r.hits, 2)
+        r.wait()
+        self.assertTrue(torch.equal(dest[0][:2], kv[:2, 0]))
+
+    def test_save_layer_by_layer(self):
+        keys = objectcache.chunk_keys(range(20000, 20000 + 64), self.layout)
+        kv = random_kv(self.layout, 4, 2)
+        c = self.client()
+        save = c.start_save(keys)
+        self.assertFalse(save.dropped)
+        pages = [torch.zeros(6, 2, 16, 2, 8) for _ in range(3)]
+        table = [5, 1, 3, 0]
+        for layer in [2, 0, 1]:  # any order; stored once the last is in
+            for j, block in enumerate(table):
+                pages[layer][block] = kv[j, layer].view(2, 16, 2, 8)
+            save.save_layer(layer, pages[layer], block_ids=table)
+            pages[layer].zero_()  # the engine may reuse its blocks at once
+        with self.assertRaises(objectcache.Error) as e:
+            save.save_layer(1, pages[1], block_ids=table)
+        self.assertEqual(e.exception.code, "InvalidArgument")
+        c.flush()
+        self.assertEqual(c.stats()["stored"], 4)
+        dest = [torch.zeros(4, self.layout.layer_slice_bytes // 4) for _ in range(3)]
+        self.client().retrieve_layerwise(keys, 3, dest).wait()
+        for layer in range(3):
+            self.assertTrue(torch.equal(dest[layer], kv[:, layer]))
+        # A queue too small for the save drops it, counts it and never blocks.
+        small = self.client(write_behind_bytes=self.layout.chunk_object_bytes)
+        save = small.start_save(keys)
+        self.assertTrue(save.dropped)
+        save.save_layer(0, dest[0])
+        self.assertEqual(small.stats()["dropped"], 4)
+        # A save abandoned before its last layer stores nothing and gives its room back.
+        partial = self.client(write_behind_bytes=4 * self.layout.chunk_object_bytes)
+        s = partial.start_save(keys)
+        s.save_layer(0, dest[0])
+        del s
+        self.assertFalse(partial.start_save(keys).dropped)
+
+    def test_bad_arguments_raise_and_write_nothing(self):
+        keys, kv = self.stored_chunks(2, 3)
+        c = self.client()
+        floats = self.layout.layer_slice_bytes // 4
+        big = torch.full((3, floats), 7.0)
+        cases = [
+            ([torch.zeros(2, floats, dtype=torch.float16)] * 3, {}, TypeError),    # dtype
+            ([big[:1]] * 3, {}, ValueError),                                    # too small
+            ([torch.zeros(floats, 2).t()] * 3, {}, ValueError),                 # not contiguous
+            ([bytes(2 * floats * 4)] * 3, {}, ValueError),                      # read-only
+            ([torch.zeros(2, floats)] * 2, {}, ValueError),                     # layer count
+            ("not memory", {}, TypeError),
+            ([torch.zeros(4, 2, 16, 2, 8)] * 3, {"block_table": [0, 0]}, ValueError),
+            ([torch.zeros(4, 2, 16, 2, 8)] * 3, {"block_table": [0, 4]}, ValueError),
+            ([torch.zeros(4, 2, 16, 2, 8)] * 3, {"block_table": [-1, 2]}, ValueError),
+            ([torch.zeros(4, 2, 8, 2, 8)] * 3, {"block_table": [0, 1]}, ValueError),
+            ([torch.zeros(2, floats)] * 3, {"mode": "S3-XX"}, ValueError),
+        ]
+        for dest, kw, error in cases:
+            with self.assertRaises(error, msg=(kw, error)):
+                c.retrieve_layerwise(keys, 3, dest, **kw)
+        self.assertEqual(big.sum().item(), 7.0 * big.numel())  # nothing written past
+        for bad_layers in [(2, 1), (0, 4), 0, (-1, 2)]:
+            with self.assertRaises(ValueError):
+                c.retrieve_layerwise(keys, bad_layers, [torch.zeros(2, floats)] * 3)
+        for bad_key in [b"short", "zz" * 16, 7]:
+            with self.assertRaises((ValueError, TypeError)):
+                c.lookup([bad_key])
+        with self.assertRaises(ValueError):
+            objectcache.chunk_keys([-1] * 16, self.layout)
+        with self.assertRaises(ValueError):
+            objectcache.chunk_keys([2 ** 32] * 16, self.layout)
+        with self.assertRaises(ValueError):
+            c.store(keys[0], torch.zeros(3))
+        # Keys of another layout: the server finds objects, but not of this layout: no hits.
+        other = objectcache.Client([self.server.endpoint], "kvs",
+                                   objectcache.Layout(3, 2, 8, "fp32", 16, "other-model"),
+                                   access_key=base.ACCESS, secret_key=base.SECRET)
+        wrong = objectcache.Layout(3, 1, 8, "fp32", 16, "test-model")
+        wrong_client = objectcache.Client([self.server.endpoint], "kvs", wrong,
+                                          access_key=base.ACCESS, secret_key=base.SECRET)
+        dest = [torch.full((2, floats // 2), 3.0) for _ in range(3)]
+        r = wrong_client.retrieve_layerwise(keys, 3, dest)
+        self.assertEqual(r.hits, 0)
+        r.wait()
+        self.assertTrue(all(d.eq(3.0).all() for d in dest))
+        self.assertEqual(other.lookup(objectcache.chunk_keys(range(30000, 30032),
+                                                             other.layout)), 0)
+        # Errors of the server side carry the code.
+        unsigned = objectcache.Client([self.server.endpoint], "kvs", self.layout,
+                                      access_key="nobody", secret_key="wrong-secret", retries=0)
+        with self.assertRaises(objectcache.Error) as e:
+            unsigned.lookup(keys)
+        self.assertIn(e.exception.code, ("PermissionDenied", "Unauthenticated"))
+
+
+def make_engine(endpoint, step=None, mode="S3Agg-LW", blocks=64, bucket="engine", **model_kw):
+    cfg = engine.ModelConfig(**{**CONFIG, **model_kw})
+    model = engine.ReferenceModel(cfg)
+    conn = None
+    if endpoint is not None:
+        conn = connector.ConnectorConfig([endpoint], bucket, engine.layout_for(cfg),
+                                         access_key=base.ACCESS, secret_key=base.SECRET,
+                                         mode=mode, timeout=5)
+    return engine.Engine(model, blocks, conn, step=step)
+
+
+class EngineTest(base.ServerCase):
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        cls.s3.create_bucket(Bucket="engine")
+        g = torch.Generator().manual_seed(11)
+        cls.prompt = torch.randint(0, CONFIG["vocab_size"], (96,), generator=g).tolist()
+        cls.recompute = {step: make_engine(None, step) for step in (None, 16)}
+
+    def reference(self, tokens, step):
+        return self.recompute[step].prefill(engine.Request("ref", tokens)).logits
+
+    def check(self, result, tokens, step):
+        ref = self.reference(tokens, step)
+        if step is not None:  # the same operation order: the same bits
+            self.assertTrue(torch.equal(result.logits, ref))
+        else:  # stated tolerance, and the same next token
+            self.assertTrue(torch.allclose(result.logits, ref, rtol=1e-4, atol=1e-4),
+                            (result.logits - ref).abs().max())
+            self.assertEqual(result.logits.argmax().item(), ref.argmax().item())
+
+    def test_restored_prefix_gives_recompute_logits(self):
+        p = self.prompt
+        variants = {
+            "none": [p[0] + 1] + p[1:80],          # shares 0 tokens
+            "part": p[:20] + [1, 2, 3] * 10,       # 20 tokens: one chunk and a part
+            "chunks": p[:48] + [5] * 17,           # exactly 3 chunks
+            "whole": p[:80],                       # the whole cached prompt
+        }
+        expect = {"none": 0, "part": 16, "chunks": 48, "whole": 64}
+        for step in (16, None):
+            for mode in MODES:
+                bucket = f"eng-{step or 'b'}-{mode.lower()}"
+                self.s3.create_bucket(Bucket=bucket)
+                e = make_engine(self.server.endpoint, step, mode, bucket=bucket)
+                first = e.prefill(engine.Request("r0", p[:80]))
+                self.assertEqual(first.cached_tokens, 0)
+                self.check(first, p[:80], step)
+                e.worker.flush()
+                for name, tokens in variants.items():
+                    r = e.prefill(engine.Request(name, tokens))
+                    self.assertEqual(r.cached_tokens, expect[name], (step, mode, name))
+                    self.assertEqual(r.attempts, 1)
+                    self.check(r, tokens, step)
+                e.close()
+
+    def store_prompt(self, bucket, step=16):
+        self.s3.create_bucket(Bucket=bucket)
+        e = make_engine(self.server.endpoint, step, bucket=bucket)
+        e.prefill(engine.Request("seed", self.prompt))
+        e.worker.flush()
+        keys = e.worker.keys_for(engine.Request("x", self.prompt))
+        return e, keys
+
+    def object_file(self, bucket, key):
+        for root, _, files in os.walk(self.server.store):
+            for f in files:
+                if key.hex() in f and bucket in os.path.join(root, f):
+                    return os.path.join(root, f)
+        raise AssertionError(f"no file for {key.hex()}")
+
+    def test_damaged_chunk_is_recomputed_from_there(self):
+        e, keys = self.store_prompt("damaged")
+        path = self.object_file("damaged", keys[2])
+        with open(path, "r+b") as f:  # one bit of layer 1's slice
+            f.seek(4096 + 1 * e.worker.config.layout.layer_slice_bytes + 100)
+            byte = f.read(1)
+            f.seek(-1, 1)
+            f.write(bytes([byte[0] ^ 0x10]))
+        r = e.prefill(engine.Request("after-damage", self.prompt))
+        self.assertEqual(r.cached_tokens, 32)  # chunks 0 and 1; from chunk 2 on, recomputed
+        self.assertEqual(r.attempts, 2)
+        self.check(r, self.prompt, 16)
+        e.close()
+
+    def test_missing_chunk_in_the_middle(self):
+        e, keys = self.store_prompt("missing")
+        self.s3.delete_object(Bucket="missing", Key=keys[3].hex())
+        r = e.prefill(engine.Request("m1", self.prompt))
+        self.assertEqual(r.cached_tokens, 48)
+        self.check(r, self.prompt, 16)
+        # Gone between the scheduler's lookup and the worker's retrieval.
+        e.worker.flush()
+        start = e.worker.start_load_kv
+
+        def delete_then_load(ctx):
+            self.s3.delete_object(Bucket="missing", Key=keys[1].hex())
+            start(ctx)
+        e.worker.start_load_kv = delete_then_load
+        r = e.prefill(engine.Request("m2", self.prompt))
+        self.assertEqual((r.cached_tokens, r.attempts), (16, 2))
+        self.check(r, self.prompt, 16)
+        e.close()
+
+    def test_server_killed_mid_retrieval(self):
+        tmp = tempfile.TemporaryDirectory()
+        server = base.Server(tmp.name)
+        try:
+            base.client(server.endpoint).create_bucket(Bucket="engine")
+            e = make_engine(server.endpoint, 16)
+            e.prefill(engine.Request("seed", self.prompt))
+            e.worker.flush()
+            start = e.worker.start_load_kv
+
+            def kill_then_load(ctx):
+                server.proc.kill()
+                server.proc.wait()
+                start(ctx)
+            e.worker.start_load_kv = kill_then_load
+            r = e.prefill(engine.Request("k", self.prompt))
+            self.assertEqual(r.cached_tokens, 0)
+            self.assertEqual(r.attempts, 2)
+            self.check(r, self.prompt, 16)
+            e.close()
+        finally:
+            server.stop()
+            tmp.cleanup()
+
+    def test_layout_mismatch_is_never_used(self):
+        # Objects of another layout stored under this model's keys: never a hit.
+        e, keys = self.store_prompt("mismatch-src")
+        self.s3.create_bucket(Bucket="mismatch")
+        cfg = engine.ModelConfig(**CONFIG)
+        other = objectcache.Layout(cfg.layers, 1, cfg.head_dim * 2, "fp32", 16, cfg.name)
+        for k in keys:
+            kv = torch.randn(other.chunk_kv_bytes // 4)
+            self.s3.put_object(Bucket="mismatch", Key=k.hex(),
+                               Body=objectcache.encode_chunk(other, k, kv))
+        m = make_engine(self.server.endpoint, 16, bucket="mismatch")
+        r = m.prefill(engine.Request("mm", self.prompt))
+        self.assertEqual(r.cached_tokens, 0)
+        self.check(r, self.prompt, 16)
+        e.close()
+        m.close()
+
+    def test_two_processes_share_one_server(self):
+        self.s3.create_bucket(Bucket="shared")
+        script = textwrap.dedent(f"""
+            import sys
+            sys.path.insert(0, {PYTHON_DIR!r}); sys.path.insert(0, {os.path.dirname(__file__)!r})
+            import python_test as t
+            t.load({PYTHON_DIR!r})
+            e = t.make_engine({self.server.endpoint!r}, 16, bucket="shared")
+            r = e.prefill(t.engine.Request("writer", {self.prompt!r}))
+            assert r.cached_tokens == 0
+            e.worker.flush()
+            assert e.worker.client.stats()["stored"] == 6, e.worker.client.stats()
+        """)
+        subprocess.run([sys.executable, "-c", script], check=True, timeout=120)
+        e = make_engine(self.server.endpoint, 16, bucket="shared")
+        r = e.prefill(engine.Request("reader", self.prompt + [3, 4]))
+        self.assertEqual(r.cached_tokens, 96)
+        self.check(r, self.prompt + [3, 4], 16)
+        e.close()
+
+
+def load(python_dir):
+    global objectcache, torch, engine, connector, PYTHON_DIR
+    PYTHON_DIR = python_dir
+    sys.path.insert(0, python_dir)
+    import torch as torch_module
+    import objectcache as package
+    from objectcache import connector as connector_module
+    from objectcache import engine as engine_module
+    objectcache, torch, engine, connector = package, torch_module, engine_module, connector_module
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--objectcache", required=True)
+    p.add_argument("--python-dir", required=True)
+    args, rest = p.parse_known_args()
+    base.OC = os.path.abspath(args.objectcache)
+    load(os.path.abspath(args.python_dir))
+    unittest.main(argv=[sys.argv[0], "-v", *rest])
+
+
+if __name__ == "__main__":
+    main()
