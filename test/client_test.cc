@@ -238,6 +238,58 @@ TEST_F(ClientTest, WriteBehindStoresWithoutBlockingAndDropsWhenFull) {
   EXPECT_EQ(st.stored + st.dropped + st.failed, 20u);
 }
 
+TEST_F(ClientTest, LayerwiseSaveStoresOnceTheLastLayerIsIn) {
+  std::vector<uint32_t> tokens(16 * 3, 7);
+  std::vector<ChunkKey> keys = KeyNamespace(model_.name, model_.layout).KeysForTokens(tokens);
+  const uint64_t slice = model_.layout.LayerSliceBytes();
+  // The engine's layers: chunk j's slice of layer l is kv_[j]'s, in one buffer per layer.
+  std::vector<std::string> layers(model_.layout.num_layers);
+  for (uint32_t l = 0; l < layers.size(); ++l) {
+    for (size_t j = 0; j < keys.size(); ++j) layers[l] += Slice(j, l);
+  }
+  auto c = MakeClient({.dram_tier_bytes = 64 << 20});
+  auto save = c->StartSave(model_, keys);
+  ASSERT_TRUE(save.has_value());
+  EXPECT_FALSE((*save)->dropped());
+  for (uint32_t l = model_.layout.num_layers; l-- > 0;) {  // any order
+    const std::string& layer = layers[l];
+    ASSERT_TRUE((*save)->SaveLayer(l, [&](size_t j) {
+                         return reinterpret_cast<const std::byte*>(layer.data() + j * slice);
+                       }).ok());
+    if (l > 0) {
+      c->Flush();  // nothing is queued before the last layer
+      EXPECT_EQ(c->Stats().stored, 0u);
+    }
+  }
+  EXPECT_EQ((*save)->SaveLayer(0, [&](size_t) { return nullptr; }).code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ((*save)->SaveLayer(32, [&](size_t) { return nullptr; }).code(),
+            StatusCode::kInvalidArgument);
+  c->Flush();
+  EXPECT_EQ(c->Stats().stored, keys.size());
+  EXPECT_GT(c->Stats().dram_bytes, 0u);  // sealed objects join the DRAM tier too
+  save->reset();
+  auto fresh = MakeClient();
+  Regions regions(*this, model_.layout.num_layers);
+  auto req = Request(&regions, 0, model_.layout.num_layers, RetrievalMode::kAggregatedLayerwise,
+                     keys);
+  auto r = fresh->RetrieveLayerwise(std::move(req));
+  ASSERT_TRUE(r.has_value());
+  ASSERT_TRUE((*r)->Wait().ok());
+  ExpectPrefix(regions, 0, model_.layout.num_layers, keys.size());
+  // Saves that do not fit the queue are dropped without blocking; an abandoned save gives its
+  // room back.
+  auto small = MakeClient({.write_behind_bytes = 2 * ((2u << 20) + 4096)});
+  auto too_big = small->StartSave(model_, keys);
+  EXPECT_TRUE((*too_big)->dropped());
+  EXPECT_TRUE((*too_big)->SaveLayer(0, [&](size_t) { return nullptr; }).ok());  // copies nothing
+  EXPECT_EQ(small->Stats().dropped, keys.size());
+  std::vector<ChunkKey> two(keys.begin(), keys.begin() + 2);
+  EXPECT_FALSE((*small->StartSave(model_, two))->dropped());  // destroyed at once
+  EXPECT_FALSE((*small->StartSave(model_, two))->dropped());
+  EXPECT_EQ(small->Stats().dropped, keys.size() + 4);
+}
+
 TEST_F(ClientTest, ServerKilledMidStreamFailsCleanlyWithoutHanging) {
   auto c = MakeClient();
   const uint64_t slice = model_.layout.LayerSliceBytes();

@@ -35,6 +35,47 @@ TEST(ChunkKeyTest, GoldenVectorsTenantSalt) {
   EXPECT_EQ(ns.KeysForTokens(Iota(0, 16))[0].ToHex(), "9c9b54aafd178ffbd43e44ab3e32abd9");
 }
 
+TEST(ChunkKeyTest, GoldenVectorsAdapterAndCacheSalt) {
+  const KvLayout llama = FindModelPreset("llama-3.1-8b")->layout;
+  KeyNamespace adapter("llama-3.1-8b", llama, KeyScope{.adapter = "sql-lora"});
+  EXPECT_EQ(ChunkKey(adapter.id()).ToHex(), "5bf207b4a8f5ac3b1f0ad459c38254f3");
+  EXPECT_EQ(adapter.KeysForTokens(Iota(0, 16))[0].ToHex(), "993339cde45c963bbdad3b4d0e93a1cb");
+  KeyNamespace all("llama-3.1-8b", llama,
+                   KeyScope{.tenant_salt = "acme", .adapter = "sql-lora", .cache_salt = "user-7"});
+  EXPECT_EQ(ChunkKey(all.id()).ToHex(), "a221b2bcd95c2ef14ceeab211423cb9a");
+  EXPECT_EQ(all.KeysForTokens(Iota(0, 16))[0].ToHex(), "92f2ba8338c653e4456deb5dbe74632d");
+  // Empty adapter and salt: the namespace of before they existed.
+  EXPECT_EQ(KeyNamespace("llama-3.1-8b", llama, KeyScope{}).id(), Llama8b().id());
+}
+
+TEST(ChunkKeyTest, GoldenVectorLatentLayout) {
+  KvLayout mla{61, 1, 576, KvDtype::kBf16, 16, KvKind::kLatent};
+  EXPECT_EQ(mla.Fingerprint(), 0x87ec500c8aae746full);
+  KeyNamespace ns("deepseek-v3", mla);
+  EXPECT_EQ(ChunkKey(ns.id()).ToHex(), "9c062d42cb2ac6a5947faf6270e23cbd");
+  EXPECT_EQ(ns.KeysForTokens(Iota(0, 16))[0].ToHex(), "97809693381819afcb8c9b3af524fa04");
+}
+
+TEST(ChunkKeyTest, AdaptersSaltsAndTenantsNeverShareAKey) {
+  const KvLayout llama = FindModelPreset("llama-3.1-8b")->layout;
+  std::set<ChunkKey> seen;
+  size_t made = 0;
+  // Moving text between fields must not give the same record either ("a" + "" vs "" + "a").
+  for (std::string_view tenant : {"", "a", "ab"}) {
+    for (std::string_view adapter : {"", "a", "b", "ab"}) {
+      for (std::string_view salt : {"", "a", "b", "ba"}) {
+        KeyNamespace ns("llama-3.1-8b", llama,
+                        KeyScope{.tenant_salt = tenant, .adapter = adapter, .cache_salt = salt});
+        for (const ChunkKey& k : ns.KeysForTokens(Iota(0, 64))) {
+          seen.insert(k);
+          ++made;
+        }
+      }
+    }
+  }
+  EXPECT_EQ(seen.size(), made);
+}
+
 TEST(ChunkKeyTest, GoldenVectorsOtherLayouts) {
   KeyNamespace qwen("deepseek-r1-distill-qwen-7b",
                     FindModelPreset("deepseek-r1-distill-qwen-7b")->layout);

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <random>
 
 namespace objectcache {
@@ -39,6 +40,38 @@ TEST_F(ChunkObjectTest, RoundTripsAndAlignsLayers) {
               kv_.substr(l * h.LayerSliceBytes(), h.LayerSliceBytes()));
   }
   EXPECT_EQ(*DecodeChunkObject(AsBytes(object_)), kv_);
+}
+
+TEST_F(ChunkObjectTest, SealingInPlaceGivesTheEncodedObject) {
+  const ChunkHeader g = ChunkGeometry(layout_, key_);
+  std::string object(g.ObjectBytes(), '\x55');  // the header region is overwritten
+  for (uint32_t l = 0; l < layout_.num_layers; ++l) {
+    object.replace(g.LayerOffset(l), g.LayerSliceBytes(),
+                   kv_.substr(l * g.LayerSliceBytes(), g.LayerSliceBytes()));
+    std::fill_n(object.begin() + g.LayerOffset(l) + g.LayerSliceBytes(),
+                g.layer_stride - g.LayerSliceBytes(), '\0');
+  }
+  std::span<std::byte> bytes(reinterpret_cast<std::byte*>(object.data()), object.size());
+  ASSERT_TRUE(SealChunkObject(layout_, key_, bytes).ok());
+  EXPECT_EQ(object, object_);
+  EXPECT_EQ(SealChunkObject(layout_, key_, bytes.first(object.size() - 1)).code(),
+            StatusCode::kInvalidArgument);
+}
+
+TEST_F(ChunkObjectTest, LatentLayoutsRoundTripAndAreNotKeyValueOnes) {
+  KvLayout latent{2, 1, 576, KvDtype::kBf16, 16, KvKind::kLatent};
+  EXPECT_EQ(latent.LayerSliceBytes(), 16u * 576 * 2);
+  const std::string kv = RandomBytes(latent.ChunkKvBytes(), 2);
+  const std::string object = *EncodeChunkObject(latent, key_, AsBytes(kv));
+  EXPECT_EQ(VerifyChunkObject(AsBytes(object))->layout, latent);
+  EXPECT_EQ(*DecodeChunkObject(AsBytes(object)), kv);
+  KvLayout key_value = latent;
+  key_value.kind = KvKind::kKeyValue;
+  EXPECT_EQ(DecodeChunkHeader(AsBytes(object), {.layout = &key_value}).error().code(),
+            StatusCode::kInvalidArgument);
+  std::string unknown = object;  // the kind byte altered: never read as another layout
+  unknown[29] = 7;
+  EXPECT_FALSE(DecodeChunkHeader(AsBytes(unknown)).has_value());
 }
 
 TEST_F(ChunkObjectTest, LlamaChunkIsTwoMiBPlusHeader) {

@@ -35,13 +35,14 @@ TEST(KvLayoutTest, FingerprintIsPinned) {
 
 TEST(KvLayoutTest, FingerprintChangesWithEveryField) {
   KvLayout base = FindModelPreset("llama-3.1-8b")->layout;
-  KvLayout a = base, b = base, c = base, d = base, e = base;
+  KvLayout a = base, b = base, c = base, d = base, e = base, f = base;
   a.num_layers = 33;
   b.num_kv_heads = 4;
   c.head_dim = 64;
   d.dtype = KvDtype::kFp16;
   e.tokens_per_chunk = 32;
-  for (const KvLayout& other : {a, b, c, d, e}) {
+  f.kind = KvKind::kLatent;
+  for (const KvLayout& other : {a, b, c, d, e, f}) {
     EXPECT_NE(other.Fingerprint(), base.Fingerprint()) << other.ToString();
   }
 }
@@ -59,6 +60,19 @@ TEST(KvLayoutTest, JsonRoundTrips) {
   ASSERT_TRUE(back.has_value()) << back.error().ToString();
   EXPECT_EQ(back->name, "my-model");
   EXPECT_EQ(back->layout, m.layout);
+}
+
+TEST(KvLayoutTest, LatentJsonRoundTripsAndHalvesTheSlice) {
+  Result<ModelPreset> m = ParseModelJson(
+      R"({"name": "deepseek-v3", "layers": 61, "kv_heads": 1, "head_dim": 576,
+          "dtype": "bf16", "kv": "latent"})");
+  ASSERT_TRUE(m.has_value()) << m.error().ToString();
+  EXPECT_EQ(m->layout.kind, KvKind::kLatent);
+  EXPECT_EQ(m->layout.LayerSliceBytes(), 16u * 576 * 2);
+  EXPECT_EQ(ParseModelJson(ModelToJson(*m))->layout, m->layout);
+  EXPECT_FALSE(ParseModelJson(R"({"layers": 1, "kv_heads": 1, "head_dim": 8, "dtype": "bf16",
+                                  "kv": "both"})")
+                   .has_value());
 }
 
 TEST(KvLayoutTest, JsonDefaultsTokensPerChunkTo16) {
