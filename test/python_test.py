@@ -383,6 +383,145 @@ class EngineTest(base.ServerCase):
         e.close()
 
 
+def fake_vllm_base():
+    """Stands in for vLLM's KV connector v1 base module (vLLM cannot be installed here): the
+    adapter's translation is what is under test, not vLLM."""
+    import enum
+    import types
+    name = "vllm.distributed.kv_transfer.kv_connector.v1.base"
+    parts = name.split(".")
+    for i in range(1, len(parts) + 1):
+        sys.modules.setdefault(".".join(parts[:i]), types.ModuleType(".".join(parts[:i])))
+    mod = sys.modules[name]
+
+    class KVConnectorRole(enum.Enum):
+        SCHEDULER = 0
+        WORKER = 1
+
+    class KVConnectorMetadata:
+        pass
+
+    class KVConnectorBase_V1:
+        def __init__(self, vllm_config, role):
+            self._connector_metadata = None
+
+        def bind_connector_metadata(self, meta):
+            self._connector_metadata = meta
+
+        def clear_connector_metadata(self):
+            self._connector_metadata = None
+
+    mod.KVConnectorRole, mod.KVConnectorMetadata = KVConnectorRole, KVConnectorMetadata
+    mod.KVConnectorBase_V1 = KVConnectorBase_V1
+    return mod
+
+
+class ConnectorTest(base.ServerCase):
+    """The connector's calls as vLLM makes them: a prefix partly in the engine's own cache, a
+    prompt computed over several steps, and the vLLM adapter's translation."""
+
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        g = torch.Generator().manual_seed(5)
+        cls.prompt = torch.randint(0, CONFIG["vocab_size"], (96,), generator=g).tolist()
+
+    def test_local_prefix_and_chunked_prefill(self):
+        self.s3.create_bucket(Bucket="conn")
+        seed = make_engine(self.server.endpoint, 16, bucket="conn")
+        seed.prefill(engine.Request("seed", self.prompt[:80]))  # chunks 0..4 in ObjectCache
+        seed.worker.flush()
+        conf = seed.worker.config
+        sched = connector.ObjectCacheConnector(conf, connector.Role.SCHEDULER)
+        req = engine.Request("a", self.prompt)
+        # The engine has chunk 0 itself; ObjectCache supplies 1..4; chunk 5 is computed.
+        self.assertEqual(sched.get_num_new_matched_tokens(req, 16), (64, False))
+        sched.update_state_after_alloc(req, None, 64)
+        blocks = [7, 3, 9, 1, 4, 8]
+        meta = sched.build_connector_meta(connector.SchedulerOutput(
+            [connector.NewRequest(req, blocks)], {"a": 8}))  # this step: tokens 80..87
+        (r,) = meta.requests
+        keys = sched.keys_for(req)
+        self.assertEqual((r.first_chunk, r.load_keys, r.load_blocks), (1, keys[1:5], blocks[1:5]))
+        self.assertEqual(r.save_keys, [])  # chunk 5 is not complete after this step
+        sched.update_state_after_alloc(req, None, 64)
+        meta_whole = sched.build_connector_meta(connector.SchedulerOutput(
+            [connector.NewRequest(req, blocks)], {"a": 16}))
+        self.assertEqual(meta_whole.requests[0].save_keys, keys[5:6])
+
+        cache = engine.PagedKvCache(engine.ModelConfig(**CONFIG), 12, 16)
+        worker = connector.ObjectCacheConnector(conf, connector.Role.WORKER)
+        names = [f"l{i}" for i in range(CONFIG["layers"])]
+        worker.register_kv_caches(dict(zip(names, cache.layers)))
+        worker.bind_connector_metadata(meta)
+        worker.start_load_kv(None)
+        expect = [torch.empty(4, *cache.layers[0].shape[1:]) for _ in names]
+        seed.worker.client.retrieve_layerwise(keys[1:5], len(names), expect).wait()
+        for i, name in enumerate(names):
+            worker.wait_for_layer_load(name)
+            self.assertTrue(torch.equal(cache.layers[i][blocks[1:5]], expect[i]))
+            self.assertEqual(cache.layers[i][blocks[0]].abs().sum().item(), 0)  # untouched
+        self.assertEqual(worker.get_block_ids_with_load_errors(), set())
+        for c in (seed, sched, worker):
+            c.close()
+
+    def test_vllm_adapter_translates_and_delegates(self):
+        from types import SimpleNamespace as NS
+        fake = fake_vllm_base()
+        from objectcache import vllm_connector
+        self.s3.create_bucket(Bucket="vllm")
+        c = CONFIG
+        head_dim = c["hidden"] // c["heads"]
+        vllm_config = NS(
+            kv_transfer_config=NS(kv_connector_extra_config={
+                "endpoints": [self.server.endpoint], "bucket": "vllm",
+                "access_key": base.ACCESS, "secret_key": base.SECRET}),
+            model_config=NS(model="tiny-llama", dtype=torch.float32, use_mla=False,
+                            get_num_layers=lambda p: c["layers"],
+                            get_num_kv_heads=lambda p: c["kv_heads"],
+                            get_head_size=lambda: head_dim),
+            parallel_config=NS(tensor_parallel_size=2, rank=1),
+            cache_config=NS(cache_dtype="auto", block_size=16))
+        sched = vllm_connector.ObjectCacheVllmConnector(vllm_config, fake.KVConnectorRole.SCHEDULER)
+        worker = vllm_connector.ObjectCacheVllmConnector(vllm_config, fake.KVConnectorRole.WORKER)
+        layout = worker.impl.config.layout
+        self.assertEqual((layout.name, layout.layers, layout.kv_heads, layout.head_dim,
+                          layout.dtype), ("tiny-llama/tp2.1", c["layers"], c["kv_heads"],
+                                          head_dim, "fp32"))
+        g = torch.Generator().manual_seed(8)
+        caches = {f"model.layers.{i}.self_attn.attn": torch.randn(
+            16, 2, 16, c["kv_heads"], head_dim, generator=g) for i in range(c["layers"])}
+        with self.assertRaisesRegex(ValueError, "num_blocks, 2, block_size"):
+            worker.register_kv_caches({"x": torch.empty(2, 16, 16, c["kv_heads"], head_dim)})
+        worker.register_kv_caches(caches)
+
+        def step(rid, block_ids):
+            req = NS(request_id=rid, prompt_token_ids=self.prompt, lora_request=None,
+                     cache_salt=None)
+            matched, asynchronous = sched.get_num_new_matched_tokens(req, 0)
+            sched.update_state_after_alloc(req, NS(), matched)
+            meta = sched.build_connector_meta(NS(
+                scheduled_new_reqs=[NS(req_id=rid, block_ids=(block_ids,))],
+                num_scheduled_tokens={rid: len(self.prompt) - matched}))
+            self.assertIsInstance(meta, fake.KVConnectorMetadata)
+            worker.bind_connector_metadata(meta)
+            worker.start_load_kv(None)
+            for name, cache in caches.items():
+                worker.wait_for_layer_load(name)
+                worker.save_kv_layer(name, cache, None)
+            worker.wait_for_save()
+            worker.clear_connector_metadata()
+            sched.request_finished(req, block_ids)
+            return matched
+
+        self.assertEqual(step("a", list(range(6))), 0)  # computes and saves chunks 0..5
+        worker.impl.flush()
+        self.assertEqual(step("b", list(range(10, 16))), 80)  # the last token is computed
+        for cache in caches.values():
+            self.assertTrue(torch.equal(cache[10:15], cache[0:5]))
+        self.assertEqual(worker.get_block_ids_with_load_errors(), set())
+
+
 def load(python_dir):
     global objectcache, torch, engine, connector, PYTHON_DIR
     PYTHON_DIR = python_dir

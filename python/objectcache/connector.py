@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import enum
 import re
+import time
 from dataclasses import dataclass, field
 
 from . import Client, Error, Layout, chunk_keys
@@ -58,20 +59,24 @@ class ConnectorConfig:
 
 @dataclass
 class NewRequest:
-    request: object
-    block_ids: list[int]
+    request: object              # has request_id
+    block_ids: list[int]         # all of the request's blocks, in order (block size = chunk)
 
 
 @dataclass
 class SchedulerOutput:
     scheduled_new_reqs: list[NewRequest]
+    # Prompt tokens each request computes in this step (vLLM's num_scheduled_tokens); None: the
+    # whole rest of the prompt. Only chunks computed by the end of the step are saved.
+    num_scheduled_tokens: dict[str, int] | None = None
 
 
 @dataclass
 class RequestMeta:
     """What a worker does for one request in this step."""
     request_id: str
-    load_keys: list[bytes]       # chunks 0..len-1 of the prompt, loaded into load_blocks
+    first_chunk: int             # chunks before it are in the engine's own prefix cache
+    load_keys: list[bytes]       # chunks first_chunk.. of the prompt, loaded into load_blocks
     load_blocks: list[int]
     save_keys: list[bytes]       # the chunks this step computes, saved from save_blocks
     save_blocks: list[int]
@@ -98,7 +103,8 @@ class ObjectCacheConnector:
         self._g = g
         # scheduler side
         self._keys: dict[str, list[bytes]] = {}
-        self._pending: dict[str, RequestMeta] = {}
+        self._computed: dict[str, int] = {}        # tokens the engine had before the lookup
+        self._pending: dict[str, tuple[int, int]] = {}  # (local tokens, external tokens)
         self.lookup_errors = 0
         # worker side
         self._kv_caches: list = []
@@ -106,7 +112,8 @@ class ObjectCacheConnector:
         self._meta = ConnectorMetadata()
         self._loads: dict[str, object] = {}
         self._saves: dict[str, tuple[object, list[int]]] = {}
-        self._load_errors: dict[str, int] = {}
+        self._load_errors: dict[str, tuple[int, list[int]]] = {}  # first bad chunk, blocks
+        self.save_seconds = 0.0  # time spent in save_kv_layer: the save path's forward cost
 
     def close(self) -> None:
         self._loads.clear()
@@ -126,6 +133,7 @@ class ObjectCacheConnector:
         match in chunks (after a failed load: recompute from the first bad chunk)."""
         keys = self.keys_for(request)
         self._keys[request.request_id] = keys
+        self._computed[request.request_id] = num_computed_tokens
         # At least the last prompt token is computed: the engine needs its logits.
         usable = min(len(keys), (len(request.prompt_token_ids) - 1) // self._g)
         if limit is not None:
@@ -138,26 +146,38 @@ class ObjectCacheConnector:
                 self.lookup_errors += 1  # the cache is unreachable: compute everything
         return max(0, hits * self._g - num_computed_tokens), False
 
-    def update_state_after_alloc(self, request, blocks: list[int], num_external_tokens: int):
-        keys = self._keys.get(request.request_id) or self.keys_for(request)
-        loaded = num_external_tokens // self._g
-        full = len(request.prompt_token_ids) // self._g
-        self._pending[request.request_id] = RequestMeta(
-            request.request_id, keys[:loaded], list(blocks[:loaded]), keys[loaded:full],
-            list(blocks[loaded:full]))
+    def update_state_after_alloc(self, request, blocks, num_external_tokens: int):
+        """Records what the scheduler accepted; the blocks come with the scheduled request."""
+        rid = request.request_id
+        if rid not in self._keys:
+            self._keys[rid] = self.keys_for(request)
+        self._pending[rid] = (self._computed.get(rid, 0), num_external_tokens)
 
     def build_connector_meta(self, scheduler_output: SchedulerOutput) -> ConnectorMetadata:
         meta = ConnectorMetadata()
+        scheduled = scheduler_output.num_scheduled_tokens
         for new in scheduler_output.scheduled_new_reqs:
             rid = new.request.request_id
-            if rid in self._pending:
-                meta.requests.append(self._pending.pop(rid))
+            if rid not in self._pending:
+                continue
+            local, external = self._pending.pop(rid)
+            keys, blocks, g = self._keys[rid], list(new.block_ids), self._g
+            first, loaded = local // g, external // g
+            computed = local + external
+            done = len(keys) * g if scheduled is None else computed + scheduled.get(rid, 0)
+            # Save only chunks whose every token is computed by the end of this step (a chunk
+            # saved before its KV exists would be wrong KV under a right key).
+            last = min(len(keys), len(blocks), done // g)
+            start = first + loaded
+            meta.requests.append(RequestMeta(
+                rid, first, keys[first:start], blocks[first:start], keys[start:last],
+                blocks[start:last]))
         return meta
 
     def request_finished(self, request, block_ids: list[int]) -> tuple[bool, dict | None]:
         """Saves copy what they need during the forward pass, so the blocks can be freed now."""
-        self._keys.pop(request.request_id, None)
-        self._pending.pop(request.request_id, None)
+        for d in (self._keys, self._computed, self._pending):
+            d.pop(request.request_id, None)
         return False, None
 
     # ---- worker side -------------------------------------------------------------------------
@@ -196,7 +216,7 @@ class ObjectCacheConnector:
                 self._fail(r, e)
                 continue
             if hits < len(r.load_keys):  # a chunk went missing since the lookup
-                self._load_errors[r.request_id] = hits
+                self._load_error(r, hits)
                 continue
             self._loads[r.request_id] = (retrieval, r)
 
@@ -210,9 +230,11 @@ class ObjectCacheConnector:
                 del self._loads[rid]
 
     def save_kv_layer(self, layer_name: str, kv_layer, attn_metadata, **kwargs) -> None:
+        start = time.perf_counter()
         layer = self._layer_index[layer_name]
         for save, blocks in self._saves.values():
             save.save_layer(layer, kv_layer, block_ids=blocks)
+        self.save_seconds += time.perf_counter() - start
 
     def wait_for_save(self) -> None:
         """Each layer was copied when handed over: nothing to wait for; the chunks are sealed and
@@ -229,8 +251,19 @@ class ObjectCacheConnector:
         return request_id in self._load_errors
 
     def take_load_error(self, request_id: str) -> int:
-        """The first chunk of the request that did not load verified (recompute from there)."""
-        return self._load_errors.pop(request_id)
+        """The first chunk of the request's prompt that did not load verified (recompute from
+        there)."""
+        return self._load_errors.pop(request_id)[0]
+
+    def get_block_ids_with_load_errors(self) -> set[int]:
+        """Blocks whose KV did not load verified, for every request (vLLM's name), reported
+        once; each is to be recomputed, never read."""
+        blocks = {b for _, bad in self._load_errors.values() for b in bad}
+        self._load_errors.clear()
+        return blocks
+
+    def _load_error(self, r: RequestMeta, first_bad: int) -> None:
+        self._load_errors[r.request_id] = (r.first_chunk + first_bad, r.load_blocks[first_bad:])
 
     def _fail(self, r: RequestMeta, error: Error) -> None:
         # A damaged chunk is named in the error; everything from it on is recomputed. Otherwise
@@ -241,7 +274,7 @@ class ObjectCacheConnector:
             if key.hex() in named:
                 first_bad = i
                 break
-        self._load_errors[r.request_id] = first_bad
+        self._load_error(r, first_bad)
 
     def flush(self) -> None:
         """Blocks until every saved chunk is stored (tests, and before a process exits)."""

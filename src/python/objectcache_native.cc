@@ -10,6 +10,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <chrono>
 #include <cstring>
 #include <memory>
 #include <set>
@@ -486,6 +487,39 @@ class PyClient {
     return std::make_unique<PySave>(Take(save), model_, n);
   }
 
+  // The C++ client alone on a request: regions of its own (touched before, as a tensor an engine
+  // reuses is), timed in C++ from the request to the retrieval's end, destruction included, as
+  // Python's is (the baseline of `bench model`'s python_vs_cpp_ratio).
+  double CppRetrievalSeconds(py::iterable keys_obj, py::handle layers_obj, const std::string& mode) {
+    LayerwiseRequest req;
+    req.model = model_;
+    req.keys = ToKeys(keys_obj);
+    if (req.keys.empty()) throw py::value_error("no keys to retrieve");
+    req.layers = ToRange(layers_obj, model_.layout);
+    req.mode = ParseMode(mode);
+    const uint64_t bytes = req.keys.size() * model_.layout.LayerSliceBytes();
+    std::vector<std::unique_ptr<std::byte[]>> regions;
+    for (uint32_t l = req.layers.first; l < req.layers.last; ++l) {
+      regions.emplace_back(new std::byte[bytes]);
+      std::memset(regions.back().get(), 0, bytes);
+      req.regions.emplace_back(regions.back().get(), bytes);
+    }
+    Status s;
+    double seconds = 0;
+    {
+      py::gil_scoped_release release;
+      const auto start = std::chrono::steady_clock::now();
+      {
+        Result<std::unique_ptr<LayerwiseRetrieval>> r =
+            client_->RetrieveLayerwise(std::move(req));
+        s = r ? (*r)->Wait() : r.error();
+      }
+      seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    }
+    Check(s);
+    return seconds;
+  }
+
   void Flush() {
     py::gil_scoped_release release;
     client_->Flush();
@@ -670,6 +704,10 @@ j. `mode` is S3Agg-LW (default), S3Agg-CW, S3-LW or S3-CW.)doc")
            "Queues one chunk's layer-major KV to be stored, write-behind (never blocks).")
       .def("start_save", &PyClient::StartSave, py::keep_alive<0, 1>(), py::arg("keys"),
            "Starts saving the chunks `keys` layer by layer (Save.save_layer).")
+      .def("_cpp_retrieval_seconds", &PyClient::CppRetrievalSeconds, py::arg("keys"),
+           py::arg("layers"), py::arg("mode") = "S3Agg-LW",
+           "Benchmarks only: the same retrieval by the C++ client into its own memory, timed "
+           "in C++.")
       .def("flush", &PyClient::Flush, "Blocks until every chunk queued so far is stored.")
       .def("stats", &PyClient::Stats,
            "{stored, dropped, failed, dram_bytes}: the write-behind queue's counts.");

@@ -1,0 +1,48 @@
+#!/usr/bin/python3
+"""`python3 -m objectcache.bench_model` on a tiny model end to end: it exits 0 and its JSON has
+the metrics and rows the issue names (docs/benchmarks.md). It asserts no duration.
+
+  bench_model_test.py OBJECTCACHE_BINARY BUILD/python
+"""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+METRICS = ["ttft_ms", "speedup_vs_recompute", "added_vs_dram_ms", "save_overhead_pct",
+           "save_forward_pct", "python_vs_cpp_ratio"]
+CASES = ["0", "50", "87.5"]
+
+
+def main():
+    binary, python_dir = sys.argv[1], sys.argv[2]
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, "model.json")
+        run = subprocess.run(
+            [sys.executable, "-m", "objectcache.bench_model", "--objectcache", binary,
+             "--tokens", "256", "--hidden", "64", "--layers", "2", "--heads", "4",
+             "--kv-heads", "2", "--reps", "1", "--dir", tmp, "--json", out],
+            capture_output=True, text=True, timeout=300,
+            env=dict(os.environ, PYTHONPATH=python_dir))
+        print(run.stdout)
+        assert run.returncode == 0, run.stderr
+        report = json.load(open(out))
+        metrics = report["metrics"]
+        for m in METRICS:
+            assert m in metrics, m
+        for m in ["ttft_ms", "speedup_vs_recompute", "added_vs_dram_ms"]:
+            assert sorted(metrics[m]) == sorted(CASES), metrics[m]
+        assert metrics["ttft_ms"]["87.5"] > 0 and metrics["python_vs_cpp_ratio"] > 0
+        rows = report["rows"]
+        assert [r["cached_tokens"] for r in rows] == [0, 128, 224], rows
+        assert os.listdir(tmp) == ["model.json"], os.listdir(tmp)  # its scratch is gone
+        bad = subprocess.run([sys.executable, "-m", "objectcache.bench_model", "--tokens", "8"],
+                             capture_output=True, text=True, env=dict(os.environ,
+                                                                      PYTHONPATH=python_dir))
+        assert bad.returncode != 0 and "tokens" in bad.stderr, bad.stderr
+    print("ok")
+
+
+if __name__ == "__main__":
+    main()
