@@ -11,7 +11,7 @@ import sys
 import tempfile
 
 METRICS = ["ttft_ms", "speedup_vs_recompute", "added_vs_dram_ms", "save_overhead_pct",
-           "save_forward_pct", "python_vs_cpp_ratio"]
+           "save_forward_pct", "store_after_prefill_ms", "python_vs_cpp_ratio"]
 CASES = ["0", "50", "87.5"]
 
 
@@ -22,7 +22,7 @@ def main():
         run = subprocess.run(
             [sys.executable, "-m", "objectcache.bench_model", "--objectcache", binary,
              "--tokens", "256", "--hidden", "64", "--layers", "2", "--heads", "4",
-             "--kv-heads", "2", "--reps", "1", "--dir", tmp, "--json", out],
+             "--kv-heads", "2", "--reps", "1", "--save-pairs", "1", "--dir", tmp, "--json", out],
             capture_output=True, text=True, timeout=300,
             env=dict(os.environ, PYTHONPATH=python_dir))
         print(run.stdout)

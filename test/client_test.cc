@@ -253,9 +253,13 @@ TEST_F(ClientTest, LayerwiseSaveStoresOnceTheLastLayerIsIn) {
   EXPECT_FALSE((*save)->dropped());
   for (uint32_t l = model_.layout.num_layers; l-- > 0;) {  // any order
     const std::string& layer = layers[l];
-    ASSERT_TRUE((*save)->SaveLayer(l, [&](size_t j) {
-                         return reinterpret_cast<const std::byte*>(layer.data() + j * slice);
-                       }).ok());
+    ASSERT_TRUE((*save)
+                    ->SaveLayer(l,
+                                [&](size_t j) {
+                                  return reinterpret_cast<const std::byte*>(layer.data() +
+                                                                            j * slice);
+                                })
+                    .ok());
     if (l > 0) {
       c->Flush();  // nothing is queued before the last layer
       EXPECT_EQ(c->Stats().stored, 0u);
@@ -271,8 +275,8 @@ TEST_F(ClientTest, LayerwiseSaveStoresOnceTheLastLayerIsIn) {
   save->reset();
   auto fresh = MakeClient();
   Regions regions(*this, model_.layout.num_layers);
-  auto req = Request(&regions, 0, model_.layout.num_layers, RetrievalMode::kAggregatedLayerwise,
-                     keys);
+  auto req =
+      Request(&regions, 0, model_.layout.num_layers, RetrievalMode::kAggregatedLayerwise, keys);
   auto r = fresh->RetrieveLayerwise(std::move(req));
   ASSERT_TRUE(r.has_value());
   ASSERT_TRUE((*r)->Wait().ok());

@@ -75,6 +75,23 @@ class PackageTest(base.ServerCase):
         self.assertEqual(objectcache.chunk_keys(range(40), layout)[0].hex(),
                          "6d0f5c5d66016c150b2cafada81c8810")
 
+    def test_imports_after_cmake_install(self):
+        build = os.path.dirname(PYTHON_DIR)
+        with tempfile.TemporaryDirectory() as prefix:
+            subprocess.run(["cmake", "--install", build, "--prefix", prefix], check=True,
+                           capture_output=True, timeout=120)
+            site = os.path.join(prefix, "lib", "python3", "dist-packages")
+            out = subprocess.run(
+                [sys.executable, "-c", "import objectcache, objectcache.engine, "
+                 "objectcache.connector; print(objectcache.__file__); "
+                 "print(objectcache.Layout.preset('llama-3.1-8b').layers)"],
+                env=dict(os.environ, PYTHONPATH=site), cwd=prefix, capture_output=True,
+                text=True, timeout=60)
+            self.assertEqual(out.returncode, 0, out.stderr)
+            where, layers = out.stdout.split()
+            self.assertTrue(where.startswith(site), where)
+            self.assertEqual(layers, "32")
+
     def test_layouts_from_model_shapes(self):
         mla = objectcache.layout_for_model("deepseek-v3", 61, 1, 576, torch.bfloat16,
                                            latent=True)

@@ -99,7 +99,8 @@ Result<ModelPreset> FindModelPreset(std::string_view name);
 // Parses a layout from JSON:
 //   {"name": "my-model", "layers": 32, "kv_heads": 8, "head_dim": 128,
 //    "dtype": "bf16", "tokens_per_chunk": 16, "kv": "latent"}
-// "name", "tokens_per_chunk" and "kv" ("kv" for K and V, the default, or "latent") are optional. InvalidArgument on malformed input.
+// "name", "tokens_per_chunk" and "kv" ("kv" for K and V, the default, or "latent") are optional.
+// InvalidArgument on malformed input.
 Result<ModelPreset> ParseModelJson(std::string_view json);
 
 // The JSON form accepted by ParseModelJson.

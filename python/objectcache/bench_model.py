@@ -7,8 +7,8 @@ process DRAM; the save path's cost; Python retrieval against the C++ client's.
 It starts `objectcache serve` on 127.0.0.1 over a local store in a temporary directory, stores
 the prompt's KV once through the engine's own save path, then runs every case interleaved
 (recompute, ObjectCache, DRAM in turn) with a fresh uncached suffix each time, and reports
-medians. Metrics (docs/benchmarks.md): ttft_ms, speedup_vs_recompute and added_vs_dram_ms keyed
-by the percentage cached, save_overhead_pct, save_forward_pct, python_vs_cpp_ratio.
+medians. Metrics (docs/python.md): ttft_ms, speedup_vs_recompute and added_vs_dram_ms keyed
+by the percentage cached, save_overhead_pct, save_forward_pct, store_after_prefill_ms, python_vs_cpp_ratio.
 """
 from __future__ import annotations
 
@@ -21,7 +21,10 @@ import sys
 import tempfile
 import time
 
-import torch
+# Torch's OpenMP threads otherwise spin between operations, taking the cores that OpenBLAS's
+# threads, the retrieval's threads and the server need on a small machine (docs/python.md).
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+import torch  # noqa: E402
 
 from . import connector as kvc
 from . import engine as eng
@@ -114,9 +117,24 @@ def run(args) -> dict:
                 finally:
                     e.cache.release(blk)
 
+            def run_one(kind, tokens, cached):
+                if kind == "recompute":
+                    return timed(lambda: plain.prefill(eng.Request("r", tokens)))[0]
+                if kind == "dram":
+                    return timed(lambda: dram_prefill(tokens, cached))[0]
+                cached_engine.worker.save_seconds = 0.0
+                s, r = timed(lambda: cached_engine.prefill(eng.Request("o", tokens)))
+                assert r.cached_tokens == cached, (r.cached_tokens, cached)
+                t0 = time.perf_counter()
+                cached_engine.worker.flush()  # stores behind the prefill, not in it
+                if cached == 0:
+                    save_forward.append(cached_engine.worker.save_seconds / s)
+                    store_after.append(time.perf_counter() - t0)
+                return s
+
             fractions = [0.0, 0.5, 0.875]
             samples = {f: {"recompute": [], "objectcache": [], "dram": []} for f in fractions}
-            save_e2e, save_forward = [], []
+            save_forward, store_after = [], []
             for rep in range(args.reps):
                 for f in fractions:
                     cached = int(n * f) // g * g
@@ -124,21 +142,17 @@ def run(args) -> dict:
                     runs = runs[rep % 3:] + runs[:rep % 3]  # interleaved, rotating
                     for kind in runs:
                         tokens = base[:cached] + fresh(n - cached)
-                        if kind == "recompute":
-                            s, _ = timed(lambda: plain.prefill(eng.Request(f"r{rep}", tokens)))
-                        elif kind == "objectcache":
-                            cached_engine.worker.save_seconds = 0.0
-                            s, r = timed(lambda: cached_engine.prefill(
-                                eng.Request(f"o{rep}", tokens)))
-                            assert r.cached_tokens == cached, (r.cached_tokens, cached)
-                            if f == 0.0:
-                                save_forward.append(cached_engine.worker.save_seconds / s)
-                            cached_engine.worker.flush()
-                        else:
-                            s, _ = timed(lambda: dram_prefill(tokens, cached))
-                        samples[f][kind].append(s)
-            recompute_all = statistics.median(samples[0.0]["recompute"])
-            save_e2e = (statistics.median(samples[0.0]["objectcache"]) / recompute_all - 1) * 100
+                        samples[f][kind].append(run_one(kind, tokens, cached))
+            # The save path's cost end to end: prefill with it against without, pairs run back to
+            # back (the repeats' and as many more as --save-pairs, alternating which goes first),
+            # since its cost is small against this machine's noise.
+            save_e2e = [o / r - 1 for o, r in zip(samples[0.0]["objectcache"],
+                                                  samples[0.0]["recompute"])]
+            for i in range(args.save_pairs):
+                tokens = fresh(n)
+                pair = {k: run_one(k, tokens, 0) for k in
+                        (("recompute", "objectcache") if i % 2 else ("objectcache", "recompute"))}
+                save_e2e.append(pair["objectcache"] / pair["recompute"] - 1)
 
             # Python into torch tensors against the C++ client on the same request.
             client = cached_engine.worker.client
@@ -171,8 +185,9 @@ def run(args) -> dict:
         "ttft_ms": ttft,
         "speedup_vs_recompute": speedup,
         "added_vs_dram_ms": added,
-        "save_overhead_pct": round(save_e2e, 2),
+        "save_overhead_pct": round(statistics.median(save_e2e) * 100, 2),
         "save_forward_pct": round(statistics.median(save_forward) * 100, 3),
+        "store_after_prefill_ms": ms(store_after),
         "python_vs_cpp_ratio": round(statistics.median(cpp_s) / statistics.median(py_s), 3),
         "python_gbit_s": round(kv_bytes * 8 / statistics.median(py_s) / 1e9, 2),
         "cpp_gbit_s": round(kv_bytes * 8 / statistics.median(cpp_s) / 1e9, 2),
@@ -187,19 +202,23 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--objectcache", default="objectcache", help="the objectcache binary")
     p.add_argument("--tokens", type=int, default=4096)
-    p.add_argument("--hidden", type=int, default=512)
-    p.add_argument("--layers", type=int, default=8)
-    p.add_argument("--heads", type=int, default=8)
-    p.add_argument("--kv-heads", type=int, default=2)
-    p.add_argument("--reps", type=int, default=3)
+    p.add_argument("--hidden", type=int, default=1024)
+    p.add_argument("--layers", type=int, default=4)
+    p.add_argument("--heads", type=int, default=16)
+    p.add_argument("--kv-heads", type=int, default=4)
+    p.add_argument("--reps", type=int, default=5)
+    p.add_argument("--save-pairs", type=int, default=6,
+                   help="extra pairs of 0%%-cached prefills with and without saving")
     p.add_argument("--threads", type=int, default=os.cpu_count() or 1)
     p.add_argument("--dir", help="scratch directory (default: the system's temporary one)")
     p.add_argument("--json", help="write the results here")
     args = p.parse_args(argv)
     if args.tokens < 64:
         p.error("--tokens must be at least 64 (4 chunks of 16)")
-    if args.hidden % args.heads or args.heads % args.kv_heads or args.reps < 1:
-        p.error("--hidden must divide by --heads, --heads by --kv-heads; --reps >= 1")
+    if args.hidden % args.heads or args.heads % args.kv_heads or args.reps < 1 \
+            or args.save_pairs < 0:
+        p.error("--hidden must divide by --heads, --heads by --kv-heads; --reps >= 1, "
+                "--save-pairs >= 0")
     result = run(args)
     c = result["config"]
     print(f"reference model: {c['layers']} layers, hidden {c['hidden']}, {c['heads']} heads, "
@@ -213,7 +232,8 @@ def main(argv=None) -> int:
               f"{r['added_vs_dram_ms']:>17}")
     m = result["metrics"]
     print(f"save path: {m['save_overhead_pct']}% of prefill end to end, "
-          f"{m['save_forward_pct']}% on the forward path")
+          f"{m['save_forward_pct']}% on the forward path; storing went on "
+          f"{m['store_after_prefill_ms']} ms after the prefill")
     print(f"retrieve_layerwise from Python into torch: {m['python_gbit_s']} Gbit/s, C++ client "
           f"{m['cpp_gbit_s']} Gbit/s: ratio {m['python_vs_cpp_ratio']}")
     if args.json:

@@ -109,18 +109,29 @@ class ReferenceModel:
         rotated = torch.cat([-x[..., half:], x[..., :half]], -1)
         return x * cos + rotated * sin
 
+    # Queries are attended in blocks of this many positions, aligned to absolute multiples of it,
+    # each against the keys up to its own end only: causal attention without the masked half,
+    # with scores small enough to stay in cache. A position's block depends on the position
+    # alone, so its arithmetic is the same whether the tokens before it were restored or not.
+    QUERY_BLOCK = 64
+
     def attention(self, q, k, v, q_positions):
-        # q: [s, heads, hd]; k, v: [n, kv_heads, hd] for positions 0..n-1; causal.
+        # q: [s, heads, hd] at consecutive positions; k, v: [n, kv_heads, hd] for positions
+        # 0..n-1; causal. Query head h reads KV head h // group, without copying K or V.
         c = self.config
-        group = c.heads // c.kv_heads
-        k = k.repeat_interleave(group, dim=1)
-        v = v.repeat_interleave(group, dim=1)
-        scores = torch.einsum("shd,nhd->hsn", q, k) / math.sqrt(c.head_dim)
-        n = k.shape[0]
-        mask = torch.arange(n)[None, :] > q_positions[:, None]
-        scores = scores.masked_fill(mask[None], float("-inf"))
-        probs = torch.softmax(scores.float(), dim=-1).to(q.dtype)
-        return torch.einsum("hsn,nhd->shd", probs, v)
+        s, group = q.shape[0], c.heads // c.kv_heads
+        q = (q * (1.0 / math.sqrt(c.head_dim))).view(s, c.kv_heads, group, c.head_dim)
+        out = torch.empty_like(q)
+        first, qb = int(q_positions[0]), self.QUERY_BLOCK
+        edges = [0] + list(range((first // qb + 1) * qb - first, s, qb)) + [s]
+        for a, b in zip(edges, edges[1:]):
+            start, end = first + a, first + b  # keys 0..end-1; those before start: all visible
+            scores = torch.einsum("skgd,nkd->kgsn", q[a:b], k[:end])
+            hidden = torch.arange(start, end)[None, :] > q_positions[a:b, None]
+            scores[..., start:end].masked_fill_(hidden, float("-inf"))
+            probs = torch.softmax(scores.float(), dim=-1).to(q.dtype)
+            out[a:b] = torch.einsum("kgsn,nkd->skgd", probs, v[:end])
+        return out.view(s, c.heads, c.head_dim)
 
 
 class PagedKvCache:

@@ -239,8 +239,9 @@ void AddKeys(CLI::App* kv) {
       }
       for (const std::string& t : *tokens) text += " " + t;
       OC_ASSIGN_OR_RETURN(std::vector<uint32_t> ids, ParseTokens(text));
-      KeyNamespace ns(m.name, m.layout,
-                      KeyScope{.tenant_salt = *tenant, .adapter = *adapter, .cache_salt = *cache_salt});
+      KeyNamespace ns(
+          m.name, m.layout,
+          KeyScope{.tenant_salt = *tenant, .adapter = *adapter, .cache_salt = *cache_salt});
       if (*show_ns) std::cout << "namespace " << ChunkKey(ns.id()).ToHex() << "\n";
       for (const ChunkKey& k : ns.KeysForTokens(ids)) std::cout << k.ToHex() << "\n";
       return Status();

@@ -308,8 +308,11 @@ class ClientImpl final : public Client {
 class SaveImpl final : public LayerwiseSave {
  public:
   SaveImpl(ClientImpl* client, const KvLayout& layout, std::vector<ChunkKey> keys)
-      : client_(client), layout_(layout), geometry_(ChunkGeometry(layout, ChunkKey())),
-        keys_(std::move(keys)), have_(layout.num_layers, false) {
+      : client_(client),
+        layout_(layout),
+        geometry_(ChunkGeometry(layout, ChunkKey())),
+        keys_(std::move(keys)),
+        have_(layout.num_layers, false) {
     dropped_ = !client_->Reserve(Bytes(), keys_.size());
     if (dropped_) return;
     objects_.reserve(keys_.size());
@@ -365,7 +368,7 @@ class SaveImpl final : public LayerwiseSave {
   uint64_t Bytes() const {
     uint64_t bytes = 0;
     return __builtin_mul_overflow(geometry_.ObjectBytes(), keys_.size(), &bytes) ? UINT64_MAX
-                                                                                  : bytes;
+                                                                                 : bytes;
   }
 
   ClientImpl* const client_;

@@ -53,6 +53,13 @@ T Take(Result<T>& r) {
   return std::move(*r);
 }
 
+// The value of a result, or ValueError with its message (bad arguments, not cache errors).
+template <typename T>
+T OrValueError(Result<T> r) {
+  if (!r) throw py::value_error(r.error().message());
+  return std::move(*r);
+}
+
 // ---- keys and tokens -------------------------------------------------------------------------
 
 ChunkKey ToKey(py::handle h) {
@@ -92,7 +99,7 @@ py::list KeyList(const std::vector<ChunkKey>& keys) {
 std::vector<uint32_t> ToTokens(py::handle tokens) {
   // A tensor or array gives its ids through tolist(); anything else is iterated.
   py::object seq = py::hasattr(tokens, "tolist") ? tokens.attr("tolist")()
-                                                  : py::reinterpret_borrow<py::object>(tokens);
+                                                 : py::reinterpret_borrow<py::object>(tokens);
   std::vector<uint32_t> out;
   for (py::handle h : py::iterable(seq)) {
     if (!py::isinstance<py::int_>(h)) throw py::type_error("token ids are integers");
@@ -273,9 +280,8 @@ SliceMap MapSlices(py::handle layers_obj, size_t chunks, const KvLayout& layout,
 }
 
 RetrievalMode ParseMode(const std::string& name) {
-  for (RetrievalMode m :
-       {RetrievalMode::kAggregatedLayerwise, RetrievalMode::kAggregatedChunkwise,
-        RetrievalMode::kPlainLayerwise, RetrievalMode::kPlainChunkwise}) {
+  for (RetrievalMode m : {RetrievalMode::kAggregatedLayerwise, RetrievalMode::kAggregatedChunkwise,
+                          RetrievalMode::kPlainLayerwise, RetrievalMode::kPlainChunkwise}) {
     if (name == RetrievalModeName(m)) return m;
   }
   throw py::value_error("unknown mode '" + name + "' (S3Agg-LW, S3Agg-CW, S3-LW or S3-CW)");
@@ -376,8 +382,7 @@ class PyClient {
   PyClient(std::vector<std::string> endpoints, std::string bucket, ModelPreset model,
            std::optional<std::string> access_key, std::optional<std::string> secret_key,
            uint64_t dram_tier_bytes, std::optional<std::string> ca_file, double timeout_seconds,
-           int retries, uint64_t write_behind_bytes, int parallel_requests,
-           int aggregated_streams)
+           int retries, uint64_t write_behind_bytes, int parallel_requests, int aggregated_streams)
       : model_(std::move(model)) {
     if (timeout_seconds <= 0 || timeout_seconds > 86400) {
       throw py::value_error("timeout must be in (0, 86400] seconds");
@@ -490,7 +495,8 @@ class PyClient {
   // The C++ client alone on a request: regions of its own (touched before, as a tensor an engine
   // reuses is), timed in C++ from the request to the retrieval's end, destruction included, as
   // Python's is (the baseline of `bench model`'s python_vs_cpp_ratio).
-  double CppRetrievalSeconds(py::iterable keys_obj, py::handle layers_obj, const std::string& mode) {
+  double CppRetrievalSeconds(py::iterable keys_obj, py::handle layers_obj,
+                             const std::string& mode) {
     LayerwiseRequest req;
     req.model = model_;
     req.keys = ToKeys(keys_obj);
@@ -510,8 +516,7 @@ class PyClient {
       py::gil_scoped_release release;
       const auto start = std::chrono::steady_clock::now();
       {
-        Result<std::unique_ptr<LayerwiseRetrieval>> r =
-            client_->RetrieveLayerwise(std::move(req));
+        Result<std::unique_ptr<LayerwiseRetrieval>> r = client_->RetrieveLayerwise(std::move(req));
         s = r ? (*r)->Wait() : r.error();
       }
       seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -581,23 +586,13 @@ A layer slice of a chunk is tokens_per_chunk x 2 (K and V) x kv_heads x head_dim
 latent layout (MLA: one latent vector per token per layer) has no factor 2: give kv_heads=1 and
 head_dim = the latent width. `name` is the model's name, part of every key.)doc")
       .def(py::init(&MakeLayout), py::arg("layers"), py::arg("kv_heads"), py::arg("head_dim"),
-           py::arg("dtype") = "bf16", py::arg("tokens_per_chunk") = 16,
-           py::arg("name") = "custom", py::arg("latent") = false)
+           py::arg("dtype") = "bf16", py::arg("tokens_per_chunk") = 16, py::arg("name") = "custom",
+           py::arg("latent") = false)
       .def_static(
-          "preset",
-          [](const std::string& name) {
-            Result<ModelPreset> p = FindModelPreset(name);
-            if (!p) throw py::value_error(p.error().message());
-            return *p;
-          },
+          "preset", [](const std::string& name) { return OrValueError(FindModelPreset(name)); },
           py::arg("name"), "A named preset: llama-3.1-8b, llama-3.1-70b, ...")
       .def_static(
-          "from_json",
-          [](const std::string& text) {
-            Result<ModelPreset> p = ParseModelJson(text);
-            if (!p) throw py::value_error(p.error().message());
-            return *p;
-          },
+          "from_json", [](const std::string& text) { return OrValueError(ParseModelJson(text)); },
           py::arg("text"), "A layout in the JSON form of `objectcache --layout FILE`.")
       .def("to_json", &ModelToJson)
       .def_property_readonly("name", [](const ModelPreset& p) { return p.name; })
@@ -608,8 +603,8 @@ head_dim = the latent width. `name` is the model's name, part of every key.)doc"
                              [](const ModelPreset& p) { return KvDtypeName(p.layout.dtype); })
       .def_property_readonly("tokens_per_chunk",
                              [](const ModelPreset& p) { return p.layout.tokens_per_chunk; })
-      .def_property_readonly(
-          "latent", [](const ModelPreset& p) { return p.layout.kind == KvKind::kLatent; })
+      .def_property_readonly("latent",
+                             [](const ModelPreset& p) { return p.layout.kind == KvKind::kLatent; })
       .def_property_readonly("layer_slice_bytes",
                              [](const ModelPreset& p) { return p.layout.LayerSliceBytes(); })
       .def_property_readonly("chunk_kv_bytes",
@@ -619,10 +614,8 @@ head_dim = the latent width. `name` is the model's name, part of every key.)doc"
           [](const ModelPreset& p) { return ChunkGeometry(p.layout, ChunkKey()).ObjectBytes(); })
       .def_property_readonly("fingerprint",
                              [](const ModelPreset& p) { return p.layout.Fingerprint(); })
-      .def("__eq__",
-           [](const ModelPreset& a, const ModelPreset& b) {
-             return a.name == b.name && a.layout == b.layout;
-           })
+      .def("__eq__", [](const ModelPreset& a,
+                        const ModelPreset& b) { return a.name == b.name && a.layout == b.layout; })
       .def("__repr__", [](const ModelPreset& p) {
         return "Layout(" + p.name + ": " + p.layout.ToString() + ")";
       });
