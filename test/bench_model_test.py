@@ -36,6 +36,8 @@ def main():
         assert metrics["ttft_ms"]["87.5"] > 0 and metrics["python_vs_cpp_ratio"] > 0
         rows = report["rows"]
         assert [r["cached_tokens"] for r in rows] == [0, 128, 224], rows
+        assert all(len(r["samples_ms"][k]) == 1 for r in rows for k in r["samples_ms"]), rows
+        assert len(report["save_pairs_pct"]) == 2, report  # one repeat + one extra pair
         assert os.listdir(tmp) == ["model.json"], os.listdir(tmp)  # its scratch is gone
         bad = subprocess.run([sys.executable, "-m", "objectcache.bench_model", "--tokens", "8"],
                              capture_output=True, text=True, env=dict(os.environ,

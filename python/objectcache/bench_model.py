@@ -179,7 +179,8 @@ def run(args) -> dict:
         rows.append({"cached_pct": f * 100, "cached_tokens": int(n * f) // g * g,
                      "ttft_ms": ttft[name], "recompute_ms": ms(s["recompute"]),
                      "dram_ms": ms(s["dram"]), "speedup_vs_recompute": speedup[name],
-                     "added_vs_dram_ms": added[name]})
+                     "added_vs_dram_ms": added[name],
+                     "samples_ms": {k: [round(x * 1000, 1) for x in v] for k, v in s.items()}})
     kv_bytes = len(keys) * layout.layer_slice_bytes * cfg.layers
     metrics = {
         "ttft_ms": ttft,
@@ -195,7 +196,8 @@ def run(args) -> dict:
     return {"config": {"tokens": n, "hidden": cfg.hidden, "layers": cfg.layers,
                        "heads": cfg.heads, "kv_heads": cfg.kv_heads, "dtype": "fp32",
                        "kv_bytes": kv_bytes, "reps": args.reps, "threads": args.threads},
-            "metrics": metrics, "rows": rows}
+            "metrics": metrics, "rows": rows,
+            "save_pairs_pct": [round(x * 100, 2) for x in save_e2e]}
 
 
 def main(argv=None) -> int:
