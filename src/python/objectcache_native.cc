@@ -434,16 +434,23 @@ class PyClient {
     return KeyList(Take(missing));
   }
 
-  std::unique_ptr<PyRetrieval> Retrieve(py::iterable keys_obj, py::handle layers_obj,
-                                        py::handle dest, const std::string& mode,
-                                        std::optional<py::iterable> block_table,
-                                        double compute_seconds_per_layer) {
+  // The keys, layers and mode of a retrieval, checked.
+  LayerwiseRequest NewRequest(py::iterable keys_obj, py::handle layers_obj,
+                              const std::string& mode) {
     LayerwiseRequest req;
     req.model = model_;
     req.keys = ToKeys(keys_obj);
     if (req.keys.empty()) throw py::value_error("no keys to retrieve");
     req.layers = ToRange(layers_obj, model_.layout);
     req.mode = ParseMode(mode);
+    return req;
+  }
+
+  std::unique_ptr<PyRetrieval> Retrieve(py::iterable keys_obj, py::handle layers_obj,
+                                        py::handle dest, const std::string& mode,
+                                        std::optional<py::iterable> block_table,
+                                        double compute_seconds_per_layer) {
+    LayerwiseRequest req = NewRequest(keys_obj, layers_obj, mode);
     if (!(compute_seconds_per_layer >= 0 && compute_seconds_per_layer < 3600)) {
       throw py::value_error("compute_seconds_per_layer must be in [0, 3600)");
     }
@@ -497,12 +504,7 @@ class PyClient {
   // Python's is (the baseline of `bench model`'s python_vs_cpp_ratio).
   double CppRetrievalSeconds(py::iterable keys_obj, py::handle layers_obj,
                              const std::string& mode) {
-    LayerwiseRequest req;
-    req.model = model_;
-    req.keys = ToKeys(keys_obj);
-    if (req.keys.empty()) throw py::value_error("no keys to retrieve");
-    req.layers = ToRange(layers_obj, model_.layout);
-    req.mode = ParseMode(mode);
+    LayerwiseRequest req = NewRequest(keys_obj, layers_obj, mode);
     const uint64_t bytes = req.keys.size() * model_.layout.LayerSliceBytes();
     std::vector<std::unique_ptr<std::byte[]>> regions;
     for (uint32_t l = req.layers.first; l < req.layers.last; ++l) {
