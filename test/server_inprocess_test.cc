@@ -17,6 +17,7 @@
 #include "server/http_server.h"
 #include "server/s3_handler.h"
 #include "store/memory/memory_store.h"
+#include "wire/batch_store_wire.h"
 
 namespace objectcache {
 namespace {
@@ -97,14 +98,8 @@ std::string Request(const std::string& method, const std::string& target, const 
 
 std::string BatchBody(const std::vector<std::pair<std::string, std::string>>& objects) {
   ByteWriter w;
-  for (const auto& [key, value] : objects) {
-    w.U32(0x5042434f);
-    w.U32(static_cast<uint32_t>(key.size()));
-    w.Bytes(key.data(), key.size());
-    w.U64(value.size());
-    w.Bytes(value.data(), value.size());
-  }
-  w.U32(0x4542434f);
+  for (const auto& [key, value] : objects) wire::PutBatchRecord(key, value, &w);
+  wire::PutBatchEnd(&w);
   return w.str();
 }
 

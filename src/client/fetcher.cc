@@ -12,6 +12,7 @@
 #include "core/byte_order.h"
 #include "objectcache/chunk_object.h"
 #include "objectcache/store.h"
+#include "wire/batch_store_wire.h"
 
 namespace objectcache::client {
 namespace {
@@ -398,15 +399,9 @@ Status Fetcher::BatchStore(std::span<const std::pair<ChunkKey, const std::string
   for (const auto& [endpoint, positions] : SplitByEndpoint(keys)) {
     ByteWriter body;  // docs/wire-format.md, batch store
     for (size_t i : positions) {
-      const std::string key = records[i].first.ToHex();
-      const std::string& object = *records[i].second;
-      body.U32(0x5042434f);
-      body.U32(static_cast<uint32_t>(key.size()));
-      body.Bytes(key.data(), key.size());
-      body.U64(object.size());
-      body.Bytes(object.data(), object.size());
+      wire::PutBatchRecord(records[i].first.ToHex(), *records[i].second, &body);
     }
-    body.U32(0x4542434f);
+    wire::PutBatchEnd(&body);
     OC_RETURN_IF_ERROR(Call(endpoint, "POST", "batch-store", body.str()).status());
   }
   return Status();

@@ -6,17 +6,10 @@
 #include <algorithm>
 #include <cstring>
 
-#include "core/byte_order.h"
 #include "objectcache/store.h"
 
 namespace objectcache::client {
 namespace {
-
-constexpr char kResponseMagic[8] = {'O', 'C', 'L', 'W', 'R', 'S', 'P', '1'};
-constexpr uint32_t kFrameMagic = 0x464c434f;
-constexpr uint32_t kErrorMagic = 0x454c434f;
-constexpr size_t kHeaderBytes = 40, kFrameHeaderBytes = 24, kTrailerBytes = 16, kErrorBytes = 16;
-constexpr uint32_t kMaxErrorMessage = 64 << 10;
 
 Status Malformed(const std::string& why) { return DataLossError("layerwise response: " + why); }
 
@@ -62,27 +55,10 @@ Status LayerStreamDecoder::Feed(std::span<const std::byte> bytes) {
   while (!bytes.empty()) {
     switch (state_) {
       case State::kHeader: {
-        if (!take(kHeaderBytes)) break;
-        if (std::memcmp(pending_.data(), kResponseMagic, 8) != 0) {
-          return Fail(Malformed("bad magic (not a layerwise response)"));
-        }
-        ByteReader r(AsBytes(pending_).subspan(8));
-        uint16_t version = 0, flags = 0;
-        uint32_t reserved = 0;
-        (void)r.U16(&version);
-        (void)r.U16(&flags);
-        (void)r.U32(&header_.hits);
-        (void)r.U32(&header_.first_layer);
-        (void)r.U32(&header_.layer_count);
-        (void)r.U64(&header_.slice_bytes);
-        (void)r.U32(&header_.keys);
-        (void)r.U32(&reserved);
-        if (version != 1)
-          return Fail(
-              InvalidArgumentError("layerwise response version " + std::to_string(version)));
-        if (header_.hits > header_.keys || header_.slice_bytes == 0 || header_.layer_count == 0) {
-          return Fail(Malformed("inconsistent header"));
-        }
+        if (!take(wire::kResponseHeaderBytes)) break;
+        Result<wire::ResponseHeader> header = wire::ParseResponseHeader(AsBytes(pending_));
+        if (!header) return Fail(header.error());
+        header_ = *header;
         pending_.clear();
         Result<LayerPlacement> placement = regions_fn_(header_);
         if (!placement) return Fail(placement.error());
@@ -107,13 +83,11 @@ Status LayerStreamDecoder::Feed(std::span<const std::byte> bytes) {
       }
       case State::kFrameHeader: {
         // The magic says which record comes: a frame, or the error record after a failure.
-        if (!take(4)) break;
-        uint32_t magic = 0;
-        ByteReader peek(AsBytes(pending_));
-        (void)peek.U32(&magic);
-        if (magic == kErrorMagic) {
+        if (!take(wire::kRecordMagicBytes)) break;
+        const wire::RecordKind kind = wire::KindOfRecord(AsBytes(pending_));
+        if (kind == wire::RecordKind::kError) {
           state_ = State::kErrorHeader;
-        } else if (magic == kFrameMagic && server_failure_.ok()) {
+        } else if (kind == wire::RecordKind::kFrame && server_failure_.ok()) {
           state_ = State::kFrameRest;
         } else {
           return Fail(Malformed("expected a frame or an error record"));
@@ -121,15 +95,13 @@ Status LayerStreamDecoder::Feed(std::span<const std::byte> bytes) {
         break;
       }
       case State::kFrameRest: {
-        if (!take(kFrameHeaderBytes)) break;
-        ByteReader r(AsBytes(pending_).subspan(4));
-        uint32_t chunks = 0, reserved = 0;
-        (void)r.U32(&frame_layer_);
-        (void)r.U32(&chunks);
-        (void)r.U32(&reserved);
-        (void)r.U64(&payload_left_);
+        if (!take(wire::kFrameHeaderBytes)) break;
+        Result<wire::FrameHeader> frame = wire::ParseFrameHeader(AsBytes(pending_));
+        if (!frame) return Fail(frame.error());
+        frame_layer_ = frame->layer;
+        payload_left_ = frame->payload_bytes;
         const uint32_t expected = header_.first_layer + layers_done_;
-        if (frame_layer_ != expected || chunks != header_.hits ||
+        if (frame_layer_ != expected || frame->chunks != header_.hits ||
             payload_left_ != header_.hits * header_.slice_bytes) {
           return Fail(
               Malformed("bad frame header (expected layer " + std::to_string(expected) + ")"));
@@ -158,13 +130,11 @@ Status LayerStreamDecoder::Feed(std::span<const std::byte> bytes) {
         break;
       }
       case State::kTrailer: {
-        if (!take(kTrailerBytes)) break;
-        ByteReader r(AsBytes(pending_));
-        uint32_t status = 0, reserved = 0;
-        uint64_t checksum = 0;
-        (void)r.U32(&status);
-        (void)r.U32(&reserved);
-        (void)r.U64(&checksum);
+        if (!take(wire::kFrameTrailerBytes)) break;
+        Result<wire::FrameTrailer> trailer = wire::ParseFrameTrailer(AsBytes(pending_));
+        if (!trailer) return Fail(trailer.error());
+        const uint32_t status = trailer->status;
+        const uint64_t checksum = trailer->checksum;
         pending_.clear();
         if (status != 0) {
           // The server could not deliver this layer; its error record follows.
@@ -185,14 +155,12 @@ Status LayerStreamDecoder::Feed(std::span<const std::byte> bytes) {
         break;
       }
       case State::kErrorHeader: {
-        if (!take(kErrorBytes)) break;  // the magic is in already
-        ByteReader r(AsBytes(pending_).subspan(4));
-        uint32_t reserved = 0;
-        (void)r.U32(&error_code_);
-        (void)r.U32(&error_len_);
-        (void)r.U32(&reserved);
+        if (!take(wire::kErrorRecordBytes)) break;  // the magic is in already
+        Result<wire::ErrorRecordHead> head = wire::ParseErrorRecordHead(AsBytes(pending_));
+        if (!head) return Fail(head.error());
+        error_code_ = head->code;
+        error_len_ = head->message_bytes;
         pending_.clear();
-        if (error_len_ > kMaxErrorMessage) return Fail(Malformed("error record too long"));
         state_ = State::kErrorMessage;
         if (error_len_ == 0) {
           failure_ = Status(

@@ -14,16 +14,12 @@
 #include <vector>
 
 #include "objectcache/status.h"
+#include "wire/layerwise_wire.h"
 
 namespace objectcache::client {
 
-struct LayerStreamHeader {
-  uint32_t hits = 0;
-  uint32_t first_layer = 0;
-  uint32_t layer_count = 0;
-  uint64_t slice_bytes = 0;
-  uint32_t keys = 0;
-};
+// The response header (docs/wire-format.md), as src/wire decodes it.
+using LayerStreamHeader = wire::ResponseHeader;
 
 // Where a response's bytes go: one region per layer of the range, and where chunk j's slice
 // lies in each region (chunk_offsets[j]; empty: j x slice_bytes, the chunks back to back).

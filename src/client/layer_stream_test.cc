@@ -6,11 +6,12 @@
 #include <random>
 
 #include "core/byte_order.h"
+#include "wire/layerwise_wire.h"
 
 namespace objectcache::client {
 namespace {
 
-// Encodes a response as docs/wire-format.md says (an encoder written for the test).
+// Encodes a response with src/wire's record encoders, as the server does.
 struct Encoded {
   std::string bytes;
   std::vector<std::string> layers;  // payload per layer
@@ -20,38 +21,26 @@ Encoded Encode(uint32_t hits, uint32_t first, uint32_t count, uint64_t slice, in
                int corrupt_layer = -1) {
   Encoded e;
   ByteWriter w;
-  w.Bytes("OCLWRSP1", 8);
-  w.U16(1);
-  w.U16(0);
-  w.U32(hits);
-  w.U32(first);
-  w.U32(count);
-  w.U64(slice);
-  w.U32(hits + 2);
-  w.U32(0);
+  wire::PutResponseHeader({.hits = hits,
+                           .first_layer = first,
+                           .layer_count = count,
+                           .slice_bytes = slice,
+                           .keys = hits + 2},
+                          &w);
   std::mt19937_64 rng(first * 31 + count);
   for (uint32_t l = first; l < first + count; ++l) {
     std::string payload(hits * slice, '\0');
     for (char& ch : payload) ch = static_cast<char>(rng());
     e.layers.push_back(payload);
-    w.U32(0x464c434f);
-    w.U32(l);
-    w.U32(hits);
-    w.U32(0);
-    w.U64(payload.size());
+    wire::PutFrameHeader({.layer = l, .chunks = hits, .payload_bytes = payload.size()}, &w);
     const uint64_t sum = XXH3_64bits(payload.data(), payload.size());
     if (static_cast<int>(l) == corrupt_layer) payload[payload.size() / 2] ^= 1;
     w.Bytes(payload.data(), payload.size());
-    w.U32(static_cast<int>(l) == fail_layer ? 15 : 0);
-    w.U32(0);
-    w.U64(sum);
+    wire::PutFrameTrailer({.status = static_cast<int>(l) == fail_layer ? 15u : 0u, .checksum = sum},
+                          &w);
     if (static_cast<int>(l) == fail_layer) {
       const std::string msg = "DataLoss: chunk x: checksum mismatch in layer " + std::to_string(l);
-      w.U32(0x454c434f);
-      w.U32(15);
-      w.U32(static_cast<uint32_t>(msg.size()));
-      w.U32(0);
-      w.Bytes(msg.data(), msg.size());
+      wire::PutErrorRecord(15, msg, &w);
       break;
     }
   }

@@ -4,22 +4,15 @@
 // a commit that fails halfway removes what the request had committed (all or nothing).
 #include <nlohmann/json.hpp>
 
-#include "core/byte_order.h"
 #include "objectcache/chunk_object.h"
 #include "s3/crypto.h"
 #include "server/s3_handler.h"
+#include "wire/batch_store_wire.h"
 
 namespace objectcache::server {
 
 // The S3 protocol pieces (src/s3): SigV4, errors, XML, request parsing.
 using namespace ::objectcache::s3;
-namespace {
-
-constexpr uint32_t kRecordMagic = 0x5042434f;  // "OCBP"
-constexpr uint32_t kEndMagic = 0x4542434f;     // "OCBE"
-constexpr size_t kMaxRecords = 8192;
-
-}  // namespace
 
 asio::awaitable<S3Result<void>> S3Handler::BatchStore(Ctx& c) {
   const std::string payload_hash =
@@ -35,13 +28,9 @@ asio::awaitable<S3Result<void>> S3Handler::BatchStore(Ctx& c) {
     std::unique_ptr<ObjectWriter> writer;
     Digest md5{Digest::Kind::kMd5};
     std::optional<ChunkStreamVerifier> verifier;
-    uint64_t left = 0;
   };
   std::vector<std::unique_ptr<Pending>> records;
-  // Parser state: a fixed-size record header being assembled, or object bytes flowing.
-  std::string head;
-  size_t head_need = 4;
-  bool ended = false;
+  wire::BatchStoreDecoder decoder;
   MemoryBudget::Lease lease = memory_.NewLease();
   if (!lease.GrowTo(options_.io_buffer_bytes)) co_return MemoryBudgetExhausted();
   IoBuffer raw(options_.io_buffer_bytes);
@@ -52,71 +41,43 @@ asio::awaitable<S3Result<void>> S3Handler::BatchStore(Ctx& c) {
     std::span<const std::byte> in = std::span<const std::byte>(raw.span().first(*n));
     sha.Update(in);
     while (!in.empty()) {
-      if (ended) co_return Fail("InvalidArgument", "batch store: bytes after the end record");
-      Pending* cur = records.empty() ? nullptr : records.back().get();
-      if (cur != nullptr && cur->left > 0) {
-        const size_t k = static_cast<size_t>(std::min<uint64_t>(cur->left, in.size()));
-        std::span<const std::byte> part = in.first(k);
-        cur->md5.Update(part);
+      Result<wire::BatchStoreDecoder::Event> e = decoder.Next(&in);
+      if (!e) {
+        co_return Fail(
+            e.error().code() == StatusCode::kOutOfRange ? "KeyTooLongError" : "InvalidArgument",
+            e.error().message());
+      }
+      using Kind = wire::BatchStoreDecoder::Event::Kind;
+      if (e->kind == Kind::kObjectBytes) {
+        Pending* cur = records.back().get();
+        cur->md5.Update(e->bytes);
         if (cur->verifier) {
-          if (Status s = cur->verifier->Feed(part); !s.ok())
+          if (Status s = cur->verifier->Feed(e->bytes); !s.ok())
             co_return Fail("InvalidChunkObject", s.ToString());
         }
-        Status s = co_await Blocking([&] { return cur->writer->Append(part); });
+        Status s = co_await Blocking([&] { return cur->writer->Append(e->bytes); });
         if (!s.ok()) co_return std::unexpected(FromStatus(s));
-        cur->left -= k;
-        in = in.subspan(k);
         continue;
       }
-      const size_t k = std::min(head_need - head.size(), in.size());
-      head.append(reinterpret_cast<const char*>(in.data()), k);
-      in = in.subspan(k);
-      if (head.size() < head_need) continue;
-      ByteReader r(AsBytes(head));
-      uint32_t magic = 0, key_len = 0;
-      (void)r.U32(&magic);
-      if (magic == kEndMagic) {
-        ended = true;
-        head.clear();
-        continue;
-      }
-      if (magic != kRecordMagic) co_return Fail("InvalidArgument", "batch store: bad record magic");
-      if (head_need == 4) {
-        head_need = 8;  // magic, key length
-        continue;
-      }
-      (void)r.U32(&key_len);
-      if (key_len == 0 || key_len > 1024)
-        co_return Fail("KeyTooLongError", "batch store: bad key length");
-      if (head_need == 8) {
-        head_need = 8 + key_len + 8;  // then the key and the object size
-        continue;
-      }
-      std::string key(head.substr(8, key_len));
-      if (!IsValidUtf8(key)) co_return Fail("InvalidArgument", "batch store: a key is not UTF-8");
-      uint64_t size = 0;
-      ByteReader sr(AsBytes(head).subspan(8 + key_len));
-      (void)sr.U64(&size);
-      head.clear();
-      head_need = 4;
-      if (records.size() == kMaxRecords)
-        co_return Fail("InvalidArgument", "batch store: too many objects");
+      if (e->kind != Kind::kRecord) continue;
+      if (!IsValidUtf8(e->key))
+        co_return Fail("InvalidArgument", "batch store: a key is not UTF-8");
       auto p = std::make_unique<Pending>();
-      p->key = key;
-      p->left = size;
+      p->key = e->key;
       if (c.bucket.layout) {
-        Result<ChunkKey> ck = ChunkKey::FromHex(key);
-        if (!ck) co_return Fail("InvalidChunkObject", "'" + key + "' is not a chunk key");
+        Result<ChunkKey> ck = ChunkKey::FromHex(p->key);
+        if (!ck) co_return Fail("InvalidChunkObject", "'" + p->key + "' is not a chunk key");
         p->verifier.emplace(ChunkExpectation{
-            .layout = &c.bucket.layout->layout, .key = &*ck, .object_bytes = size});
+            .layout = &c.bucket.layout->layout, .key = &*ck, .object_bytes = e->size});
       }
-      auto w = co_await Blocking([&] { return store_->NewWriter(ObjectKey(c.req.bucket, key)); });
+      auto w =
+          co_await Blocking([&] { return store_->NewWriter(ObjectKey(c.req.bucket, p->key)); });
       if (!w) co_return std::unexpected(FromStatus(w.error()));
       p->writer = std::move(*w);
       records.push_back(std::move(p));
     }
   }
-  if (!ended || !head.empty() || (!records.empty() && records.back()->left > 0)) {
+  if (!decoder.complete()) {  // the end marker comes only after the last object's bytes
     co_return Fail("IncompleteBody", "batch store: body ends inside a record");
   }
   if (payload_hash != kUnsignedPayload && ToHex(sha.Finish()) != payload_hash) {

@@ -16,6 +16,7 @@
 #include "server/bounded_json.h"
 #include "server/log.h"
 #include "server/s3_handler.h"
+#include "wire/layerwise_wire.h"
 
 namespace objectcache::server {
 
@@ -23,10 +24,6 @@ namespace objectcache::server {
 using namespace ::objectcache::s3;
 namespace {
 
-constexpr char kResponseMagic[8] = {'O', 'C', 'L', 'W', 'R', 'S', 'P', '1'};
-constexpr uint32_t kFrameMagic = 0x464c434f;  // "OCLF" little-endian
-constexpr uint32_t kErrorMagic = 0x454c434f;  // "OCLE"
-constexpr uint16_t kWireVersion = 1;
 constexpr size_t kHeaderGroup = 256;  // chunk headers read per trip to the store
 
 struct LayerwiseRequest {
@@ -47,7 +44,7 @@ S3Result<LayerwiseRequest> ParseRequest(std::string_view body, size_t max_keys) 
                 "layerwise body is not a JSON object" + (why.empty() ? std::string() : ": " + why));
   // Every field's type is checked before it is read: nlohmann::json throws on a wrong type.
   if (auto v = j.find("version");
-      v == j.end() || !v->is_number_integer() || v->get<int64_t>() != kWireVersion) {
+      v == j.end() || !v->is_number_integer() || v->get<int64_t>() != wire::kLayerwiseVersion) {
     return Fail("InvalidArgument", "layerwise request version must be 1");
   }
   LayerwiseRequest r;
@@ -83,20 +80,6 @@ S3Result<LayerwiseRequest> ParseRequest(std::string_view body, size_t max_keys) 
     r.compute_seconds_per_layer = t->get<double>();
   }
   return r;
-}
-
-void PutFrameHeader(ByteWriter* w, uint32_t layer, uint32_t chunks, uint64_t payload) {
-  w->U32(kFrameMagic);
-  w->U32(layer);
-  w->U32(chunks);
-  w->U32(0);
-  w->U64(payload);
-}
-
-void PutFrameTrailer(ByteWriter* w, uint32_t status, uint64_t checksum) {
-  w->U32(status);
-  w->U32(0);
-  w->U64(checksum);
 }
 
 // One window's read, run on the store pool while the coroutine sends the previous window.
@@ -266,15 +249,12 @@ asio::awaitable<S3Result<void>> S3Handler::LayerwiseRetrieve(Ctx& c) {
   if (!lease.GrowTo(2 * uint64_t{window_bytes})) co_return MemoryBudgetExhausted();
 
   ByteWriter head;
-  head.Bytes(kResponseMagic, sizeof(kResponseMagic));
-  head.U16(kWireVersion);
-  head.U16(0);
-  head.U32(hits);
-  head.U32(req->first);
-  head.U32(req->last - req->first);
-  head.U64(slice);
-  head.U32(static_cast<uint32_t>(req->keys.size()));
-  head.U32(0);
+  wire::PutResponseHeader({.hits = hits,
+                           .first_layer = req->first,
+                           .layer_count = req->last - req->first,
+                           .slice_bytes = slice,
+                           .keys = static_cast<uint32_t>(req->keys.size())},
+                          &head);
   Headers h{{"Content-Type", "application/x-objectcache-layers"},
             {"x-amz-request-id", c.request_id},
             {"x-objectcache-hits", std::to_string(hits)}};
@@ -332,7 +312,7 @@ asio::awaitable<S3Result<void>> S3Handler::LayerwiseRetrieve(Ctx& c) {
     }
     if (start == 0) {
       ByteWriter fh;
-      PutFrameHeader(&fh, layer, hits, hits * slice);
+      wire::PutFrameHeader({.layer = layer, .chunks = hits, .payload_bytes = hits * slice}, &fh);
       if (!(co_await c.ex.WriteBody(AsBytes(fh.str()))).ok()) co_return S3Result<void>();
       XXH3_64bits_reset(&checksum);
     }
@@ -344,7 +324,9 @@ asio::awaitable<S3Result<void>> S3Handler::LayerwiseRetrieve(Ctx& c) {
     if (!(co_await paced.Write(c.ex, dest)).ok()) co_return S3Result<void>();
     if (start + n == hits) {
       ByteWriter ft;
-      PutFrameTrailer(&ft, static_cast<uint32_t>(failure.code()), XXH3_64bits_digest(&checksum));
+      wire::PutFrameTrailer({.status = static_cast<uint32_t>(failure.code()),
+                             .checksum = XXH3_64bits_digest(&checksum)},
+                            &ft);
       if (!(co_await c.ex.WriteBody(AsBytes(ft.str()))).ok()) co_return S3Result<void>();
       if (!failure.ok()) break;  // no later layer follows a failed one
     }
@@ -352,18 +334,13 @@ asio::awaitable<S3Result<void>> S3Handler::LayerwiseRetrieve(Ctx& c) {
   // With no hits every frame is empty.
   for (uint32_t layer = req->first; hits == 0 && layer < req->last; ++layer) {
     ByteWriter frame;
-    PutFrameHeader(&frame, layer, 0, 0);
-    PutFrameTrailer(&frame, 0, XXH3_64bits(nullptr, 0));
+    wire::PutFrameHeader({.layer = layer}, &frame);
+    wire::PutFrameTrailer({.checksum = XXH3_64bits(nullptr, 0)}, &frame);
     if (!(co_await c.ex.WriteBody(AsBytes(frame.str()))).ok()) co_return S3Result<void>();
   }
   if (!failure.ok()) {
     ByteWriter err;
-    const std::string message = failure.ToString();
-    err.U32(kErrorMagic);
-    err.U32(static_cast<uint32_t>(failure.code()));
-    err.U32(static_cast<uint32_t>(message.size()));
-    err.U32(0);
-    err.Bytes(message.data(), message.size());
+    wire::PutErrorRecord(static_cast<uint32_t>(failure.code()), failure.ToString(), &err);
     (void)co_await c.ex.WriteBody(AsBytes(err.str()));
   }
   (void)co_await c.ex.EndResponse();
