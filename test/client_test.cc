@@ -27,7 +27,9 @@ namespace {
 
 namespace fs = std::filesystem;
 
-class ClientTest : public ::testing::Test {
+// Every test runs on both layerwise wire formats (docs/wire-format.md): version 1, checked by
+// the server, and version 2, the writers' checksums checked by the client.
+class ClientTest : public ::testing::TestWithParam<int> {
  protected:
   void SetUp() override {
     dir_ = MakeScratchDir();
@@ -65,6 +67,7 @@ class ClientTest : public ::testing::Test {
     if (o.endpoints == ClientOptions().endpoints) o.endpoints = {endpoint_};
     o.bucket = "kvc";
     o.timeout = std::chrono::seconds(10);
+    o.wire_version = GetParam();
     auto c = Client::Create(o);
     EXPECT_TRUE(c.has_value());
     return std::move(*c);
@@ -114,7 +117,19 @@ class ClientTest : public ::testing::Test {
   std::vector<std::string> kv_;
 };
 
-TEST_F(ClientTest, LookupFindsTheCachedPrefix) {
+TEST(ClientOptionsTest, AnUnknownWireVersionIsRefused) {
+  ClientOptions o;
+  o.bucket = "kvc";
+  for (int v : {0, 3, -1}) {
+    o.wire_version = v;
+    EXPECT_EQ(Client::Create(o).error().code(), StatusCode::kInvalidArgument) << v;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Wire, ClientTest, ::testing::Values(1, 2),
+                         [](const auto& p) { return "v" + std::to_string(p.param); });
+
+TEST_P(ClientTest, LookupFindsTheCachedPrefix) {
   auto c = MakeClient();
   Result<size_t> hits = c->Lookup(keys_);
   ASSERT_TRUE(hits.has_value()) << hits.error().ToString();
@@ -122,7 +137,7 @@ TEST_F(ClientTest, LookupFindsTheCachedPrefix) {
   EXPECT_EQ(*c->Lookup(std::span(keys_).subspan(4)), 0u);
 }
 
-TEST_F(ClientTest, LayersArriveInOrderVerifiedIntoCallerMemory) {
+TEST_P(ClientTest, LayersArriveInOrderVerifiedIntoCallerMemory) {
   auto c = MakeClient();
   const uint64_t slice = model_.layout.LayerSliceBytes();
   std::vector<std::string> regions(4, std::string(keys_.size() * slice, '\0'));
@@ -156,7 +171,7 @@ constexpr RetrievalMode kAllModes[] = {
     RetrievalMode::kAggregatedLayerwise, RetrievalMode::kAggregatedChunkwise,
     RetrievalMode::kPlainLayerwise, RetrievalMode::kPlainChunkwise};
 
-TEST_F(ClientTest, EveryModeDeliversTheSameVerifiedBytesInLayerOrder) {
+TEST_P(ClientTest, EveryModeDeliversTheSameVerifiedBytesInLayerOrder) {
   auto c = MakeClient();
   for (RetrievalMode mode : kAllModes) {
     SCOPED_TRACE(RetrievalModeName(mode));
@@ -174,7 +189,7 @@ TEST_F(ClientTest, EveryModeDeliversTheSameVerifiedBytesInLayerOrder) {
   }
 }
 
-TEST_F(ClientTest, ChunkDamagedOnDiskFailsItsLayerAndNothingAfter) {
+TEST_P(ClientTest, ChunkDamagedOnDiskFailsItsLayerAndNothingAfter) {
   fs::path file;
   for (const auto& e : fs::recursive_directory_iterator(server_->store_dir() + "/objects")) {
     if (e.path().filename() == "kvc%2F" + keys_[1].ToHex()) file = e.path();
@@ -199,10 +214,14 @@ TEST_F(ClientTest, ChunkDamagedOnDiskFailsItsLayerAndNothingAfter) {
     Status all = retrieval->Wait();
     EXPECT_EQ(all.code(), StatusCode::kDataLoss) << all.ToString();
     EXPECT_NE(all.message().find("layer 3"), std::string::npos) << all.ToString();
+    if (mode == RetrievalMode::kAggregatedLayerwise ||
+        mode == RetrievalMode::kAggregatedChunkwise) {  // the frame's error names the chunk
+      EXPECT_NE(all.message().find(keys_[1].ToHex()), std::string::npos) << all.ToString();
+    }
   }
 }
 
-TEST_F(ClientTest, WriteBehindStoresWithoutBlockingAndDropsWhenFull) {
+TEST_P(ClientTest, WriteBehindStoresWithoutBlockingAndDropsWhenFull) {
   std::vector<uint32_t> tokens(16 * 6, 99);
   std::vector<ChunkKey> keys = KeyNamespace(model_.name, model_.layout).KeysForTokens(tokens);
   std::vector<std::string> objects;
@@ -238,7 +257,7 @@ TEST_F(ClientTest, WriteBehindStoresWithoutBlockingAndDropsWhenFull) {
   EXPECT_EQ(st.stored + st.dropped + st.failed, 20u);
 }
 
-TEST_F(ClientTest, LayerwiseSaveStoresOnceTheLastLayerIsIn) {
+TEST_P(ClientTest, LayerwiseSaveStoresOnceTheLastLayerIsIn) {
   std::vector<uint32_t> tokens(16 * 3, 7);
   std::vector<ChunkKey> keys = KeyNamespace(model_.name, model_.layout).KeysForTokens(tokens);
   const uint64_t slice = model_.layout.LayerSliceBytes();
@@ -294,7 +313,7 @@ TEST_F(ClientTest, LayerwiseSaveStoresOnceTheLastLayerIsIn) {
   EXPECT_EQ(small->Stats().dropped, keys.size() + 4);
 }
 
-TEST_F(ClientTest, ServerKilledMidStreamFailsCleanlyWithoutHanging) {
+TEST_P(ClientTest, ServerKilledMidStreamFailsCleanlyWithoutHanging) {
   auto c = MakeClient();
   const uint64_t slice = model_.layout.LayerSliceBytes();
   std::vector<std::string> regions(32, std::string(keys_.size() * slice, '\0'));
@@ -318,7 +337,7 @@ TEST_F(ClientTest, ServerKilledMidStreamFailsCleanlyWithoutHanging) {
   EXPECT_EQ(c->Lookup(keys_).status().code(), StatusCode::kUnavailable);
 }
 
-TEST_F(ClientTest, DramTierHitsAreCopiedWithoutTheNetwork) {
+TEST_P(ClientTest, DramTierHitsAreCopiedWithoutTheNetwork) {
   // Chunks 0 and 1 pass through this client's DRAM tier; 2 and 3 only through the server.
   auto c = MakeClient({.dram_tier_bytes = 64 << 20});
   for (size_t i = 0; i < 2; ++i) c->StoreAsync(keys_[i], Object(i));
@@ -347,7 +366,7 @@ TEST_F(ClientTest, DramTierHitsAreCopiedWithoutTheNetwork) {
   EXPECT_EQ(*c->Lookup(std::span(keys_).first(4)), 4u);
 }
 
-TEST_F(ClientTest, KeysSpreadOverTwoEndpointsAndComeBackWhole) {
+TEST_P(ClientTest, KeysSpreadOverTwoEndpointsAndComeBackWhole) {
   const std::string dir2 = MakeScratchDir();
   {
     testing::ServerProcess second(dir2);
@@ -396,7 +415,7 @@ TEST_F(ClientTest, KeysSpreadOverTwoEndpointsAndComeBackWhole) {
   RemoveTree(dir2);
 }
 
-TEST_F(ClientTest, AggregatedRetrievalResumesAfterTheServerRestarts) {
+TEST_P(ClientTest, AggregatedRetrievalResumesAfterTheServerRestarts) {
   // 64 chunks (128 MiB): far more than the socket buffers hold, so holding the receiver at
   // layer 0 while the server dies cuts the stream mid-way for certain.
   std::vector<uint32_t> tokens(16 * 64);
@@ -435,7 +454,7 @@ TEST_F(ClientTest, AggregatedRetrievalResumesAfterTheServerRestarts) {
   ExpectPrefix(regions, 0, 32, keys_.size());
 }
 
-TEST_F(ClientTest, EveryModeDeliversIntoBlocksNamedByABlockTable) {
+TEST_P(ClientTest, EveryModeDeliversIntoBlocksNamedByABlockTable) {
   // An engine's paged KV: one 64 KiB block per chunk per layer, from an elastic host pool
   // whose pages would be registered for DMA where a GPU is present.
   const uint64_t slice = model_.layout.LayerSliceBytes();
@@ -467,7 +486,7 @@ TEST_F(ClientTest, EveryModeDeliversIntoBlocksNamedByABlockTable) {
   }
 }
 
-TEST_F(ClientTest, AServerUnderABandwidthCapDeliversEveryByteToConcurrentRetrievals) {
+TEST_P(ClientTest, AServerUnderABandwidthCapDeliversEveryByteToConcurrentRetrievals) {
   // The same store behind a server that paces layerwise responses under one cap.
   server_.reset();
   for (const char* policy : {"equal", "bytes", "compute-aware"}) {

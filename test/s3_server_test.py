@@ -596,15 +596,16 @@ class S3ServerTest(unittest.TestCase):
             raws[k] = obj
             self.s3.put_object(Bucket="kv-lw", Key=k, Body=obj)
 
-        def fetch(first, last, layout="llama-3.1-8b"):
-            req = json.dumps({"version": 1, "keys": keys, "layers": [first, last],
+        def fetch(first, last, layout="llama-3.1-8b", version=1):
+            req = json.dumps({"version": version, "keys": keys, "layers": [first, last],
                               "layout": layout}).encode()
             return send(signed_request(self.server.endpoint, "POST", "/kv-lw?layerwise", req))
 
-        def decode(data):
+        def decode(data, want_version=1):
+            """Frames as (layer, chunks, payload, status, checksum, slice checksums (v2))."""
             magic, version, _, hits, first, count, slice_bytes, nkeys, _ = struct.unpack_from(
                 "<8sHHIIIQII", data, 0)
-            self.assertEqual((magic, version, nkeys), (b"OCLWRSP1", 1, len(keys)))
+            self.assertEqual((magic, version, nkeys), (b"OCLWRSP1", want_version, len(keys)))
             pos, frames, error = 40, [], None
             while pos < len(data):
                 tag = struct.unpack_from("<I", data, pos)[0]
@@ -615,35 +616,50 @@ class S3ServerTest(unittest.TestCase):
                     continue
                 _, layer, chunks, _, payload = struct.unpack_from("<IIIIQ", data, pos)
                 pos += 24
+                sums = []
+                if version == 2 and payload:  # the writers' checksums, one per slice
+                    sums = list(struct.unpack_from(f"<{chunks}Q", data, pos))
+                    pos += 8 * chunks
                 body = data[pos:pos + payload]
                 pos += payload
                 st, _, checksum = struct.unpack_from("<IIQ", data, pos)
                 pos += 16
-                frames.append((layer, chunks, body, st, checksum))
+                frames.append((layer, chunks, body, st, checksum, sums))
             return hits, first, count, slice_bytes, frames, error
 
-        status, headers, data = fetch(3, 7)
-        self.assertEqual(status, 200, data[:300])
-        hits, first, count, slice_bytes, frames, error = decode(data)
-        self.assertEqual((hits, first, count, slice_bytes, error), (4, 3, 4, 65536, None))
-        self.assertEqual([f[0] for f in frames], [3, 4, 5, 6])  # layer-major, in order
-        for layer, chunks, body, st, checksum in frames:
-            self.assertEqual((chunks, st), (4, 0))
-            self.assertEqual(checksum, xxhash.xxh3_64_intdigest(body))
-            want = b"".join(raws[k][4096 + layer * 65536:4096 + (layer + 1) * 65536] for k in keys[:4])
-            self.assertEqual(body, want, f"layer {layer}")
+        def slices(body):
+            return [body[j * 65536:(j + 1) * 65536] for j in range(len(body) // 65536)]
+
+        for version in (1, 2):
+            status, headers, data = fetch(3, 7, version=version)
+            self.assertEqual(status, 200, data[:300])
+            hits, first, count, slice_bytes, frames, error = decode(data, version)
+            self.assertEqual((hits, first, count, slice_bytes, error), (4, 3, 4, 65536, None))
+            self.assertEqual([f[0] for f in frames], [3, 4, 5, 6])  # layer-major, in order
+            for layer, chunks, body, st, checksum, sums in frames:
+                self.assertEqual((chunks, st), (4, 0))
+                want = b"".join(raws[k][4096 + layer * 65536:4096 + (layer + 1) * 65536]
+                                for k in keys[:4])
+                self.assertEqual(body, want, f"layer {layer}")
+                if version == 1:
+                    self.assertEqual(checksum, xxhash.xxh3_64_intdigest(body))
+                else:  # each slice's checksum as its writer stored it; no frame checksum
+                    self.assertEqual(sums, [xxhash.xxh3_64_intdigest(x) for x in slices(body)])
+                    self.assertEqual(checksum, 0)
 
         # The C++ client (`objectcache fetch`) gets the same bytes, layer-major.
         self.file("lw-keys", "\n".join(keys).encode())
         env = dict(os.environ, OBJECTCACHE_ACCESS_KEY=ACCESS, OBJECTCACHE_SECRET_KEY=SECRET)
-        p = subprocess.run([OC, "fetch", "--endpoint", self.server.endpoint, "--bucket", "kv-lw",
-                            "--layout", "llama-3.1-8b", "--keys", os.path.join(self.work, "lw-keys"),
-                            "--layers", "3:7", "--out", os.path.join(self.work, "fetched")],
-                           capture_output=True, env=env)
-        self.assertEqual(p.returncode, 0, p.stderr)
-        self.assertIn(b"4 of 6 chunks", p.stderr)
-        with open(os.path.join(self.work, "fetched"), "rb") as f:
-            self.assertEqual(f.read(), b"".join(fr[2] for fr in frames))
+        for version in ("1", "2"):
+            out = os.path.join(self.work, "fetched" + version)
+            p = subprocess.run([OC, "fetch", "--endpoint", self.server.endpoint, "--bucket",
+                                "kv-lw", "--layout", "llama-3.1-8b", "--keys",
+                                os.path.join(self.work, "lw-keys"), "--layers", "3:7", "--out", out,
+                                "--wire-version", version], capture_output=True, env=env)
+            self.assertEqual(p.returncode, 0, p.stderr)
+            self.assertIn(b"4 of 6 chunks", p.stderr)
+            with open(out, "rb") as f:
+                self.assertEqual(f.read(), b"".join(fr[2] for fr in frames))
 
         status, _, data = fetch(0, 2, layout="granite-3.3-8b")
         self.assertEqual(status, 400, data)
@@ -668,13 +684,25 @@ class S3ServerTest(unittest.TestCase):
         self.assertEqual(error[0], 15)
         self.assertIn(keys[1], error[1])
         self.assertIn("layer 5", error[1])
-        p = subprocess.run([OC, "fetch", "--endpoint", self.server.endpoint, "--bucket", "kv-lw",
-                            "--layout", "llama-3.1-8b", "--keys", os.path.join(self.work, "lw-keys"),
-                            "--layers", "4:8", "--out", os.path.join(self.work, "fetched2")],
-                           capture_output=True, env=env)
-        self.assertEqual(p.returncode, 1)
-        self.assertIn(b"checksum mismatch in layer 5", p.stderr)
-        self.assertFalse(os.path.exists(os.path.join(self.work, "fetched2")))
+        # Version 2: the server checks nothing and sends the damaged bytes with the checksum
+        # their writer stored, so the reader sees the mismatch itself.
+        status, _, data = fetch(4, 8, version=2)
+        self.assertEqual(status, 200)
+        _, _, _, _, frames, error = decode(data, 2)
+        self.assertEqual(([(f[0], f[3]) for f in frames], error), ([(4, 0), (5, 0), (6, 0), (7, 0)], None))
+        layer5 = slices(frames[1][2])
+        self.assertNotEqual(frames[1][5][1], xxhash.xxh3_64_intdigest(layer5[1]))
+        self.assertEqual(frames[1][5][0], xxhash.xxh3_64_intdigest(layer5[0]))
+        for version, message in [("1", b"checksum mismatch in layer 5"),
+                                 ("2", b"layer 5: chunk " + keys[1].encode() + b": slice checksum mismatch")]:
+            out = os.path.join(self.work, "fetched-damaged" + version)
+            p = subprocess.run([OC, "fetch", "--endpoint", self.server.endpoint, "--bucket",
+                                "kv-lw", "--layout", "llama-3.1-8b", "--keys",
+                                os.path.join(self.work, "lw-keys"), "--layers", "4:8", "--out", out,
+                                "--wire-version", version], capture_output=True, env=env)
+            self.assertEqual(p.returncode, 1)
+            self.assertIn(message, p.stderr)
+            self.assertFalse(os.path.exists(out))
 
     def test_batch_store_is_all_or_nothing(self):
         import struct

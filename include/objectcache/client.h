@@ -56,6 +56,9 @@ struct ClientOptions {
   // (more streams spread the work over more server workers and client threads; on a 2-core
   // machine one is fastest: measured with `bench ttft`).
   int aggregated_streams = 1;
+  // The layerwise wire format asked for (docs/wire-format.md): 2, the writers' checksums
+  // verified here (the server hashes nothing), or 1, the server's frame checksums.
+  int wire_version = 2;
   // Write-behind queue: at most this many bytes wait to be stored; beyond, chunks are dropped.
   size_t write_behind_bytes = 256 << 20;
   // DRAM tier: at most this many bytes of chunk objects in this process (0: none). It holds

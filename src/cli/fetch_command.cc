@@ -22,6 +22,7 @@ struct FetchFlags {
   std::string layers;
   std::string out = "-";
   std::string ca_file;
+  int wire_version = 2;
 };
 
 Status RunFetch(const FetchFlags& f) {
@@ -34,7 +35,7 @@ Status RunFetch(const FetchFlags& f) {
   nlohmann::json keys = nlohmann::json::array();
   for (const ChunkKey& k : chunk_keys) keys.push_back(k.ToHex());
   nlohmann::json body;
-  body["version"] = 1;
+  body["version"] = f.wire_version;
   body["keys"] = keys;
   body["layers"] = {range.first, range.last};
   body["layout"] = nlohmann::json::parse(ModelToJson(model));
@@ -48,7 +49,8 @@ Status RunFetch(const FetchFlags& f) {
       [&](const client::LayerStreamHeader& h) -> Result<client::LayerPlacement> {
         region.assign(h.hits * h.slice_bytes, '\0');
         return client::LayerPlacement{
-            .regions = std::vector<std::span<std::byte>>(h.layer_count, AsWritableBytes(region))};
+            .regions = std::vector<std::span<std::byte>>(h.layer_count, AsWritableBytes(region)),
+            .chunk_name = [&](uint64_t j) { return chunk_keys[j].ToHex(); }};
       },
       [&](uint32_t, const Status& s) {
         if (s.ok() && write_status.ok()) write_status = out->Write(AsBytes(region));
@@ -133,6 +135,9 @@ void AddFetchCommand(CLI::App* app) {
   cmd->add_option("--keys", f->keys_file, "File of chunk keys, one hex key a line")->required();
   cmd->add_option("--layers", f->layers, "Layer range A:B (A inclusive, B exclusive)")->required();
   cmd->add_option("--out,-o", f->out, "Output file (written whole or not at all); - for stdout");
+  cmd->add_option("--wire-version", f->wire_version,
+                  "Layerwise wire format: 2 (the writers' checksums, checked here) or 1")
+      ->check(CLI::IsMember({1, 2}));
   cmd->callback([f] { RunCommand([&] { return RunFetch(*f); }); });
 }
 

@@ -13,6 +13,7 @@
 #include "client/retrieval_state.h"
 #include "objectcache/chunk_object.h"
 #include "s3/connection_pool.h"
+#include "wire/layerwise_wire.h"
 
 namespace objectcache {
 
@@ -52,7 +53,8 @@ class ClientImpl final : public Client {
         fetcher_(pool_.get(), options.bucket,
                  {.retries = options.retries,
                   .parallel = options.parallel_requests,
-                  .streams = options.aggregated_streams}),
+                  .streams = options.aggregated_streams,
+                  .wire_version = options.wire_version}),
         dram_(options.dram_tier_bytes > 0 ? std::make_unique<DramTier>(options.dram_tier_bytes)
                                           : nullptr),
         fill_dram_(options.fill_dram_on_retrieve),
@@ -393,6 +395,9 @@ Result<std::unique_ptr<LayerwiseSave>> ClientImpl::StartSave(const ModelPreset& 
 Result<std::unique_ptr<Client>> Client::Create(const ClientOptions& options) {
   if (options.endpoints.empty()) return InvalidArgumentError("no endpoints");
   if (options.bucket.empty()) return InvalidArgumentError("no bucket");
+  if (options.wire_version != wire::kLayerwiseV1 && options.wire_version != wire::kLayerwiseV2) {
+    return InvalidArgumentError("wire_version must be 1 or 2");
+  }
   std::vector<s3::S3Endpoint> endpoints;
   for (const std::string& url : options.endpoints) {
     OC_ASSIGN_OR_RETURN(s3::S3Endpoint e, s3::S3Endpoint::Parse(url));

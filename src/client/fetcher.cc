@@ -185,7 +185,7 @@ Status Fetcher::Aggregated(const FetchTarget& t, const FetchEvents& events) cons
     return WithRetries([&]() -> Status {
       if (next == t.layers.last) return Status();  // all delivered; only the end was lost
       nlohmann::json body;
-      body["version"] = 1;
+      body["version"] = options_.wire_version;
       body["keys"] = keys;
       body["layers"] = {next, t.layers.last};
       body["layout"] = layout;
@@ -207,9 +207,11 @@ Status Fetcher::Aggregated(const FetchTarget& t, const FetchEvents& events) cons
               combiner.PartHits(p, h.hits);
             }
             const uint32_t first = next;
-            return LayerPlacement{.slot = [&t, &positions, first](uint32_t i, uint64_t j) {
-              return t.slot(first + i, positions[j]);
-            }};
+            return LayerPlacement{
+                .slot = [&t, &positions, first](
+                            uint32_t i, uint64_t j) { return t.slot(first + i, positions[j]); },
+                .chunk_name = [&t,
+                               &positions](uint64_t j) { return t.keys[positions[j]].ToHex(); }};
           },
           [&](uint32_t layer, const Status& s) {
             if (!s.ok()) return;  // the stream's error ends the attempt

@@ -48,8 +48,9 @@ struct FetchEvents {
 
 struct FetchOptions {
   int retries = 3;
-  int parallel = 8;  // concurrent requests of the plain modes
-  int streams = 1;   // concurrent aggregated requests per endpoint, each for a stripe of keys
+  int parallel = 8;      // concurrent requests of the plain modes
+  int streams = 1;       // concurrent aggregated requests per endpoint, each for a stripe of keys
+  int wire_version = 2;  // of layerwise responses (docs/wire-format.md)
 };
 
 class Fetcher {

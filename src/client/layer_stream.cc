@@ -35,7 +35,8 @@ Status LayerStreamDecoder::Fail(Status s) {
   if (failure_.ok()) {
     failure_ = s;
     // The layer in flight, if any, is reported failed; later ones never come.
-    if ((state_ == State::kPayload || state_ == State::kTrailer) && server_failure_.ok()) {
+    if ((state_ == State::kChecksums || state_ == State::kPayload || state_ == State::kTrailer) &&
+        server_failure_.ok()) {
       on_layer_(frame_layer_, s);
     }
   }
@@ -109,7 +110,20 @@ Status LayerStreamDecoder::Feed(std::span<const std::byte> bytes) {
         pending_.clear();
         payload_pos_ = 0;
         XXH3_64bits_reset(&hash_->state);
-        state_ = payload_left_ > 0 ? State::kPayload : State::kTrailer;
+        state_ = payload_left_ == 0                      ? State::kTrailer
+                 : header_.version == wire::kLayerwiseV2 ? State::kChecksums
+                                                         : State::kPayload;
+        break;
+      }
+      case State::kChecksums: {
+        // hits x 8 bytes: at most 64 KiB for the 8192 keys a request may name.
+        if (!take(static_cast<size_t>(header_.hits) * 8)) break;
+        Result<std::vector<uint64_t>> sums =
+            wire::ParseSliceChecksums(AsBytes(pending_), header_.hits);
+        if (!sums) return Fail(sums.error());
+        slice_checksums_ = std::move(*sums);
+        pending_.clear();
+        state_ = State::kPayload;
         break;
       }
       case State::kPayload: {
@@ -122,7 +136,21 @@ Status LayerStreamDecoder::Feed(std::span<const std::byte> bytes) {
                               ? placement_.slot(layers_done_, chunk)
                               : placement_.regions[layers_done_].data() + ChunkOffset(chunk);
         std::memcpy(dest + within, bytes.data(), n);
-        XXH3_64bits_update(&hash_->state, bytes.data(), n);
+        if (header_.version == wire::kLayerwiseV2) {
+          // The slice is checked where it landed, in the pass that just wrote it.
+          if (within == 0) XXH3_64bits_reset(&hash_->state);
+          XXH3_64bits_update(&hash_->state, dest + within, n);
+          if (within + n == header_.slice_bytes &&
+              XXH3_64bits_digest(&hash_->state) != slice_checksums_[chunk]) {
+            return Fail(
+                DataLossError("layer " + std::to_string(frame_layer_) + ": " +
+                              (placement_.chunk_name ? "chunk " + placement_.chunk_name(chunk)
+                                                     : "chunk " + std::to_string(chunk)) +
+                              ": slice checksum mismatch (damaged on disk or in flight)"));
+          }
+        } else {
+          XXH3_64bits_update(&hash_->state, bytes.data(), n);
+        }
         payload_pos_ += n;
         payload_left_ -= n;
         bytes = bytes.subspan(n);
@@ -145,7 +173,8 @@ Status LayerStreamDecoder::Feed(std::span<const std::byte> bytes) {
           state_ = State::kFrameHeader;
           break;
         }
-        if (XXH3_64bits_digest(&hash_->state) != checksum) {
+        if (header_.version == wire::kLayerwiseV1 &&
+            XXH3_64bits_digest(&hash_->state) != checksum) {
           return Fail(
               DataLossError("layer " + std::to_string(frame_layer_) + ": frame checksum mismatch"));
         }

@@ -1,9 +1,10 @@
 // Decoding a layerwise retrieval response (docs/wire-format.md) as its bytes arrive.
 //
 // LayerStreamDecoder is a push parser: feed it the response body in pieces of any size; it
-// copies each layer's payload into the region the caller gave for that layer, checks the
-// frame's checksum and status, and only then reports the layer ready (or failed). A layer is
-// never reported ready with bytes that failed a check. Not thread-safe: one feeder.
+// copies each layer's payload into the region the caller gave for that layer, checks it (version
+// 1: the frame's checksum; version 2: each slice against its writer's checksum, while the bytes
+// are still in cache) and the frame's status, and only then reports the layer ready (or failed). A
+// layer is never reported ready with bytes that failed a check. Not thread-safe: one feeder.
 #pragma once
 
 #include <cstdint>
@@ -29,6 +30,8 @@ struct LayerPlacement {
   std::vector<std::span<std::byte>> regions;
   std::vector<uint64_t> chunk_offsets;
   std::function<std::byte*(uint32_t layer_index, uint64_t chunk)> slot;
+  // How errors name chunk j of the response (its key); unset: "chunk j".
+  std::function<std::string(uint64_t chunk)> chunk_name;
 };
 
 class LayerStreamDecoder {
@@ -55,6 +58,7 @@ class LayerStreamDecoder {
     kHeader,
     kFrameHeader,
     kFrameRest,
+    kChecksums,
     kPayload,
     kTrailer,
     kErrorHeader,
@@ -74,7 +78,8 @@ class LayerStreamDecoder {
   uint32_t frame_layer_ = 0;
   uint64_t payload_left_ = 0, payload_pos_ = 0;
   struct Hash;
-  std::unique_ptr<Hash> hash_;  // the running XXH3-64 of the current frame
+  std::unique_ptr<Hash> hash_;  // the running XXH3-64 of the current frame (v1) or slice (v2)
+  std::vector<uint64_t> slice_checksums_;  // v2: the writers' checksums of the current frame
   uint32_t error_code_ = 0, error_len_ = 0;
   std::string error_message_;
   Status failure_;         // final: the stream cannot go on

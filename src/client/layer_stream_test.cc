@@ -17,11 +17,13 @@ struct Encoded {
   std::vector<std::string> layers;  // payload per layer
 };
 
-Encoded Encode(uint32_t hits, uint32_t first, uint32_t count, uint64_t slice, int fail_layer = -1,
-               int corrupt_layer = -1) {
+// Version 1 carries each frame's checksum, version 2 each slice's as its writer computed it.
+Encoded Encode(uint16_t version, uint32_t hits, uint32_t first, uint32_t count, uint64_t slice,
+               int fail_layer = -1, int corrupt_layer = -1) {
   Encoded e;
   ByteWriter w;
-  wire::PutResponseHeader({.hits = hits,
+  wire::PutResponseHeader({.version = version,
+                           .hits = hits,
                            .first_layer = first,
                            .layer_count = count,
                            .slice_bytes = slice,
@@ -33,7 +35,13 @@ Encoded Encode(uint32_t hits, uint32_t first, uint32_t count, uint64_t slice, in
     for (char& ch : payload) ch = static_cast<char>(rng());
     e.layers.push_back(payload);
     wire::PutFrameHeader({.layer = l, .chunks = hits, .payload_bytes = payload.size()}, &w);
-    const uint64_t sum = XXH3_64bits(payload.data(), payload.size());
+    if (version == wire::kLayerwiseV2) {
+      std::vector<uint64_t> sums;
+      for (uint32_t j = 0; j < hits; ++j) sums.push_back(XXH3_64bits(&payload[j * slice], slice));
+      wire::PutSliceChecksums(sums, &w);
+    }
+    const uint64_t sum =
+        version == wire::kLayerwiseV2 ? 0 : XXH3_64bits(payload.data(), payload.size());
     if (static_cast<int>(l) == corrupt_layer) payload[payload.size() / 2] ^= 1;
     w.Bytes(payload.data(), payload.size());
     wire::PutFrameTrailer({.status = static_cast<int>(l) == fail_layer ? 15u : 0u, .checksum = sum},
@@ -74,7 +82,19 @@ DecodeRun Decode(const std::string& bytes, size_t piece) {
   return run;
 }
 
-TEST(LayerStreamTest, LayersArriveInOrderVerifiedInAnyPieces) {
+class LayerStreamTest : public ::testing::TestWithParam<uint16_t> {
+ protected:
+  template <typename... Args>
+  Encoded Encode(Args... args) {
+    return client::Encode(GetParam(), args...);
+  }
+};
+
+INSTANTIATE_TEST_SUITE_P(Versions, LayerStreamTest,
+                         ::testing::Values(wire::kLayerwiseV1, wire::kLayerwiseV2),
+                         [](const auto& p) { return "v" + std::to_string(p.param); });
+
+TEST_P(LayerStreamTest, LayersArriveInOrderVerifiedInAnyPieces) {
   Encoded e = Encode(3, 4, 5, 1000);
   for (size_t piece : {size_t{1}, size_t{7}, size_t{999}, size_t{4096}, e.bytes.size()}) {
     DecodeRun r = Decode(e.bytes, piece);
@@ -87,7 +107,7 @@ TEST(LayerStreamTest, LayersArriveInOrderVerifiedInAnyPieces) {
   }
 }
 
-TEST(LayerStreamTest, ChunkOffsetsScatterSlicesInAnyPieces) {
+TEST_P(LayerStreamTest, ChunkOffsetsScatterSlicesInAnyPieces) {
   // Three chunks go to slots 4, 0 and 2 of a five-slot region (how a client spreading keys
   // over endpoints, or an engine's block table, places them).
   const uint64_t slice = 300;
@@ -120,16 +140,21 @@ TEST(LayerStreamTest, ChunkOffsetsScatterSlicesInAnyPieces) {
   }
 }
 
-TEST(LayerStreamTest, CorruptFrameIsNeverReportedReady) {
-  Encoded e = Encode(2, 0, 4, 512, -1, /*corrupt_layer=*/2);
+TEST_P(LayerStreamTest, CorruptFrameIsNeverReportedReady) {
+  Encoded e = Encode(2, 0, 4, 512, -1, /*corrupt_layer=*/2);  // the first byte of chunk 1
   DecodeRun r = Decode(e.bytes, 100);
   EXPECT_EQ(r.finish.code(), StatusCode::kDataLoss);
+  if (GetParam() == wire::kLayerwiseV2) {  // the slice, by chunk and layer
+    EXPECT_NE(r.finish.message().find("layer 2: chunk 1: slice checksum mismatch"),
+              std::string::npos)
+        << r.finish.ToString();
+  }
   ASSERT_EQ(r.events.size(), 3u);
   EXPECT_EQ(r.events[1], std::make_pair(1u, StatusCode::kOk));
   EXPECT_EQ(r.events[2], std::make_pair(2u, StatusCode::kDataLoss));
 }
 
-TEST(LayerStreamTest, ServerFailureEndsTheStreamWithItsMessage) {
+TEST_P(LayerStreamTest, ServerFailureEndsTheStreamWithItsMessage) {
   Encoded e = Encode(2, 0, 4, 512, /*fail_layer=*/1);
   DecodeRun r = Decode(e.bytes, 33);
   EXPECT_EQ(r.finish.code(), StatusCode::kDataLoss);
@@ -139,7 +164,7 @@ TEST(LayerStreamTest, ServerFailureEndsTheStreamWithItsMessage) {
   EXPECT_EQ(r.events[1], std::make_pair(1u, StatusCode::kDataLoss));
 }
 
-TEST(LayerStreamTest, TruncatedOrForeignStreamsFail) {
+TEST_P(LayerStreamTest, TruncatedOrForeignStreamsFail) {
   Encoded e = Encode(2, 0, 3, 256);
   for (size_t cut : {size_t{0}, size_t{10}, size_t{40}, size_t{50}, e.bytes.size() - 1}) {
     DecodeRun r = Decode(e.bytes.substr(0, cut), 64);

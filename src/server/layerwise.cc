@@ -27,6 +27,7 @@ namespace {
 constexpr size_t kHeaderGroup = 256;  // chunk headers read per trip to the store
 
 struct LayerwiseRequest {
+  uint16_t version = wire::kLayerwiseV1;  // of the response (docs/wire-format.md)
   std::vector<ChunkKey> keys;
   uint32_t first = 0, last = 0;
   std::optional<ModelPreset> model;
@@ -43,11 +44,13 @@ S3Result<LayerwiseRequest> ParseRequest(std::string_view body, size_t max_keys) 
     return Fail("InvalidArgument",
                 "layerwise body is not a JSON object" + (why.empty() ? std::string() : ": " + why));
   // Every field's type is checked before it is read: nlohmann::json throws on a wrong type.
-  if (auto v = j.find("version");
-      v == j.end() || !v->is_number_integer() || v->get<int64_t>() != wire::kLayerwiseVersion) {
-    return Fail("InvalidArgument", "layerwise request version must be 1");
+  auto v = j.find("version");
+  if (v == j.end() || !v->is_number_integer() ||
+      (v->get<int64_t>() != wire::kLayerwiseV1 && v->get<int64_t>() != wire::kLayerwiseV2)) {
+    return Fail("InvalidArgument", "layerwise request version must be 1 or 2");
   }
   LayerwiseRequest r;
+  r.version = static_cast<uint16_t>(v->get<int64_t>());
   auto keys = j.find("keys");
   if (keys == j.end() || !keys->is_array() || keys->empty() || keys->size() > max_keys) {
     return Fail("InvalidArgument",
@@ -249,7 +252,11 @@ asio::awaitable<S3Result<void>> S3Handler::LayerwiseRetrieve(Ctx& c) {
   if (!lease.GrowTo(2 * uint64_t{window_bytes})) co_return MemoryBudgetExhausted();
 
   ByteWriter head;
-  wire::PutResponseHeader({.hits = hits,
+  // Version 2 hands the writer's checksums to the client, which verifies the slices: the server
+  // then hashes nothing on the read path.
+  const bool v2 = req->version == wire::kLayerwiseV2;
+  wire::PutResponseHeader({.version = req->version,
+                           .hits = hits,
                            .first_layer = req->first,
                            .layer_count = req->last - req->first,
                            .slice_bytes = slice,
@@ -287,12 +294,12 @@ asio::awaitable<S3Result<void>> S3Handler::LayerwiseRetrieve(Ctx& c) {
     std::vector<ChunkHeader> hs(headers->begin() + start, headers->begin() + start + n);
     windows[i % 2]->Start(
         pool_,
-        [this, layer, reads = std::move(reads), keys = std::move(keys),
+        [this, layer, v2, reads = std::move(reads), keys = std::move(keys),
          hs = std::move(hs)]() mutable -> Status {
           OC_RETURN_IF_ERROR(store_->RetrieveRanges(reads));
           for (size_t k = 0; k < reads.size(); ++k) {
             OC_RETURN_IF_ERROR(reads[k].status.Annotate("chunk " + keys[k].ToHex()));
-            OC_RETURN_IF_ERROR(VerifyLayerSlice(hs[k], layer, reads[k].dest));
+            if (!v2) OC_RETURN_IF_ERROR(VerifyLayerSlice(hs[k], layer, reads[k].dest));
           }
           return Status();
         });
@@ -313,6 +320,11 @@ asio::awaitable<S3Result<void>> S3Handler::LayerwiseRetrieve(Ctx& c) {
     if (start == 0) {
       ByteWriter fh;
       wire::PutFrameHeader({.layer = layer, .chunks = hits, .payload_bytes = hits * slice}, &fh);
+      if (v2) {
+        std::vector<uint64_t> sums(hits);
+        for (uint32_t j = 0; j < hits; ++j) sums[j] = (*headers)[j].layer_checksums[layer];
+        wire::PutSliceChecksums(sums, &fh);
+      }
       if (!(co_await c.ex.WriteBody(AsBytes(fh.str()))).ok()) co_return S3Result<void>();
       XXH3_64bits_reset(&checksum);
     }
@@ -320,12 +332,12 @@ asio::awaitable<S3Result<void>> S3Handler::LayerwiseRetrieve(Ctx& c) {
     // After a failure the rest of the frame is zeros, so the stream stays parseable; the
     // trailer marks the frame failed and an error record follows.
     if (!failure.ok()) std::fill(dest.begin(), dest.end(), std::byte{0});
-    XXH3_64bits_update(&checksum, dest.data(), dest.size());
+    if (!v2) XXH3_64bits_update(&checksum, dest.data(), dest.size());
     if (!(co_await paced.Write(c.ex, dest)).ok()) co_return S3Result<void>();
     if (start + n == hits) {
       ByteWriter ft;
       wire::PutFrameTrailer({.status = static_cast<uint32_t>(failure.code()),
-                             .checksum = XXH3_64bits_digest(&checksum)},
+                             .checksum = v2 ? 0 : XXH3_64bits_digest(&checksum)},
                             &ft);
       if (!(co_await c.ex.WriteBody(AsBytes(ft.str()))).ok()) co_return S3Result<void>();
       if (!failure.ok()) break;  // no later layer follows a failed one
@@ -335,7 +347,7 @@ asio::awaitable<S3Result<void>> S3Handler::LayerwiseRetrieve(Ctx& c) {
   for (uint32_t layer = req->first; hits == 0 && layer < req->last; ++layer) {
     ByteWriter frame;
     wire::PutFrameHeader({.layer = layer}, &frame);
-    wire::PutFrameTrailer({.checksum = XXH3_64bits(nullptr, 0)}, &frame);
+    wire::PutFrameTrailer({.checksum = v2 ? 0 : XXH3_64bits(nullptr, 0)}, &frame);
     if (!(co_await c.ex.WriteBody(AsBytes(frame.str()))).ok()) co_return S3Result<void>();
   }
   if (!failure.ok()) {

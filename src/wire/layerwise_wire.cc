@@ -35,7 +35,7 @@ Result<ByteReader> RecordOfKind(std::span<const std::byte> bytes, size_t size, R
 
 void PutResponseHeader(const ResponseHeader& h, ByteWriter* w) {
   w->Bytes(kResponseMagic, sizeof(kResponseMagic));
-  w->U16(kLayerwiseVersion);
+  w->U16(h.version);
   w->U16(0);  // flags
   w->U32(h.hits);
   w->U32(h.first_layer);
@@ -49,11 +49,11 @@ Result<ResponseHeader> ParseResponseHeader(std::span<const std::byte> bytes) {
   Result<ByteReader> r = Record(bytes, kResponseHeaderBytes, "response header");
   if (!r) return r.error();
   char magic[sizeof(kResponseMagic)];
-  uint16_t version = 0, flags = 0;
+  uint16_t flags = 0;
   uint32_t reserved = 0;
   ResponseHeader h;
   (void)r->Bytes(magic, sizeof(magic));
-  (void)r->U16(&version);
+  (void)r->U16(&h.version);
   (void)r->U16(&flags);
   (void)r->U32(&h.hits);
   (void)r->U32(&h.first_layer);
@@ -64,8 +64,8 @@ Result<ResponseHeader> ParseResponseHeader(std::span<const std::byte> bytes) {
   if (std::memcmp(magic, kResponseMagic, sizeof(magic)) != 0) {
     return Malformed("bad magic (not a layerwise response)");
   }
-  if (version != kLayerwiseVersion) {
-    return InvalidArgumentError("layerwise response version " + std::to_string(version));
+  if (h.version != kLayerwiseV1 && h.version != kLayerwiseV2) {
+    return InvalidArgumentError("layerwise response version " + std::to_string(h.version));
   }
   if (h.hits > h.keys || h.slice_bytes == 0 || h.layer_count == 0) {
     return Malformed("inconsistent header");
@@ -100,6 +100,19 @@ Result<FrameHeader> ParseFrameHeader(std::span<const std::byte> bytes) {
   (void)r->U32(&reserved);
   (void)r->U64(&f.payload_bytes);
   return f;
+}
+
+void PutSliceChecksums(std::span<const uint64_t> checksums, ByteWriter* w) {
+  for (uint64_t c : checksums) w->U64(c);
+}
+
+Result<std::vector<uint64_t>> ParseSliceChecksums(std::span<const std::byte> bytes,
+                                                  uint32_t chunks) {
+  Result<ByteReader> r = Record(bytes, uint64_t{chunks} * 8, "slice checksums");
+  if (!r) return r.error();
+  std::vector<uint64_t> out(chunks);
+  for (uint64_t& c : out) (void)r->U64(&c);
+  return out;
 }
 
 void PutFrameTrailer(const FrameTrailer& t, ByteWriter* w) {
