@@ -366,6 +366,7 @@ void AddBenchCommands(CLI::App* app) {
   AddSchedBenchCommand(bench);
   AddBackendsBenchCommand(bench);
   AddTlsBenchCommand(bench);
+  AddPathBenchCommand(bench);
   AddEvictBenchCommand(bench);
 }
 

@@ -34,6 +34,8 @@ void AddMemBenchCommand(CLI::App* bench);
 void AddEvictBenchCommand(CLI::App* bench);
 // Registers `bench tls` under the `bench` command.
 void AddTlsBenchCommand(CLI::App* bench);
+// Registers `bench path` under the `bench` command.
+void AddPathBenchCommand(CLI::App* bench);
 // Registers `demo`: the TTFT experiment on one model, the README's main job.
 void AddDemoCommand(CLI::App* app);
 

@@ -73,7 +73,7 @@ TEST(LayerwiseWireTest, ResponseHeaderRejectsWhatTheFormatDoesNotAllow) {
   };
   EXPECT_TRUE(parse([](std::string&) {}).has_value());
   EXPECT_EQ(parse([](std::string& s) { s[0] = 'X'; }).error().code(), StatusCode::kDataLoss);
-  EXPECT_EQ(parse([](std::string& s) { s[8] = 2; }).error().code(),
+  EXPECT_EQ(parse([](std::string& s) { s[8] = 3; }).error().code(),
             StatusCode::kInvalidArgument);  // version 2
   EXPECT_EQ(parse([](std::string& s) { s[12] = 9; }).error().code(),
             StatusCode::kDataLoss);  // hits 9 > keys 3

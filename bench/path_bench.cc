@@ -1,0 +1,207 @@
+// `objectcache bench path`: the data path of one aggregated layerwise retrieval (S3Agg-LW)
+// against the link it runs over. In one run, interleaved: one TCP stream over loopback (the
+// ceiling), and the retrieval of a Llama-3.1-8B prefix from the local store (page cache warm)
+// in wire format version 1 and version 2 (docs/wire-format.md), with the CPU seconds per GiB
+// the server and the client spend on it. Every retrieved byte is checked, outside the timing.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <iostream>
+#include <sstream>
+#include <thread>
+
+#include "bench/bench_command.h"
+#include "bench/bench_report.h"
+#include "bench/kv_fixture.h"
+
+namespace objectcache::bench {
+namespace {
+
+struct PathBenchFlags {
+  std::string dir;
+  size_t chunks = 512;  // x 2 MiB of Llama-3.1-8B KV: 1 GiB
+  int rounds = 5;
+  std::string json;
+};
+
+constexpr double kGiB = 1024.0 * 1024 * 1024;
+
+// CPU seconds (user + system) a process has used so far.
+double ProcessCpuSeconds(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  std::getline(in, line);
+  // Fields after the command name (which may hold spaces) start after its closing ')'.
+  std::istringstream rest(line.substr(line.rfind(')') + 2));
+  std::string field;
+  unsigned long long utime = 0, stime = 0;
+  for (int i = 3; i <= 15 && rest >> field; ++i) {
+    if (i == 14) utime = std::stoull(field);
+    if (i == 15) stime = std::stoull(field);
+  }
+  return static_cast<double>(utime + stime) / static_cast<double>(sysconf(_SC_CLK_TCK));
+}
+
+double SelfCpuSeconds() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  auto s = [](const timeval& t) { return static_cast<double>(t.tv_sec) + t.tv_usec / 1e6; };
+  return s(u.ru_utime) + s(u.ru_stime);
+}
+
+// Gbit/s of `bytes` sent over one TCP connection on 127.0.0.1, 4 MiB writes and reads.
+Result<double> RawStreamGbps(uint64_t bytes) {
+  const int listener = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(addr);
+  if (listener < 0 || bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
+      listen(listener, 1) != 0 ||
+      getsockname(listener, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+    if (listener >= 0) close(listener);
+    return UnavailableError("raw stream: no listening socket on 127.0.0.1");
+  }
+  constexpr size_t kPiece = 4 << 20;
+  std::thread sender([&] {
+    const int s = socket(AF_INET, SOCK_STREAM, 0);
+    if (connect(s, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0) {
+      std::string buf(kPiece, 'x');
+      for (uint64_t sent = 0; sent < bytes;) {
+        const ssize_t n = send(s, buf.data(), std::min<uint64_t>(kPiece, bytes - sent), 0);
+        if (n <= 0) break;
+        sent += static_cast<uint64_t>(n);
+      }
+    }
+    close(s);
+  });
+  const int conn = accept(listener, nullptr, nullptr);
+  close(listener);
+  std::string buf(kPiece, '\0');
+  uint64_t got = 0;
+  const double t0 = NowSeconds();
+  while (conn >= 0 && got < bytes) {
+    const ssize_t n = recv(conn, buf.data(), buf.size(), 0);
+    if (n <= 0) break;
+    got += static_cast<uint64_t>(n);
+  }
+  const double seconds = NowSeconds() - t0;
+  if (conn >= 0) close(conn);
+  sender.join();
+  if (got != bytes) return UnavailableError("raw stream: the connection ended early");
+  return static_cast<double>(bytes) * 8 / seconds / 1e9;
+}
+
+struct VersionRuns {
+  std::vector<double> gbps, server_cpu, client_cpu;  // CPU seconds per GiB
+};
+
+Status RunPathBench(const PathBenchFlags& f) {
+  if (f.chunks == 0 || f.chunks > 8192 || f.rounds < 1) {
+    return InvalidArgumentError("--chunks must be 1 to 8192 and --rounds at least 1");
+  }
+  OC_ASSIGN_OR_RETURN(ScratchRoot scratch, ScratchRoot::Make(f.dir, "objectcache-bench-path"));
+  const ModelPreset model = *FindModelPreset("llama-3.1-8b");
+  OC_ASSIGN_OR_RETURN(ServerChild server, StartServer(scratch.path(), /*fresh=*/true));
+  OC_RETURN_IF_ERROR(CreateBucket(server.endpoint, "path", model));
+  std::unique_ptr<Client> clients[2];
+  for (int v = 0; v < 2; ++v) {
+    OC_ASSIGN_OR_RETURN(
+        clients[v],
+        Client::Create({.endpoints = {server.endpoint}, .bucket = "path", .wire_version = v + 1}));
+  }
+  OC_ASSIGN_OR_RETURN(PrefixSet prefix, StorePrefix(model, f.chunks, 17, clients[1].get()));
+  const uint64_t bytes =
+      uint64_t{f.chunks} * model.layout.LayerSliceBytes() * model.layout.num_layers;
+  const double gib = static_cast<double>(bytes) / kGiB;
+
+  // One retrieval in `version`; its Gbit/s and CPU per GiB, then every byte checked.
+  auto retrieve = [&](int version, VersionRuns* runs) -> Status {
+    prefix.ClearRegions(f.chunks);
+    const double client0 = SelfCpuSeconds(), server0 = ProcessCpuSeconds(server.process->pid());
+    const double t0 = NowSeconds();
+    OC_ASSIGN_OR_RETURN(std::unique_ptr<LayerwiseRetrieval> r,
+                        prefix.StartRetrieval(clients[version - 1].get(),
+                                              RetrievalMode::kAggregatedLayerwise, f.chunks));
+    OC_RETURN_IF_ERROR(r->Wait());
+    const double seconds = NowSeconds() - t0;
+    runs->gbps.push_back(static_cast<double>(bytes) * 8 / seconds / 1e9);
+    runs->server_cpu.push_back((ProcessCpuSeconds(server.process->pid()) - server0) / gib);
+    runs->client_cpu.push_back((SelfCpuSeconds() - client0) / gib);
+    return prefix.CheckRetrieved(*r, f.chunks);
+  };
+  VersionRuns runs[2];
+  std::vector<double> raw;
+  OC_RETURN_IF_ERROR(retrieve(2, &runs[1]));  // warms the page cache; not counted
+  runs[1] = {};
+  for (int round = 0; round < f.rounds; ++round) {
+    // Rotating order: raw, v1, v2; then v1, v2, raw; then v2, raw, v1.
+    for (int k = 0; k < 3; ++k) {
+      const int which = (round + k) % 3;
+      if (which == 0) {
+        OC_ASSIGN_OR_RETURN(double g, RawStreamGbps(bytes));
+        raw.push_back(g);
+      } else {
+        OC_RETURN_IF_ERROR(retrieve(which, &runs[which - 1]));
+      }
+    }
+  }
+  server.process->Stop();
+
+  Report report("path");
+  report.Param("prefix", std::to_string(f.chunks) + " chunks of llama-3.1-8b (" +
+                             std::to_string(gib) + " GiB), all 32 layers");
+  report.Param("rounds", f.rounds);
+  report.Param("server", "objectcache serve --anonymous, local store, page cache warm");
+  report.Param("client", "the client library, S3Agg-LW, one stream, into host memory");
+  const double raw_gbps = Median(raw);
+  report.Metric("raw_stream_gbps", raw_gbps, "Gbit/s", "one TCP stream over 127.0.0.1");
+  nlohmann::ordered_json rows = nlohmann::ordered_json::array();
+  std::printf("\n%-8s %10s %12s %22s %22s\n", "wire", "Gbit/s", "vs raw", "server CPU s/GiB",
+              "client CPU s/GiB");
+  for (int v = 1; v <= 2; ++v) {
+    const VersionRuns& r = runs[v - 1];
+    const double g = Median(r.gbps), s = Median(r.server_cpu), c = Median(r.client_cpu);
+    std::printf("%-8s %10.2f %12.2f %22.3f %22.3f\n", ("v" + std::to_string(v)).c_str(), g,
+                raw_gbps > 0 ? g / raw_gbps : 0, s, c);
+    rows.push_back({{"wire_version", v},
+                    {"agg_gbps", g},
+                    {"ratio_vs_raw", raw_gbps > 0 ? g / raw_gbps : 0},
+                    {"server_cpu_s_per_gib", s},
+                    {"client_cpu_s_per_gib", c}});
+    const std::string suffix = v == 2 ? "" : "_v1";  // the unsuffixed metrics are v2's
+    report.Metric("agg_gbps" + suffix, g, "Gbit/s", "S3Agg-LW, wire v" + std::to_string(v));
+    report.Metric("ratio_vs_raw" + suffix, raw_gbps > 0 ? g / raw_gbps : 0, "x");
+    report.Metric("server_cpu_s_per_gib" + suffix, s, "s/GiB");
+    report.Metric("client_cpu_s_per_gib" + suffix, c, "s/GiB");
+  }
+  const double v1_cpu = Median(runs[0].server_cpu);
+  report.Metric("server_cpu_v2_vs_v1", v1_cpu > 0 ? Median(runs[1].server_cpu) / v1_cpu : 0, "x",
+                "target <= 1/3");
+  report.Print();
+  nlohmann::ordered_json j = report.ToJson();
+  j["rows"] = rows;
+  return WriteJsonFile(f.json, j);
+}
+
+}  // namespace
+
+void AddPathBenchCommand(CLI::App* bench) {
+  auto f = std::make_shared<PathBenchFlags>();
+  CLI::App* p = bench->add_subcommand(
+      "path",
+      "One aggregated layerwise retrieval against one raw TCP stream; wire v1 beside v2, with "
+      "the CPU seconds per GiB of server and client");
+  p->add_option("--dir", f->dir, "Scratch directory (default: a temporary one; removed)");
+  p->add_option("--chunks", f->chunks, "Chunks of llama-3.1-8b in the prefix (2 MiB each)")
+      ->capture_default_str();
+  p->add_option("--rounds", f->rounds, "Repeats of each case (interleaved)")->capture_default_str();
+  p->add_option("--json", f->json, "Write the metrics and rows to this JSON file");
+  p->callback([f] { RunBench([&] { return RunPathBench(*f); }); });
+}
+
+}  // namespace objectcache::bench

@@ -1,0 +1,38 @@
+#!/usr/bin/python3
+"""`objectcache bench path` end to end on a small prefix: it exits 0 (every retrieved byte is
+checked), and the JSON has the promised metrics and a row per wire version. The numbers are not
+asserted (they are measurements)."""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+METRICS = ["raw_stream_gbps", "agg_gbps", "ratio_vs_raw", "server_cpu_s_per_gib",
+           "client_cpu_s_per_gib", "agg_gbps_v1", "ratio_vs_raw_v1", "server_cpu_s_per_gib_v1",
+           "client_cpu_s_per_gib_v1", "server_cpu_v2_vs_v1"]
+
+
+def main():
+    binary = sys.argv[1]
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, "path.json")
+        run = subprocess.run([binary, "bench", "path", "--chunks", "8", "--rounds", "1",
+                              "--json", out, "--dir", os.path.join(tmp, "scratch")],
+                             capture_output=True, text=True, timeout=300)
+        print(run.stdout)
+        assert run.returncode == 0, run.stderr
+        report = json.load(open(out))
+        for m in METRICS:
+            assert m in report["metrics"], m
+        assert report["metrics"]["raw_stream_gbps"] > 0
+        assert [r["wire_version"] for r in report["rows"]] == [1, 2], report["rows"]
+        assert all(r["agg_gbps"] > 0 for r in report["rows"]), report["rows"]
+        bad = subprocess.run([binary, "bench", "path", "--chunks", "0", "--dir",
+                              os.path.join(tmp, "bad")], capture_output=True, text=True)
+        assert bad.returncode != 0 and "--chunks" in bad.stderr, bad.stderr
+    print("ok")
+
+
+if __name__ == "__main__":
+    main()
