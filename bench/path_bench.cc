@@ -2,13 +2,15 @@
 // against the link it runs over. In one run, interleaved: one TCP stream over loopback (the
 // ceiling), and the retrieval of a Llama-3.1-8B prefix from the local store (page cache warm)
 // in wire format version 1 and version 2 (docs/wire-format.md), with the CPU seconds per GiB
-// the server and the client spend on it. Every retrieved byte is checked, outside the timing.
+// the server and the client spend on it; and lookups of 1 to 8192 keys. Every retrieved byte is
+// checked, outside the timing.
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <array>
 #include <fstream>
 #include <iostream>
 #include <sstream>
@@ -29,6 +31,7 @@ struct PathBenchFlags {
 };
 
 constexpr double kGiB = 1024.0 * 1024 * 1024;
+constexpr std::array<size_t, 4> kLookupSizes = {1, 64, 1024, 8192};
 
 // CPU seconds (user + system) a process has used so far.
 double ProcessCpuSeconds(pid_t pid) {
@@ -134,6 +137,30 @@ Status RunPathBench(const PathBenchFlags& f) {
     runs->client_cpu.push_back((SelfCpuSeconds() - client0) / gib);
     return prefix.CheckRetrieved(*r, f.chunks);
   };
+  // Lookups: 8192 chunks of a tiny layout (one layer, 512-byte slices) in a bucket of their
+  // own, so a lookup of N keys finds all N present.
+  OC_ASSIGN_OR_RETURN(ModelPreset tiny,
+                      ParseModelJson(R"({"name": "bench-path-tiny", "layers": 1, "kv_heads": 1,
+                                         "head_dim": 8, "dtype": "fp16"})"));
+  OC_RETURN_IF_ERROR(CreateBucket(server.endpoint, "lookup", tiny));
+  OC_ASSIGN_OR_RETURN(std::unique_ptr<Client> looker,
+                      Client::Create({.endpoints = {server.endpoint}, .bucket = "lookup"}));
+  OC_ASSIGN_OR_RETURN(PrefixSet present, StorePrefix(tiny, kLookupSizes.back(), 23, looker.get()));
+  std::vector<double> lookup_ms[kLookupSizes.size()];
+  auto lookups = [&]() -> Status {
+    for (size_t i = 0; i < kLookupSizes.size(); ++i) {
+      const double t0 = NowSeconds();
+      OC_ASSIGN_OR_RETURN(size_t found,
+                          looker->Lookup(std::span(present.keys).first(kLookupSizes[i])));
+      lookup_ms[i].push_back((NowSeconds() - t0) * 1000);
+      if (found != kLookupSizes[i]) {
+        return DataLossError("lookup found " + std::to_string(found) + " of " +
+                             std::to_string(kLookupSizes[i]) + " stored keys");
+      }
+    }
+    return Status();
+  };
+
   VersionRuns runs[2];
   std::vector<double> raw;
   OC_RETURN_IF_ERROR(retrieve(2, &runs[1]));  // warms the page cache; not counted
@@ -149,6 +176,7 @@ Status RunPathBench(const PathBenchFlags& f) {
         OC_RETURN_IF_ERROR(retrieve(which, &runs[which - 1]));
       }
     }
+    OC_RETURN_IF_ERROR(lookups());
   }
   server.process->Stop();
 
@@ -178,6 +206,11 @@ Status RunPathBench(const PathBenchFlags& f) {
     report.Metric("ratio_vs_raw" + suffix, raw_gbps > 0 ? g / raw_gbps : 0, "x");
     report.Metric("server_cpu_s_per_gib" + suffix, s, "s/GiB");
     report.Metric("client_cpu_s_per_gib" + suffix, c, "s/GiB");
+  }
+  for (size_t i = 0; i < kLookupSizes.size(); ++i) {
+    const std::string n = std::to_string(kLookupSizes[i]);
+    report.Metric("lookup_ms_" + n, Median(lookup_ms[i]), "ms", "lookup of " + n + " present keys");
+    rows.push_back({{"lookup_keys", kLookupSizes[i]}, {"lookup_ms", Median(lookup_ms[i])}});
   }
   const double v1_cpu = Median(runs[0].server_cpu);
   report.Metric("server_cpu_v2_vs_v1", v1_cpu > 0 ? Median(runs[1].server_cpu) / v1_cpu : 0, "x",

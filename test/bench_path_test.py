@@ -10,7 +10,8 @@ import tempfile
 
 METRICS = ["raw_stream_gbps", "agg_gbps", "ratio_vs_raw", "server_cpu_s_per_gib",
            "client_cpu_s_per_gib", "agg_gbps_v1", "ratio_vs_raw_v1", "server_cpu_s_per_gib_v1",
-           "client_cpu_s_per_gib_v1", "server_cpu_v2_vs_v1"]
+           "client_cpu_s_per_gib_v1", "server_cpu_v2_vs_v1", "lookup_ms_1", "lookup_ms_64",
+           "lookup_ms_1024", "lookup_ms_8192"]
 
 
 def main():
@@ -26,8 +27,11 @@ def main():
         for m in METRICS:
             assert m in report["metrics"], m
         assert report["metrics"]["raw_stream_gbps"] > 0
-        assert [r["wire_version"] for r in report["rows"]] == [1, 2], report["rows"]
-        assert all(r["agg_gbps"] > 0 for r in report["rows"]), report["rows"]
+        versions = [r for r in report["rows"] if "wire_version" in r]
+        assert [r["wire_version"] for r in versions] == [1, 2], report["rows"]
+        assert all(r["agg_gbps"] > 0 for r in versions), report["rows"]
+        lookups = [r["lookup_keys"] for r in report["rows"] if "lookup_keys" in r]
+        assert lookups == [1, 64, 1024, 8192], report["rows"]
         bad = subprocess.run([binary, "bench", "path", "--chunks", "0", "--dir",
                               os.path.join(tmp, "bad")], capture_output=True, text=True)
         assert bad.returncode != 0 and "--chunks" in bad.stderr, bad.stderr
