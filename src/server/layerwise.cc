@@ -291,7 +291,10 @@ asio::awaitable<S3Result<void>> S3Handler::LayerwiseRetrieve(Ctx& c) {
                   .dest = AsWritableBytes(windows[i % 2]->buf).subspan(k * slice, slice)};
     }
     std::vector<ChunkKey> keys(req->keys.begin() + start, req->keys.begin() + start + n);
-    std::vector<ChunkHeader> hs(headers->begin() + start, headers->begin() + start + n);
+    // v1 verifies each slice against its header here; v2 leaves that to the client, so the
+    // headers are copied for the read only in v1.
+    std::vector<ChunkHeader> hs;
+    if (!v2) hs.assign(headers->begin() + start, headers->begin() + start + n);
     windows[i % 2]->Start(
         pool_,
         [this, layer, v2, reads = std::move(reads), keys = std::move(keys),
