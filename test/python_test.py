@@ -80,6 +80,10 @@ class PackageTest(base.ServerCase):
         with tempfile.TemporaryDirectory() as prefix:
             subprocess.run(["cmake", "--install", build, "--prefix", prefix], check=True,
                            capture_output=True, timeout=120)
+            # The configuration follows the prefix given at install time: a prefixed install
+            # never writes the machine's /etc (the Debian package's test purges it meanwhile).
+            self.assertTrue(os.path.isfile(os.path.join(prefix, "etc", "objectcache",
+                                                        "objectcache.toml")))
             site = os.path.join(prefix, "lib", "python3", "dist-packages")
             out = subprocess.run(
                 [sys.executable, "-c", "import objectcache, objectcache.engine, "
