@@ -99,8 +99,20 @@ Result<double> RawStreamGbps(uint64_t bytes) {
   return static_cast<double>(bytes) * 8 / seconds / 1e9;
 }
 
-struct VersionRuns {
+struct Runs {
   std::vector<double> gbps, server_cpu, client_cpu;  // CPU seconds per GiB
+};
+
+// The retrievals compared: wire v1 (always copied: its server verifies every slice), v2 with
+// slices sent from the page cache by sendfile (the default), and v2 copied through a buffer
+// (`serve --no-sendfile`, as over TLS), each against its own server.
+struct Case {
+  const char* name;
+  int wire_version;
+  const char* suffix;  // of its metric names; the default path's are unsuffixed
+  ServerChild* server;
+  std::unique_ptr<Client> client;
+  Runs runs;
 };
 
 Status RunPathBench(const PathBenchFlags& f) {
@@ -109,32 +121,39 @@ Status RunPathBench(const PathBenchFlags& f) {
   }
   OC_ASSIGN_OR_RETURN(ScratchRoot scratch, ScratchRoot::Make(f.dir, "objectcache-bench-path"));
   const ModelPreset model = *FindModelPreset("llama-3.1-8b");
-  OC_ASSIGN_OR_RETURN(ServerChild server, StartServer(scratch.path(), /*fresh=*/true));
-  OC_RETURN_IF_ERROR(CreateBucket(server.endpoint, "path", model));
-  std::unique_ptr<Client> clients[2];
-  for (int v = 0; v < 2; ++v) {
-    OC_ASSIGN_OR_RETURN(
-        clients[v],
-        Client::Create({.endpoints = {server.endpoint}, .bucket = "path", .wire_version = v + 1}));
+  OC_ASSIGN_OR_RETURN(ServerChild server, StartServer(scratch.path() / "sendfile", true));
+  OC_ASSIGN_OR_RETURN(ServerChild copier,
+                      StartServer(scratch.path() / "copied", true, {"--no-sendfile"}));
+  Case cases[] = {{"v1", 1, "_v1", &server, nullptr, {}},
+                  {"v2", 2, "", &server, nullptr, {}},
+                  {"v2 copied", 2, "_copied", &copier, nullptr, {}}};
+  for (Case& c : cases) {
+    OC_RETURN_IF_ERROR(CreateBucket(c.server->endpoint, "path", model));
+    OC_ASSIGN_OR_RETURN(c.client, Client::Create({.endpoints = {c.server->endpoint},
+                                                  .bucket = "path",
+                                                  .wire_version = c.wire_version}));
   }
-  OC_ASSIGN_OR_RETURN(PrefixSet prefix, StorePrefix(model, f.chunks, 17, clients[1].get()));
+  OC_ASSIGN_OR_RETURN(PrefixSet prefix, StorePrefix(model, f.chunks, 17,
+                                                    {ClientSink(cases[1].client.get()),
+                                                     ClientSink(cases[2].client.get())}));
   const uint64_t bytes =
       uint64_t{f.chunks} * model.layout.LayerSliceBytes() * model.layout.num_layers;
   const double gib = static_cast<double>(bytes) / kGiB;
 
-  // One retrieval in `version`; its Gbit/s and CPU per GiB, then every byte checked.
-  auto retrieve = [&](int version, VersionRuns* runs) -> Status {
+  // One retrieval; its Gbit/s and CPU per GiB, then every byte checked.
+  auto retrieve = [&](Case& c) -> Status {
     prefix.ClearRegions(f.chunks);
-    const double client0 = SelfCpuSeconds(), server0 = ProcessCpuSeconds(server.process->pid());
+    const pid_t pid = c.server->process->pid();
+    const double client0 = SelfCpuSeconds(), server0 = ProcessCpuSeconds(pid);
     const double t0 = NowSeconds();
-    OC_ASSIGN_OR_RETURN(std::unique_ptr<LayerwiseRetrieval> r,
-                        prefix.StartRetrieval(clients[version - 1].get(),
-                                              RetrievalMode::kAggregatedLayerwise, f.chunks));
+    OC_ASSIGN_OR_RETURN(
+        std::unique_ptr<LayerwiseRetrieval> r,
+        prefix.StartRetrieval(c.client.get(), RetrievalMode::kAggregatedLayerwise, f.chunks));
     OC_RETURN_IF_ERROR(r->Wait());
     const double seconds = NowSeconds() - t0;
-    runs->gbps.push_back(static_cast<double>(bytes) * 8 / seconds / 1e9);
-    runs->server_cpu.push_back((ProcessCpuSeconds(server.process->pid()) - server0) / gib);
-    runs->client_cpu.push_back((SelfCpuSeconds() - client0) / gib);
+    c.runs.gbps.push_back(static_cast<double>(bytes) * 8 / seconds / 1e9);
+    c.runs.server_cpu.push_back((ProcessCpuSeconds(pid) - server0) / gib);
+    c.runs.client_cpu.push_back((SelfCpuSeconds() - client0) / gib);
     return prefix.CheckRetrieved(*r, f.chunks);
   };
   // Lookups: 8192 chunks of a tiny layout (one layer, 512-byte slices) in a bucket of their
@@ -161,24 +180,28 @@ Status RunPathBench(const PathBenchFlags& f) {
     return Status();
   };
 
-  VersionRuns runs[2];
+  // Warms the page cache of both stores; not counted.
+  for (Case& c : cases) {
+    OC_RETURN_IF_ERROR(retrieve(c));
+    c.runs = {};
+  }
+  constexpr int kCases = 1 + std::size(cases);  // the raw stream, then each case
   std::vector<double> raw;
-  OC_RETURN_IF_ERROR(retrieve(2, &runs[1]));  // warms the page cache; not counted
-  runs[1] = {};
   for (int round = 0; round < f.rounds; ++round) {
-    // Rotating order: raw, v1, v2; then v1, v2, raw; then v2, raw, v1.
-    for (int k = 0; k < 3; ++k) {
-      const int which = (round + k) % 3;
+    // Rotating order: raw, v1, v2, copied; then v1, v2, copied, raw; and so on.
+    for (int k = 0; k < kCases; ++k) {
+      const int which = (round + k) % kCases;
       if (which == 0) {
         OC_ASSIGN_OR_RETURN(double g, RawStreamGbps(bytes));
         raw.push_back(g);
       } else {
-        OC_RETURN_IF_ERROR(retrieve(which, &runs[which - 1]));
+        OC_RETURN_IF_ERROR(retrieve(cases[which - 1]));
       }
     }
     OC_RETURN_IF_ERROR(lookups());
   }
   server.process->Stop();
+  copier.process->Stop();
 
   Report report("path");
   report.Param("prefix", std::to_string(f.chunks) + " chunks of llama-3.1-8b (" +
@@ -189,32 +212,33 @@ Status RunPathBench(const PathBenchFlags& f) {
   const double raw_gbps = Median(raw);
   report.Metric("raw_stream_gbps", raw_gbps, "Gbit/s", "one TCP stream over 127.0.0.1");
   nlohmann::ordered_json rows = nlohmann::ordered_json::array();
-  std::printf("\n%-8s %10s %12s %22s %22s\n", "wire", "Gbit/s", "vs raw", "server CPU s/GiB",
+  std::printf("\n%-10s %10s %12s %22s %22s\n", "wire", "Gbit/s", "vs raw", "server CPU s/GiB",
               "client CPU s/GiB");
-  for (int v = 1; v <= 2; ++v) {
-    const VersionRuns& r = runs[v - 1];
-    const double g = Median(r.gbps), s = Median(r.server_cpu), c = Median(r.client_cpu);
-    std::printf("%-8s %10.2f %12.2f %22.3f %22.3f\n", ("v" + std::to_string(v)).c_str(), g,
-                raw_gbps > 0 ? g / raw_gbps : 0, s, c);
-    rows.push_back({{"wire_version", v},
+  for (const Case& c : cases) {
+    const double g = Median(c.runs.gbps), s = Median(c.runs.server_cpu),
+                 cpu = Median(c.runs.client_cpu);
+    const double ratio = raw_gbps > 0 ? g / raw_gbps : 0;
+    std::printf("%-10s %10.2f %12.2f %22.3f %22.3f\n", c.name, g, ratio, s, cpu);
+    rows.push_back({{"case", c.name},
+                    {"wire_version", c.wire_version},
                     {"agg_gbps", g},
-                    {"ratio_vs_raw", raw_gbps > 0 ? g / raw_gbps : 0},
+                    {"ratio_vs_raw", ratio},
                     {"server_cpu_s_per_gib", s},
-                    {"client_cpu_s_per_gib", c}});
-    const std::string suffix = v == 2 ? "" : "_v1";  // the unsuffixed metrics are v2's
-    report.Metric("agg_gbps" + suffix, g, "Gbit/s", "S3Agg-LW, wire v" + std::to_string(v));
-    report.Metric("ratio_vs_raw" + suffix, raw_gbps > 0 ? g / raw_gbps : 0, "x");
-    report.Metric("server_cpu_s_per_gib" + suffix, s, "s/GiB");
-    report.Metric("client_cpu_s_per_gib" + suffix, c, "s/GiB");
+                    {"client_cpu_s_per_gib", cpu}});
+    report.Metric(std::string("agg_gbps") + c.suffix, g, "Gbit/s",
+                  std::string("S3Agg-LW, ") + c.name);
+    report.Metric(std::string("ratio_vs_raw") + c.suffix, ratio, "x");
+    report.Metric(std::string("server_cpu_s_per_gib") + c.suffix, s, "s/GiB");
+    report.Metric(std::string("client_cpu_s_per_gib") + c.suffix, cpu, "s/GiB");
   }
   for (size_t i = 0; i < kLookupSizes.size(); ++i) {
     const std::string n = std::to_string(kLookupSizes[i]);
     report.Metric("lookup_ms_" + n, Median(lookup_ms[i]), "ms", "lookup of " + n + " present keys");
     rows.push_back({{"lookup_keys", kLookupSizes[i]}, {"lookup_ms", Median(lookup_ms[i])}});
   }
-  const double v1_cpu = Median(runs[0].server_cpu);
-  report.Metric("server_cpu_v2_vs_v1", v1_cpu > 0 ? Median(runs[1].server_cpu) / v1_cpu : 0, "x",
-                "target <= 1/3");
+  const double v1_cpu = Median(cases[0].runs.server_cpu);
+  report.Metric("server_cpu_v2_vs_v1", v1_cpu > 0 ? Median(cases[1].runs.server_cpu) / v1_cpu : 0,
+                "x", "target <= 1/3");
   report.Print();
   nlohmann::ordered_json j = report.ToJson();
   j["rows"] = rows;
@@ -227,8 +251,8 @@ void AddPathBenchCommand(CLI::App* bench) {
   auto f = std::make_shared<PathBenchFlags>();
   CLI::App* p = bench->add_subcommand(
       "path",
-      "One aggregated layerwise retrieval against one raw TCP stream; wire v1 beside v2, with "
-      "the CPU seconds per GiB of server and client");
+      "One aggregated layerwise retrieval against one raw TCP stream; wire v1 beside v2 (sent by "
+      "sendfile and copied), with the CPU seconds per GiB of server and client");
   p->add_option("--dir", f->dir, "Scratch directory (default: a temporary one; removed)");
   p->add_option("--chunks", f->chunks, "Chunks of llama-3.1-8b in the prefix (2 MiB each)")
       ->capture_default_str();

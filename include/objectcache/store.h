@@ -120,6 +120,14 @@ class ObjectReader {
     (void)dest;
     return UnavailableError("no non-blocking read");
   }
+  // Where this version's bytes lie in an open file, for senders that move them to a socket
+  // without copying them through user space (sendfile): value byte i is byte base + i of `fd`.
+  // Valid while the reader lives. None where the bytes are not in a file (the default).
+  struct FileExtent {
+    int fd = -1;
+    uint64_t base = 0;
+  };
+  virtual std::optional<FileExtent> file_extent() const { return std::nullopt; }
 };
 
 // One byte range of one object, to be read into `dest` (dest.size() bytes from `offset`).

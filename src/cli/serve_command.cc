@@ -37,6 +37,7 @@ struct ServeFlags {
   unsigned header_timeout_s = 30, io_timeout_s = 60, idle_timeout_s = 60;
   size_t max_connections = 4096;
   unsigned shutdown_grace_s = 10;
+  bool no_sendfile = false;
   std::string io_buffer = "1MiB";
   std::string log_level = "info";
   std::string log_format = "text";
@@ -100,6 +101,7 @@ Status RunServe(const ServeFlags& f) {
   http.limits.idle_timeout = std::chrono::seconds(f.idle_timeout_s);
   http.limits.max_connections = f.max_connections;
   http.shutdown_grace = std::chrono::seconds(f.shutdown_grace_s);
+  http.send_files = !f.no_sendfile;
 
   S3Options s3;
   s3.anonymous = f.anonymous;
@@ -295,6 +297,9 @@ void AddServeCommand(CLI::App* app) {
   cmd->add_option("--shutdown-grace", f->shutdown_grace_s,
                   "Seconds requests in flight get to finish after SIGTERM/SIGINT")
       ->capture_default_str();
+  cmd->add_flag("--no-sendfile", f->no_sendfile,
+                "Copy object bytes through a buffer even over plain HTTP (as over TLS) instead "
+                "of sendfile(2) from the local store's files");
   cmd->add_option("--io-buffer", f->io_buffer, "Streaming buffer per request")
       ->capture_default_str();
   cmd->add_option("--log-level", f->log_level, "debug, info, warn or error")->capture_default_str();

@@ -109,6 +109,7 @@ Status LayerStreamDecoder::Feed(std::span<const std::byte> bytes) {
         }
         pending_.clear();
         payload_pos_ = 0;
+        slice_mismatch_ = Status();
         XXH3_64bits_reset(&hash_->state);
         state_ = payload_left_ == 0                      ? State::kTrailer
                  : header_.version == wire::kLayerwiseV2 ? State::kChecksums
@@ -140,13 +141,13 @@ Status LayerStreamDecoder::Feed(std::span<const std::byte> bytes) {
           // The slice is checked where it landed, in the pass that just wrote it.
           if (within == 0) XXH3_64bits_reset(&hash_->state);
           XXH3_64bits_update(&hash_->state, dest + within, n);
-          if (within + n == header_.slice_bytes &&
+          if (within + n == header_.slice_bytes && slice_mismatch_.ok() &&
               XXH3_64bits_digest(&hash_->state) != slice_checksums_[chunk]) {
-            return Fail(
+            slice_mismatch_ =
                 DataLossError("layer " + std::to_string(frame_layer_) + ": " +
                               (placement_.chunk_name ? "chunk " + placement_.chunk_name(chunk)
                                                      : "chunk " + std::to_string(chunk)) +
-                              ": slice checksum mismatch (damaged on disk or in flight)"));
+                              ": slice checksum mismatch (damaged on disk or in flight)");
           }
         } else {
           XXH3_64bits_update(&hash_->state, bytes.data(), n);
@@ -173,6 +174,8 @@ Status LayerStreamDecoder::Feed(std::span<const std::byte> bytes) {
           state_ = State::kFrameHeader;
           break;
         }
+        // A damaged slice fails its layer here, before the layer could be reported ready.
+        if (!slice_mismatch_.ok()) return Fail(slice_mismatch_);
         if (header_.version == wire::kLayerwiseV1 &&
             XXH3_64bits_digest(&hash_->state) != checksum) {
           return Fail(
@@ -219,6 +222,7 @@ Status LayerStreamDecoder::Feed(std::span<const std::byte> bytes) {
 Status LayerStreamDecoder::Finish() {
   if (!failure_.ok()) return failure_;
   if (!server_failure_.ok()) return Fail(server_failure_);
+  if (!slice_mismatch_.ok()) return Fail(slice_mismatch_);  // the stream ended in that frame
   if (state_ != State::kDone || layers_done_ != header_.layer_count) {
     return Fail(Malformed("response ended after " + std::to_string(layers_done_) + " of " +
                           std::to_string(header_.layer_count) + " layers"));

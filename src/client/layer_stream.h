@@ -80,6 +80,9 @@ class LayerStreamDecoder {
   struct Hash;
   std::unique_ptr<Hash> hash_;  // the running XXH3-64 of the current frame (v1) or slice (v2)
   std::vector<uint64_t> slice_checksums_;  // v2: the writers' checksums of the current frame
+  // v2: the current frame's first slice that failed its checksum. DataLoss at the trailer,
+  // unless the trailer says the server failed the frame (it sends zeros for the rest of it).
+  Status slice_mismatch_;
   uint32_t error_code_ = 0, error_len_ = 0;
   std::string error_message_;
   Status failure_;         // final: the stream cannot go on

@@ -18,6 +18,8 @@ struct Encoded {
 };
 
 // Version 1 carries each frame's checksum, version 2 each slice's as its writer computed it.
+// A failed layer is sent as the server sends one that failed to read: zeros after its header,
+// with the failure's code in the trailer and an error record.
 Encoded Encode(uint16_t version, uint32_t hits, uint32_t first, uint32_t count, uint64_t slice,
                int fail_layer = -1, int corrupt_layer = -1) {
   Encoded e;
@@ -43,12 +45,14 @@ Encoded Encode(uint16_t version, uint32_t hits, uint32_t first, uint32_t count, 
     const uint64_t sum =
         version == wire::kLayerwiseV2 ? 0 : XXH3_64bits(payload.data(), payload.size());
     if (static_cast<int>(l) == corrupt_layer) payload[payload.size() / 2] ^= 1;
+    if (static_cast<int>(l) == fail_layer) std::fill(payload.begin(), payload.end(), '\0');
     w.Bytes(payload.data(), payload.size());
-    wire::PutFrameTrailer({.status = static_cast<int>(l) == fail_layer ? 15u : 0u, .checksum = sum},
+    wire::PutFrameTrailer({.status = static_cast<int>(l) == fail_layer ? 14u : 0u, .checksum = sum},
                           &w);
     if (static_cast<int>(l) == fail_layer) {
-      const std::string msg = "DataLoss: chunk x: checksum mismatch in layer " + std::to_string(l);
-      wire::PutErrorRecord(15, msg, &w);
+      const std::string msg =
+          "Unavailable: chunk x: the store failed in layer " + std::to_string(l);
+      wire::PutErrorRecord(14, msg, &w);
       break;
     }
   }
@@ -156,12 +160,14 @@ TEST_P(LayerStreamTest, CorruptFrameIsNeverReportedReady) {
 
 TEST_P(LayerStreamTest, ServerFailureEndsTheStreamWithItsMessage) {
   Encoded e = Encode(2, 0, 4, 512, /*fail_layer=*/1);
+  // The zeros of the failed frame are not taken for damage (v2 checks each slice): the server's
+  // own error is what the caller gets.
   DecodeRun r = Decode(e.bytes, 33);
-  EXPECT_EQ(r.finish.code(), StatusCode::kDataLoss);
-  EXPECT_NE(r.finish.message().find("checksum mismatch in layer 1"), std::string::npos);
+  EXPECT_EQ(r.finish.code(), StatusCode::kUnavailable) << r.finish.ToString();
+  EXPECT_NE(r.finish.message().find("the store failed in layer 1"), std::string::npos);
   ASSERT_EQ(r.events.size(), 2u);
   EXPECT_EQ(r.events[0], std::make_pair(0u, StatusCode::kOk));
-  EXPECT_EQ(r.events[1], std::make_pair(1u, StatusCode::kDataLoss));
+  EXPECT_EQ(r.events[1], std::make_pair(1u, StatusCode::kUnavailable));
 }
 
 TEST_P(LayerStreamTest, TruncatedOrForeignStreamsFail) {

@@ -39,6 +39,13 @@ class IoBuffer {
   size_t size_;
 };
 
+// A byte range of an open file, to be sent as body bytes.
+struct FilePiece {
+  int fd = -1;
+  uint64_t offset = 0;
+  uint64_t length = 0;
+};
+
 // Valid while the handler runs. Not thread-safe: one coroutine drives it.
 class HttpExchange {
  public:
@@ -67,6 +74,19 @@ class HttpExchange {
   // Both fail with Internal (and end the exchange) when no BeginResponse preceded them.
   virtual asio::awaitable<Status> WriteBody(std::span<const std::byte> bytes) = 0;
   virtual asio::awaitable<Status> EndResponse() = 0;
+
+  // Whether WriteBodyFiles can be used: on plain TCP it moves file bytes to the socket without
+  // copying them through user space (sendfile(2)); over TLS it cannot, and handlers read the
+  // bytes and WriteBody them instead (docs/decisions.md, "Slices go from the page cache to the
+  // socket").
+  virtual bool sends_files() const { return false; }
+  // Writes the pieces in order as body bytes (one chunk of a chunked response). A file that
+  // ends before its piece fails the exchange: the response is cut short, never padded.
+  // REQUIRES: sends_files(), and BeginResponse before (else Internal, as for WriteBody).
+  virtual asio::awaitable<Status> WriteBodyFiles(std::span<const FilePiece> pieces) {
+    (void)pieces;
+    co_return InternalError("this exchange does not send files");
+  }
 
   // The handler may ask to close the connection after the response.
   virtual void CloseAfterResponse() = 0;

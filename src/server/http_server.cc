@@ -10,10 +10,14 @@
 #include <boost/beast/core/tcp_stream.hpp>
 #include <boost/beast/http.hpp>
 #include <boost/beast/ssl.hpp>
+#include <csignal>
+#include <cstring>
 #include <ctime>
 #include <list>
+#include <type_traits>
 
 #include <fcntl.h>
+#include <sys/sendfile.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -64,8 +68,13 @@ class BeastHttpExchange final : public HttpExchange {
  public:
   BeastHttpExchange(Stream& stream, beast::flat_buffer& buffer,
                     http::request_parser<http::buffer_body>& parser, const HttpLimits& limits,
-                    ServerMetrics* metrics)
-      : stream_(stream), buffer_(buffer), parser_(parser), limits_(limits), metrics_(metrics) {}
+                    ServerMetrics* metrics, bool send_files)
+      : stream_(stream),
+        buffer_(buffer),
+        parser_(parser),
+        limits_(limits),
+        metrics_(metrics),
+        send_files_(send_files && std::is_same_v<Stream, beast::tcp_stream>) {}
 
   std::string_view method() const override {
     const auto m = parser_.get().method_string();
@@ -87,6 +96,8 @@ class BeastHttpExchange final : public HttpExchange {
   asio::awaitable<Status> WriteBody(std::span<const std::byte> bytes) override;
   asio::awaitable<Status> EndResponse() override;
   void CloseAfterResponse() override { close_ = true; }
+  bool sends_files() const override { return send_files_; }
+  asio::awaitable<Status> WriteBodyFiles(std::span<const FilePiece> pieces) override;
 
   bool responded() const { return responded_; }
   // After the response: may the connection carry another request?
@@ -99,6 +110,10 @@ class BeastHttpExchange final : public HttpExchange {
   // The Status of a finished read or write; marks the exchange failed on an error.
   Status Check(beast::error_code ec, const char* what);
   Status NotStarted(const char* what);
+  // Writes `bytes` straight to the socket, past the serializer (chunk framing of WriteBodyFiles).
+  asio::awaitable<Status> WriteRaw(std::string_view bytes);
+  // sendfile(2) of one piece to the socket, waiting for room as the socket asks.
+  asio::awaitable<Status> SendFile(const FilePiece& piece);
 
   // The TCP stream under `stream_`, which holds the timeouts.
   beast::tcp_stream& tcp() { return beast::get_lowest_layer(stream_); }
@@ -108,6 +123,7 @@ class BeastHttpExchange final : public HttpExchange {
   http::request_parser<http::buffer_body>& parser_;
   const HttpLimits& limits_;
   ServerMetrics* metrics_;
+  const bool send_files_;       // plain TCP, and the server sends files
   bool continue_sent_ = false;  // a 100 Continue went out
   bool responded_ = false;
   bool close_ = false;
@@ -287,6 +303,86 @@ asio::awaitable<Status> BeastHttpExchange<Stream>::EndResponse() {
   co_return Check(ec, "finishing the response");
 }
 
+template <typename Stream>
+asio::awaitable<Status> BeastHttpExchange<Stream>::WriteRaw(std::string_view bytes) {
+  beast::error_code ec;
+  tcp().expires_after(limits_.io_timeout);
+  co_await asio::async_write(tcp(), asio::buffer(bytes.data(), bytes.size()),
+                             asio::redirect_error(asio::use_awaitable, ec));
+  co_return Check(ec, "writing the response body");
+}
+
+template <typename Stream>
+asio::awaitable<Status> BeastHttpExchange<Stream>::SendFile(const FilePiece& piece) {
+  tcp::socket& socket = tcp().socket();
+  off_t offset = static_cast<off_t>(piece.offset);
+  uint64_t left = piece.length;
+  while (left > 0) {
+    // The socket is non-blocking (Asio's): sendfile moves what fits and says EAGAIN when full.
+    const ssize_t n = ::sendfile(socket.native_handle(), piece.fd, &offset,
+                                 static_cast<size_t>(std::min<uint64_t>(left, 1u << 30)));
+    if (n > 0) {
+      left -= static_cast<uint64_t>(n);
+      metrics_->bytes_sent += static_cast<uint64_t>(n);
+      continue;
+    }
+    if (n == 0) {
+      // The file ends before the piece: cut the response short (the connection closes).
+      failed_ = true;
+      LogError("sending a file: it ended " + std::to_string(left) + " bytes early");
+      co_return DataLossError("sending a file: it ended " + std::to_string(left) + " bytes early");
+    }
+    if (errno == EINTR) continue;
+    if (errno != EAGAIN) {
+      failed_ = true;
+      co_return UnavailableError(std::string("sending a file: ") + std::strerror(errno));
+    }
+    // Room in the socket, within the I/O timeout: the timer cancels the wait when it fires. Its
+    // handler may run after the wait ended (both ready at once): `wait` says whether to act.
+    enum class Wait { kWaiting, kDone, kTimedOut };
+    auto wait = std::make_shared<Wait>(Wait::kWaiting);
+    asio::steady_timer timer(socket.get_executor());
+    timer.expires_after(limits_.io_timeout);
+    timer.async_wait([&socket, wait](beast::error_code tec) {
+      if (tec || *wait != Wait::kWaiting) return;
+      *wait = Wait::kTimedOut;
+      beast::error_code ignored;
+      socket.cancel(ignored);
+    });
+    beast::error_code ec;
+    co_await socket.async_wait(tcp::socket::wait_write,
+                               asio::redirect_error(asio::use_awaitable, ec));
+    if (*wait == Wait::kTimedOut) ec = beast::error::timeout;
+    *wait = Wait::kDone;
+    if (Status s = Check(ec, "writing the response body"); !s.ok()) co_return s;
+  }
+  co_return Status();
+}
+
+template <typename Stream>
+asio::awaitable<Status> BeastHttpExchange<Stream>::WriteBodyFiles(
+    std::span<const FilePiece> pieces) {
+  if (!send_files_) co_return InternalError("this exchange does not send files");
+  if (!streamed_) co_return NotStarted("writing a response body");
+  uint64_t total = 0;
+  for (const FilePiece& p : pieces) total += p.length;
+  if (total == 0) co_return Status();
+  // Between the serializer's own writes it holds nothing back, so bytes written to the socket
+  // here land in order; a chunked response gets this batch as one chunk, framed here.
+  const bool chunked = streamed_->chunked();
+  if (chunked) {
+    char size_line[32];
+    const int len = std::snprintf(size_line, sizeof(size_line), "%llx\r\n",
+                                  static_cast<unsigned long long>(total));
+    if (Status s = co_await WriteRaw({size_line, static_cast<size_t>(len)}); !s.ok()) co_return s;
+  }
+  for (const FilePiece& p : pieces) {
+    if (Status s = co_await SendFile(p); !s.ok()) co_return s;
+  }
+  if (chunked) co_return co_await WriteRaw("\r\n");
+  co_return Status();
+}
+
 // ---- TlsCertificates ----------------------------------------------------------------------
 
 Result<std::unique_ptr<TlsCertificates>> TlsCertificates::Load(std::string cert_file,
@@ -360,6 +456,9 @@ Result<std::unique_ptr<HttpServer>> HttpServer::Start(const HttpServerOptions& o
                                                       RequestHandler* handler,
                                                       ServerMetrics* metrics) {
   std::unique_ptr<HttpServer> server(new HttpServer());
+  // sendfile(2) has no MSG_NOSIGNAL: a peer gone mid-response must be an EPIPE, not the end of
+  // the process (as nginx does, for the same reason).
+  if (options.send_files) ::signal(SIGPIPE, SIG_IGN);
   server->options_ = options;
   server->handler_ = handler;
   server->metrics_ = metrics;
@@ -540,7 +639,8 @@ asio::awaitable<void> HttpServer::ServeRequests(Worker* w, Stream& stream) {
       }
       break;
     }
-    BeastHttpExchange<Stream> exchange(stream, buffer, parser, limits, metrics_);
+    BeastHttpExchange<Stream> exchange(stream, buffer, parser, limits, metrics_,
+                                       options_.send_files);
     bool failed = false;
     try {
       co_await handler_->Handle(exchange);

@@ -76,6 +76,9 @@ struct HttpServerOptions {
   HttpLimits limits;
   std::chrono::seconds shutdown_grace{10};
   TlsCertificates* tls = nullptr;  // set: HTTPS only; must outlive the server
+  // Plain TCP responses send file bytes with sendfile(2) (HttpExchange::sends_files); off, they
+  // are read and written as over TLS (to compare the two: `bench path`).
+  bool send_files = true;
 };
 
 class HttpServer {

@@ -11,6 +11,8 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 
+#include <fcntl.h>
+
 #include "core/byte_order.h"
 #include "objectcache/chunk_object.h"
 #include "server/bounded_json.h"
@@ -140,19 +142,9 @@ class PacedTransfer {
   // Sends `bytes` through `ex` at the pace the scheduler sets, a piece at a time.
   asio::awaitable<Status> Write(HttpExchange& ex, std::span<const std::byte> bytes) {
     if (!pacer_) co_return co_await ex.WriteBody(bytes);
-    asio::steady_timer timer(co_await asio::this_coro::executor);
     while (!bytes.empty()) {
       const std::span<const std::byte> piece = bytes.first(std::min(bytes.size(), kPacedPiece));
-      for (;;) {
-        const sched::Pacer::Grant g = pacer_->Reserve(id_, piece.size());
-        if (g.wait > 0) {
-          timer.expires_after(std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-              std::chrono::duration<double>(g.wait)));
-          boost::system::error_code ec;
-          co_await timer.async_wait(asio::redirect_error(asio::use_awaitable, ec));
-        }
-        if (g.granted) break;
-      }
+      co_await AwaitGrant(piece.size());
       pacer_->WriteStarted(id_);
       Status s = co_await ex.WriteBody(piece);
       pacer_->WriteFinished(id_);
@@ -162,10 +154,145 @@ class PacedTransfer {
     co_return Status();
   }
 
+  // As Write, for file pieces sent without a copy (HttpExchange::WriteBodyFiles).
+  asio::awaitable<Status> WriteFiles(HttpExchange& ex, std::span<const FilePiece> pieces) {
+    if (!pacer_) co_return co_await ex.WriteBodyFiles(pieces);
+    for (const FilePiece& p : pieces) {
+      for (uint64_t at = 0; at < p.length;) {
+        const FilePiece piece{.fd = p.fd,
+                              .offset = p.offset + at,
+                              .length = std::min<uint64_t>(p.length - at, kPacedPiece)};
+        co_await AwaitGrant(piece.length);
+        pacer_->WriteStarted(id_);
+        Status s = co_await ex.WriteBodyFiles(std::span<const FilePiece>(&piece, 1));
+        pacer_->WriteFinished(id_);
+        if (!s.ok()) co_return s;
+        at += piece.length;
+      }
+    }
+    co_return Status();
+  }
+
  private:
+  // Waits until the scheduler grants `bytes`.
+  asio::awaitable<void> AwaitGrant(uint64_t bytes) {
+    asio::steady_timer timer(co_await asio::this_coro::executor);
+    for (;;) {
+      const sched::Pacer::Grant g = pacer_->Reserve(id_, bytes);
+      if (g.wait > 0) {
+        timer.expires_after(std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+            std::chrono::duration<double>(g.wait)));
+        boost::system::error_code ec;
+        co_await timer.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+      }
+      if (g.granted) co_return;
+    }
+  }
+
   sched::Pacer* const pacer_;  // null: no cap
   const uint64_t id_;
 };
+
+// A frame's header for `layer` of the hit chunks; in v2, with each slice's checksum as its writer
+// stored it.
+void PutFrameHeaderAndChecksums(uint32_t layer, const std::vector<ChunkHeader>& headers,
+                                uint64_t slice, bool v2, ByteWriter* out) {
+  const auto hits = static_cast<uint32_t>(headers.size());
+  wire::PutFrameHeader({.layer = layer, .chunks = hits, .payload_bytes = hits * slice}, out);
+  if (!v2) return;
+  std::vector<uint64_t> sums(hits);
+  for (uint32_t j = 0; j < hits; ++j) sums[j] = headers[j].layer_checksums[layer];
+  wire::PutSliceChecksums(sums, out);
+}
+
+// The hit prefix of a request: the leading chunks that exist and whose headers check out, with
+// (for sending from files) each one's reader, which pins the version its header came from.
+struct HitPrefix {
+  std::vector<ChunkHeader> headers;
+  std::vector<std::unique_ptr<ObjectReader>> readers;  // empty unless asked for and all in files
+};
+
+// A damaged or foreign header ends the prefix like a miss (the engine recomputes from there);
+// it is logged. Blocking.
+Result<HitPrefix> ReadHitPrefix(Store& store, const std::vector<std::string>& names,
+                                const LayerwiseRequest& req, const KvLayout& layout) {
+  OC_ASSIGN_OR_RETURN(size_t present, store.CountPresentPrefix(names));
+  HitPrefix out;
+  auto ends_prefix = [&](size_t i, const Status& why) {
+    LogWarn("layerwise: chunk " + req.keys[i].ToHex() + " ends the prefix: " + why.ToString());
+  };
+  std::string buf(kHeaderGroup * kChunkHeaderRegion, '\0');
+  for (size_t start = 0; start < present; start += kHeaderGroup) {
+    const size_t n = std::min(kHeaderGroup, present - start);
+    std::vector<RangeRead> reads(n);
+    for (size_t i = 0; i < n; ++i) {
+      reads[i] = {.key = names[start + i],
+                  .offset = 0,
+                  .dest = AsWritableBytes(buf).subspan(i * kChunkHeaderRegion, kChunkHeaderRegion)};
+    }
+    OC_RETURN_IF_ERROR(store.RetrieveRanges(reads));
+    for (size_t i = 0; i < n; ++i) {
+      ChunkExpectation expect{.layout = &layout, .key = &req.keys[start + i]};
+      Result<ChunkHeader> h = reads[i].status.ok() ? DecodeChunkHeader(reads[i].dest, expect)
+                                                   : Result<ChunkHeader>(reads[i].status);
+      if (!h) {
+        ends_prefix(start + i, h.error());
+        return out;
+      }
+      out.headers.push_back(std::move(*h));
+    }
+  }
+  return out;
+}
+
+// Opens a reader for each hit and reads its header again through it, so that the slices sent
+// come from the version whose checksums the frames carry; starts the reads of the requested
+// layers (one contiguous range per chunk: objects are layer-major). A chunk that changed since
+// the lookup, or whose object is shorter than its header says, ends the prefix there. Leaves
+// `hits->readers` empty when a store keeps its bytes outside files (sent copied then). Blocking.
+Status OpenHitReaders(Store& store, const std::vector<std::string>& names,
+                      const LayerwiseRequest& req, const KvLayout& layout, HitPrefix* hits) {
+  std::string buf(kChunkHeaderRegion, '\0');
+  const uint64_t slice = layout.LayerSliceBytes();
+  for (size_t i = 0; i < hits->headers.size(); ++i) {
+    Result<std::unique_ptr<ObjectReader>> reader = store.OpenReader(names[i]);
+    if (!reader && reader.error().code() != StatusCode::kNotFound) return reader.error();
+    Status why = reader ? Status() : reader.error();
+    if (why.ok() && !(*reader)->file_extent()) {
+      hits->readers.clear();
+      return Status();
+    }
+    if (why.ok()) {
+      const uint64_t n = std::min<uint64_t>((*reader)->size(), kChunkHeaderRegion);
+      why = (*reader)->ReadAt(0, AsWritableBytes(buf).first(n));
+    }
+    if (why.ok()) {
+      ChunkExpectation expect{.layout = &layout, .key = &req.keys[i]};
+      Result<ChunkHeader> h = DecodeChunkHeader(
+          AsBytes(buf).first(std::min<uint64_t>((*reader)->size(), kChunkHeaderRegion)), expect);
+      if (!h) {
+        why = h.error();
+      } else if (h->layer_checksums != hits->headers[i].layer_checksums) {
+        why = FailedPreconditionError("replaced since the lookup");
+      } else if (h->LayerOffset(req.last - 1) + slice > (*reader)->size()) {
+        why = DataLossError("the object is shorter than its header says");
+      }
+    }
+    if (!why.ok()) {
+      LogWarn("layerwise: chunk " + req.keys[i].ToHex() + " ends the prefix: " + why.ToString());
+      hits->headers.resize(i);
+      break;
+    }
+    const ObjectReader::FileExtent file = *(*reader)->file_extent();
+    const ChunkHeader& h = hits->headers[i];
+    (void)::posix_fadvise(
+        file.fd, static_cast<off_t>(file.base + h.LayerOffset(req.first)),
+        static_cast<off_t>(h.LayerOffset(req.last - 1) + slice - h.LayerOffset(req.first)),
+        POSIX_FADV_WILLNEED);
+    hits->readers.push_back(std::move(*reader));
+  }
+  return Status();
+}
 
 }  // namespace
 
@@ -204,57 +331,37 @@ asio::awaitable<S3Result<void>> S3Handler::LayerwiseRetrieve(Ctx& c) {
   names.reserve(req->keys.size());
   for (const ChunkKey& k : req->keys) names.push_back(ObjectKey(c.req.bucket, k.ToHex()));
 
-  // The hit prefix: leading keys that exist and whose headers check out. A damaged or foreign
-  // header ends the prefix like a miss (the engine recomputes from there); it is logged.
-  auto headers = co_await Blocking([&]() -> Result<std::vector<ChunkHeader>> {
-    OC_ASSIGN_OR_RETURN(size_t present, store_->CountPresentPrefix(names));
-    std::vector<ChunkHeader> out;
-    std::string buf(kHeaderGroup * kChunkHeaderRegion, '\0');
-    for (size_t start = 0; start < present; start += kHeaderGroup) {
-      const size_t n = std::min(kHeaderGroup, present - start);
-      std::vector<RangeRead> reads(n);
-      for (size_t i = 0; i < n; ++i) {
-        reads[i] = {
-            .key = names[start + i],
-            .offset = 0,
-            .dest = AsWritableBytes(buf).subspan(i * kChunkHeaderRegion, kChunkHeaderRegion)};
-      }
-      OC_RETURN_IF_ERROR(store_->RetrieveRanges(reads));
-      for (size_t i = 0; i < n; ++i) {
-        ChunkExpectation expect{.layout = &layout, .key = &req->keys[start + i]};
-        Result<ChunkHeader> h = reads[i].status.ok() ? DecodeChunkHeader(reads[i].dest, expect)
-                                                     : Result<ChunkHeader>(reads[i].status);
-        if (!h) {
-          LogWarn("layerwise: chunk " + req->keys[start + i].ToHex() +
-                  " ends the prefix: " + h.error().ToString());
-          return out;
-        }
-        out.push_back(std::move(*h));
-      }
-    }
-    return out;
+  // Version 2 hands the writer's checksums to the client, which verifies the slices: the server
+  // then hashes nothing on the read path, and where the connection allows, slices go from the
+  // page cache to the socket without a copy (sendfile).
+  const bool v2 = req->version == wire::kLayerwiseV2;
+  const bool from_files = v2 && c.ex.sends_files();
+  auto prefix = co_await Blocking([&]() -> Result<HitPrefix> {
+    OC_ASSIGN_OR_RETURN(HitPrefix p, ReadHitPrefix(*store_, names, *req, layout));
+    if (from_files) OC_RETURN_IF_ERROR(OpenHitReaders(*store_, names, *req, layout, &p));
+    return p;
   });
-  if (!headers) co_return std::unexpected(FromStatus(headers.error()));
+  if (!prefix) co_return std::unexpected(FromStatus(prefix.error()));
+  const std::vector<ChunkHeader>* headers = &prefix->headers;
   const uint32_t hits = static_cast<uint32_t>(headers->size());
   const uint64_t slice = layout.LayerSliceBytes();
   metrics_->store_hits += hits;
   metrics_->store_misses += req->keys.size() - hits;
 
-  // Per layer: the frame header, the payload a window of chunks at a time, the trailer. The
-  // store reads the next window while this one is sent: two windows per response at most.
+  // Per layer: the frame header, the payload, the trailer. Sent from files, the payload is one
+  // sendfile per slice. Else (v1, TLS, stores without files) a window of chunks at a time: the
+  // store reads the next window while this one is sent, two windows per response at most.
+  const bool send_files = !prefix->readers.empty();
   const size_t group = static_cast<size_t>(
       std::max<uint64_t>(1, std::min<uint64_t>(hits, options_.layerwise_window_bytes / slice)));
-  const size_t groups_per_layer = hits == 0 ? 0 : (hits + group - 1) / group;
+  const size_t groups_per_layer = hits == 0 || send_files ? 0 : (hits + group - 1) / group;
   const size_t steps = groups_per_layer * (req->last - req->first);
-  // Windows only for hits (a response with none allocates nothing), within the budget.
-  const size_t window_bytes = hits == 0 ? 0 : group * slice;
+  // Windows only for copied hits (a response with none allocates nothing), within the budget.
+  const size_t window_bytes = steps == 0 ? 0 : group * slice;
   MemoryBudget::Lease lease = memory_.NewLease();
   if (!lease.GrowTo(2 * uint64_t{window_bytes})) co_return MemoryBudgetExhausted();
 
   ByteWriter head;
-  // Version 2 hands the writer's checksums to the client, which verifies the slices: the server
-  // then hashes nothing on the read path.
-  const bool v2 = req->version == wire::kLayerwiseV2;
   wire::PutResponseHeader({.version = req->version,
                            .hits = hits,
                            .first_layer = req->first,
@@ -275,6 +382,22 @@ asio::awaitable<S3Result<void>> S3Handler::LayerwiseRetrieve(Ctx& c) {
                           ? static_cast<double>(hits * slice) / req->compute_seconds_per_layer
                           : 0,
                       uint64_t{hits} * slice);
+
+  for (uint32_t layer = req->first; send_files && layer < req->last; ++layer) {
+    ByteWriter fh;
+    PutFrameHeaderAndChecksums(layer, *headers, slice, v2, &fh);
+    if (!(co_await c.ex.WriteBody(AsBytes(fh.str()))).ok()) co_return S3Result<void>();
+    std::vector<FilePiece> pieces(hits);
+    for (uint32_t k = 0; k < hits; ++k) {
+      const ObjectReader::FileExtent file = *prefix->readers[k]->file_extent();
+      pieces[k] = {
+          .fd = file.fd, .offset = file.base + (*headers)[k].LayerOffset(layer), .length = slice};
+    }
+    if (!(co_await paced.WriteFiles(c.ex, pieces)).ok()) co_return S3Result<void>();
+    ByteWriter ft;
+    wire::PutFrameTrailer({}, &ft);
+    if (!(co_await c.ex.WriteBody(AsBytes(ft.str()))).ok()) co_return S3Result<void>();
+  }
 
   const auto home = co_await asio::this_coro::executor;
   std::shared_ptr<WindowRead> windows[2] = {std::make_shared<WindowRead>(home, window_bytes),
@@ -322,12 +445,7 @@ asio::awaitable<S3Result<void>> S3Handler::LayerwiseRetrieve(Ctx& c) {
     }
     if (start == 0) {
       ByteWriter fh;
-      wire::PutFrameHeader({.layer = layer, .chunks = hits, .payload_bytes = hits * slice}, &fh);
-      if (v2) {
-        std::vector<uint64_t> sums(hits);
-        for (uint32_t j = 0; j < hits; ++j) sums[j] = (*headers)[j].layer_checksums[layer];
-        wire::PutSliceChecksums(sums, &fh);
-      }
+      PutFrameHeaderAndChecksums(layer, *headers, slice, v2, &fh);
       if (!(co_await c.ex.WriteBody(AsBytes(fh.str()))).ok()) co_return S3Result<void>();
       XXH3_64bits_reset(&checksum);
     }

@@ -5,6 +5,8 @@
 #include <boost/asio/executor_work_guard.hpp>
 #include <cstring>
 
+#include <unistd.h>
+
 namespace objectcache::server {
 
 MemoryHttpExchange::MemoryHttpExchange(std::string method, std::string target, Headers headers,
@@ -60,6 +62,22 @@ asio::awaitable<Status> MemoryHttpExchange::BeginResponse(unsigned status, Heade
 asio::awaitable<Status> MemoryHttpExchange::WriteBody(std::span<const std::byte> bytes) {
   if (!streaming_ || complete_) co_return InternalError("writing a body that was never begun");
   response_body_.append(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+  co_return Status();
+}
+
+asio::awaitable<Status> MemoryHttpExchange::WriteBodyFiles(std::span<const FilePiece> pieces) {
+  if (!sends_files_) co_return InternalError("this exchange does not send files");
+  if (!streaming_ || complete_) co_return InternalError("writing a body that was never begun");
+  for (const FilePiece& p : pieces) {
+    std::string bytes(p.length, '\0');
+    const ssize_t n = ::pread(p.fd, bytes.data(), bytes.size(), static_cast<off_t>(p.offset));
+    if (n < 0 || static_cast<uint64_t>(n) != p.length) {
+      // As on a connection: the response is cut short (never completed), not padded.
+      co_return DataLossError("a file ended before the piece to send");
+    }
+    response_body_ += bytes;
+    file_bytes_sent_ += p.length;
+  }
   co_return Status();
 }
 

@@ -34,6 +34,14 @@ class MemoryHttpExchange final : public HttpExchange {
   asio::awaitable<Status> WriteBody(std::span<const std::byte> bytes) override;
   asio::awaitable<Status> EndResponse() override;
   void CloseAfterResponse() override { close_after_ = true; }
+  bool sends_files() const override { return sends_files_; }
+  // Reads the pieces (pread) into the recorded body: the handlers' file path, without a socket.
+  asio::awaitable<Status> WriteBodyFiles(std::span<const FilePiece> pieces) override;
+
+  // Offer WriteBodyFiles to the handler (as a plain TCP connection does).
+  void SetSendsFiles(bool on) { sends_files_ = on; }
+  // Bytes the handler sent through WriteBodyFiles.
+  uint64_t file_bytes_sent() const { return file_bytes_sent_; }
 
   // Runs `fn` when the handler first reads the body: another client acting between the
   // handler's checks and its commit, at a certain point.
@@ -64,6 +72,8 @@ class MemoryHttpExchange final : public HttpExchange {
   bool streaming_ = false;
   bool complete_ = false;
   bool close_after_ = false;
+  bool sends_files_ = false;
+  uint64_t file_bytes_sent_ = 0;
   int responses_ = 0;
 };
 

@@ -11,7 +11,9 @@
 #include "objectcache/kv_layout.h"
 #include "s3/crypto.h"
 #include "server/memory_exchange.h"
+#include "store/local/local_store.h"
 #include "store/memory/memory_store.h"
+#include "store/scratch_dir.h"
 
 namespace objectcache::server {
 namespace {
@@ -34,7 +36,9 @@ std::string Code(const MemoryHttpExchange& ex) {
 
 class S3HandlerTest : public ::testing::Test {
  protected:
-  S3HandlerTest() : store_(NewMemoryStore()), handler_(store_.get(), &metrics_, Options()) {}
+  S3HandlerTest() : S3HandlerTest(NewMemoryStore()) {}
+  explicit S3HandlerTest(std::unique_ptr<Store> store)
+      : store_(std::move(store)), handler_(store_.get(), &metrics_, Options()) {}
 
   static S3Options Options() {
     S3Options o;
@@ -50,6 +54,7 @@ class S3HandlerTest : public ::testing::Test {
     headers.emplace_back("host", "127.0.0.1");
     auto ex = std::make_unique<MemoryHttpExchange>(std::move(method), std::move(target),
                                                    std::move(headers), std::move(body), 7000);
+    ex->SetSendsFiles(sends_files_);
     if (before_body) ex->BeforeFirstBodyRead(std::move(before_body));
     RunExchange(io_, handler_, *ex);
     EXPECT_EQ(ex->responses(), 1);
@@ -75,6 +80,7 @@ class S3HandlerTest : public ::testing::Test {
     EXPECT_EQ(Answer("PUT", path, body), "200") << path;
   }
 
+  bool sends_files_ = false;  // what each exchange offers (HttpExchange::sends_files)
   ServerMetrics metrics_;
   std::unique_ptr<Store> store_;
   S3Handler handler_;
@@ -262,6 +268,93 @@ TEST_F(S3HandlerTest, UnimplementedSubResourcesTouchNothing) {
   EXPECT_EQ(Answer("DELETE", "/sub/k?tagging"), "501 NotImplemented");
   EXPECT_EQ(Answer("PUT", "/sub/k?retention", "<Retention/>"), "501 NotImplemented");
   EXPECT_EQ(Get("/sub/k"), "v");
+}
+
+}  // namespace
+}  // namespace objectcache::server
+
+namespace objectcache::server {
+namespace {
+
+// The local store keeps each object in a file: with an exchange that sends files, GETs and
+// layerwise retrievals send file ranges (sendfile on a connection) instead of copies. The bytes
+// must be the same either way, to the last one.
+class S3HandlerFilesTest : public S3HandlerTest {
+ protected:
+  S3HandlerFilesTest() : S3HandlerFilesTest(MakeScratchDir()) {}
+  explicit S3HandlerFilesTest(std::string dir)
+      : S3HandlerTest(OpenLocal(dir)), scratch_(std::move(dir)) {}
+  ~S3HandlerFilesTest() override { RemoveTree(scratch_); }
+
+  static std::unique_ptr<Store> OpenLocal(const std::string& dir) {
+    Result<std::unique_ptr<Store>> store = OpenLocalStore({.root = dir});
+    EXPECT_TRUE(store.has_value()) << store.error().ToString();
+    return std::move(*store);
+  }
+
+  // The response to `method target body`, sent copied and then from files; `file_bytes`: how
+  // much of the second went through WriteBodyFiles.
+  std::pair<std::string, std::string> BothWays(const std::string& method, const std::string& target,
+                                               const std::string& body, Headers headers = {},
+                                               uint64_t* file_bytes = nullptr) {
+    sends_files_ = false;
+    auto copied = Call(method, target, body, headers);
+    sends_files_ = true;
+    auto from_files = Call(method, target, body, headers);
+    sends_files_ = false;
+    EXPECT_EQ(copied->status(), from_files->status());
+    if (file_bytes) *file_bytes = from_files->file_bytes_sent();
+    return {copied->response_body(), from_files->response_body()};
+  }
+
+  const std::string scratch_;
+};
+
+TEST_F(S3HandlerFilesTest, LargeGetsAreTheSameBytesFromFiles) {
+  Put("/files", "");
+  std::string value(300 << 10, '\0');  // several io_buffer pieces
+  for (size_t i = 0; i < value.size(); ++i) value[i] = static_cast<char>(i * 131 + (i >> 9));
+  Put("/files/big", value);
+  uint64_t file_bytes = 0;
+  auto [copied, from_files] = BothWays("GET", "/files/big", "", {}, &file_bytes);
+  EXPECT_EQ(copied, value);
+  EXPECT_EQ(from_files, value);
+  EXPECT_EQ(file_bytes, value.size());
+  auto [r1, r2] = BothWays("GET", "/files/big", "", {{"range", "bytes=1000-200000"}}, &file_bytes);
+  EXPECT_EQ(r1, value.substr(1000, 199001));
+  EXPECT_EQ(r2, r1);
+  EXPECT_EQ(file_bytes, r1.size());
+}
+
+TEST_F(S3HandlerFilesTest, LayerwiseResponsesAreTheSameBytesFromFiles) {
+  const ModelPreset tiny{"tiny", KvLayout{4, 2, 8, KvDtype::kBf16, 16}};
+  ASSERT_EQ(Answer("PUT", "/lwfiles", "", {{"x-objectcache-kv-layout", ModelToJson(tiny)}}), "200");
+  std::vector<std::string> keys;
+  for (int c = 0; c < 5; ++c) {
+    char hex[33];
+    std::snprintf(hex, sizeof(hex), "%032x", c + 1);
+    const ChunkKey key = *ChunkKey::FromHex(hex);
+    std::string kv(tiny.layout.ChunkKvBytes(), '\0');
+    for (size_t i = 0; i < kv.size(); ++i) kv[i] = static_cast<char>(i * 7 + c * 13);
+    if (c < 4) Put("/lwfiles/" + key.ToHex(), *EncodeChunkObject(tiny.layout, key, AsBytes(kv)));
+    keys.push_back("\"" + key.ToHex() + "\"");
+  }
+  // Four hits, then a miss; all layers and a middle range; both wire versions (v1 is always
+  // copied: its server verifies every slice).
+  for (const char* layers : {"[0,4]", "[1,3]"}) {
+    for (int version : {1, 2}) {
+      std::string body =
+          "{\"version\":" + std::to_string(version) + ",\"layers\":" + layers + ",\"keys\":[";
+      for (size_t i = 0; i < keys.size(); ++i) body += (i ? "," : "") + keys[i];
+      body += "]}";
+      uint64_t file_bytes = 0;
+      auto [copied, from_files] = BothWays("POST", "/lwfiles?layerwise", body, {}, &file_bytes);
+      const uint64_t payload = (layers[1] == '0' ? 4 : 2) * 4 * tiny.layout.LayerSliceBytes();
+      EXPECT_GT(copied.size(), payload) << layers << " v" << version;
+      EXPECT_EQ(copied, from_files) << layers << " v" << version;
+      EXPECT_EQ(file_bytes, version == 2 ? payload : 0) << layers << " v" << version;
+    }
+  }
 }
 
 }  // namespace

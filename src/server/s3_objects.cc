@@ -33,6 +33,17 @@ asio::awaitable<S3Result<void>> S3Handler::PutObject(Ctx& c) {
   co_return S3Result<void>();
 }
 
+namespace {
+
+// Whether the page cache holds the first and the last byte of [first, last) of `obj`: the cheap
+// sign that sending the range will not wait for a device.
+bool InPageCache(const ObjectReader& obj, uint64_t first, uint64_t last) {
+  std::byte probe[1];
+  return obj.ReadAtIfCached(first, probe).ok() && obj.ReadAtIfCached(last - 1, probe).ok();
+}
+
+}  // namespace
+
 asio::awaitable<S3Result<void>> S3Handler::GetObject(Ctx& c, bool head) {
   const S3Request& r = c.req;
   // Open the object and, when it is small, read it: on this thread when that cannot block (an
@@ -117,6 +128,20 @@ asio::awaitable<S3Result<void>> S3Handler::GetObject(Ctx& c, bool head) {
     if (!s.ok()) s = co_await Blocking([&] { return obj.ReadAt(first, AsWritableBytes(body)); });
     if (!s.ok()) co_return std::unexpected(FromStatus(s));
     (void)co_await c.ex.Respond(status, std::move(h), std::move(body));
+    co_return S3Result<void>();
+  }
+  // Large, on a connection that sends files, from a store that keeps its bytes in a file: from
+  // the page cache to the socket without a copy. Only when the page cache holds the range's
+  // ends (a cold object is read on the pool, below, so the event loop never waits for a disk).
+  if (std::optional<ObjectReader::FileExtent> file = obj.file_extent();
+      file && c.ex.sends_files() && InPageCache(obj, first, last)) {
+    if (!(co_await c.ex.BeginResponse(status, std::move(h), last - first)).ok()) {
+      co_return S3Result<void>();
+    }
+    const FilePiece whole{.fd = file->fd, .offset = file->base + first, .length = last - first};
+    if ((co_await c.ex.WriteBodyFiles(std::span<const FilePiece>(&whole, 1))).ok()) {
+      (void)co_await c.ex.EndResponse();
+    }
     co_return S3Result<void>();
   }
   // Large: stream it through one buffer, a piece at a time.

@@ -260,6 +260,10 @@ class LocalObjectReader final : public ObjectReader {
     }
     return Status();
   }
+  // The value is the file's first size() bytes (the trailer follows it: object_file.h).
+  std::optional<FileExtent> file_extent() const override {
+    return FileExtent{.fd = obj_->fd.get(), .base = 0};
+  }
 
  private:
   OpenObjectRef obj_;
