@@ -56,8 +56,22 @@ double SelfCpuSeconds() {
   return s(u.ru_utime) + s(u.ru_stime);
 }
 
-// Gbit/s of `bytes` sent over one TCP connection on 127.0.0.1, 4 MiB writes and reads.
-Result<double> RawStreamGbps(uint64_t bytes) {
+double ThreadCpuSeconds() {
+  rusage u{};
+  getrusage(RUSAGE_THREAD, &u);
+  auto s = [](const timeval& t) { return static_cast<double>(t.tv_sec) + t.tv_usec / 1e6; };
+  return s(u.ru_utime) + s(u.ru_stime);
+}
+
+// One raw stream: its Gbit/s, and the CPU seconds per GiB its sender and its receiver spent
+// (the floor under a server's and a client's: on loopback the kernel's TCP work for both ends
+// is charged to whichever thread runs it).
+struct RawStream {
+  double gbps = 0, sender_cpu = 0, receiver_cpu = 0;
+};
+
+// `bytes` sent over one TCP connection on 127.0.0.1, 4 MiB writes and reads.
+Result<RawStream> RunRawStream(uint64_t bytes) {
   const int listener = socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
@@ -70,7 +84,10 @@ Result<double> RawStreamGbps(uint64_t bytes) {
     return UnavailableError("raw stream: no listening socket on 127.0.0.1");
   }
   constexpr size_t kPiece = 4 << 20;
+  RawStream out;
+  const double gib = static_cast<double>(bytes) / kGiB;
   std::thread sender([&] {
+    const double cpu0 = ThreadCpuSeconds();
     const int s = socket(AF_INET, SOCK_STREAM, 0);
     if (connect(s, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0) {
       std::string buf(kPiece, 'x');
@@ -81,22 +98,25 @@ Result<double> RawStreamGbps(uint64_t bytes) {
       }
     }
     close(s);
+    out.sender_cpu = (ThreadCpuSeconds() - cpu0) / gib;
   });
   const int conn = accept(listener, nullptr, nullptr);
   close(listener);
   std::string buf(kPiece, '\0');
   uint64_t got = 0;
-  const double t0 = NowSeconds();
+  const double t0 = NowSeconds(), cpu0 = ThreadCpuSeconds();
   while (conn >= 0 && got < bytes) {
     const ssize_t n = recv(conn, buf.data(), buf.size(), 0);
     if (n <= 0) break;
     got += static_cast<uint64_t>(n);
   }
   const double seconds = NowSeconds() - t0;
+  out.receiver_cpu = (ThreadCpuSeconds() - cpu0) / gib;
   if (conn >= 0) close(conn);
   sender.join();
   if (got != bytes) return UnavailableError("raw stream: the connection ended early");
-  return static_cast<double>(bytes) * 8 / seconds / 1e9;
+  out.gbps = static_cast<double>(bytes) * 8 / seconds / 1e9;
+  return out;
 }
 
 struct Runs {
@@ -186,14 +206,16 @@ Status RunPathBench(const PathBenchFlags& f) {
     c.runs = {};
   }
   constexpr int kCases = 1 + std::size(cases);  // the raw stream, then each case
-  std::vector<double> raw;
+  std::vector<double> raw, raw_sender_cpu, raw_receiver_cpu;
   for (int round = 0; round < f.rounds; ++round) {
     // Rotating order: raw, v1, v2, copied; then v1, v2, copied, raw; and so on.
     for (int k = 0; k < kCases; ++k) {
       const int which = (round + k) % kCases;
       if (which == 0) {
-        OC_ASSIGN_OR_RETURN(double g, RawStreamGbps(bytes));
-        raw.push_back(g);
+        OC_ASSIGN_OR_RETURN(RawStream r, RunRawStream(bytes));
+        raw.push_back(r.gbps);
+        raw_sender_cpu.push_back(r.sender_cpu);
+        raw_receiver_cpu.push_back(r.receiver_cpu);
       } else {
         OC_RETURN_IF_ERROR(retrieve(cases[which - 1]));
       }
@@ -211,6 +233,10 @@ Status RunPathBench(const PathBenchFlags& f) {
   report.Param("client", "the client library, S3Agg-LW, one stream, into host memory");
   const double raw_gbps = Median(raw);
   report.Metric("raw_stream_gbps", raw_gbps, "Gbit/s", "one TCP stream over 127.0.0.1");
+  report.Metric("raw_sender_cpu_s_per_gib", Median(raw_sender_cpu), "s/GiB",
+                "the raw stream's sender: a server's floor on loopback");
+  report.Metric("raw_receiver_cpu_s_per_gib", Median(raw_receiver_cpu), "s/GiB",
+                "the raw stream's receiver: a client's floor on loopback");
   nlohmann::ordered_json rows = nlohmann::ordered_json::array();
   std::printf("\n%-10s %10s %12s %22s %22s\n", "wire", "Gbit/s", "vs raw", "server CPU s/GiB",
               "client CPU s/GiB");

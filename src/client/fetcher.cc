@@ -218,10 +218,16 @@ Status Fetcher::Aggregated(const FetchTarget& t, const FetchEvents& events) cons
             next = layer + 1;
             combiner.PartLayer(layer);
           });
+      // The connection reads the payload straight into the slots (LayerStreamDecoder::NextBuffer).
+      struct Receiver final : s3::BodyReceiver {
+        explicit Receiver(LayerStreamDecoder& d) : decoder(d) {}
+        std::span<std::byte> NextBuffer() override { return decoder.NextBuffer(); }
+        Status Commit(size_t n) override { return decoder.Commit(n); }
+        LayerStreamDecoder& decoder;
+      } receiver(decoder);
       std::unique_ptr<s3::S3Connection> conn = pool_->Take(endpoint);
-      Result<s3::S3Response> res =
-          conn->Send("POST", "/" + bucket_, {{"layerwise", ""}}, body.dump(),
-                     [&](std::span<const std::byte> bytes) { return decoder.Feed(bytes); });
+      Result<s3::S3Response> res = conn->Send("POST", "/" + bucket_, {{"layerwise", ""}},
+                                              body.dump(), nullptr, {}, &receiver);
       if (!res) return res.error();
       if (res->status != 200) return HttpFailure(res->status, "layerwise", res->error_body);
       OC_RETURN_IF_ERROR(decoder.Finish());

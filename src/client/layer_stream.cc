@@ -44,6 +44,83 @@ Status LayerStreamDecoder::Fail(Status s) {
   return s;
 }
 
+std::byte* LayerStreamDecoder::PayloadAt() const {
+  const uint64_t chunk = payload_pos_ / header_.slice_bytes;
+  const uint64_t within = payload_pos_ % header_.slice_bytes;
+  std::byte* slice = placement_.slot ? placement_.slot(layers_done_, chunk)
+                                     : placement_.regions[layers_done_].data() + ChunkOffset(chunk);
+  return slice + within;
+}
+
+void LayerStreamDecoder::PayloadLanded(size_t n) {
+  const uint64_t chunk = payload_pos_ / header_.slice_bytes;
+  const uint64_t within = payload_pos_ % header_.slice_bytes;
+  const std::byte* landed = PayloadAt();
+  if (header_.version == wire::kLayerwiseV2) {
+    // The slice is checked where it landed, while the bytes are still in cache.
+    if (within == 0) XXH3_64bits_reset(&hash_->state);
+    XXH3_64bits_update(&hash_->state, landed, n);
+    if (within + n == header_.slice_bytes && slice_mismatch_.ok() &&
+        XXH3_64bits_digest(&hash_->state) != slice_checksums_[chunk]) {
+      slice_mismatch_ =
+          DataLossError("layer " + std::to_string(frame_layer_) + ": " +
+                        (placement_.chunk_name ? "chunk " + placement_.chunk_name(chunk)
+                                               : "chunk " + std::to_string(chunk)) +
+                        ": slice checksum mismatch (damaged on disk or in flight)");
+    }
+  } else {
+    XXH3_64bits_update(&hash_->state, landed, n);
+  }
+  payload_pos_ += n;
+  payload_left_ -= n;
+  if (payload_left_ == 0) state_ = State::kTrailer;
+}
+
+size_t LayerStreamDecoder::RecordBytes() const {
+  switch (state_) {
+    case State::kHeader:
+      return wire::kResponseHeaderBytes;
+    case State::kFrameHeader:
+      return wire::kRecordMagicBytes;
+    case State::kFrameRest:
+      return wire::kFrameHeaderBytes;
+    case State::kChecksums:
+      return static_cast<size_t>(header_.hits) * 8;
+    case State::kTrailer:
+      return wire::kFrameTrailerBytes;
+    case State::kErrorHeader:
+      return wire::kErrorRecordBytes;
+    case State::kErrorMessage:
+      return error_len_;
+    case State::kPayload:
+    case State::kDone:
+      break;
+  }
+  return 0;
+}
+
+std::span<std::byte> LayerStreamDecoder::NextBuffer() {
+  next_is_payload_ = failure_.ok() && state_ == State::kPayload;
+  if (next_is_payload_) {
+    const uint64_t within = payload_pos_ % header_.slice_bytes;
+    return {PayloadAt(),
+            static_cast<size_t>(std::min<uint64_t>(payload_left_, header_.slice_bytes - within))};
+  }
+  // Exactly the rest of the record, so that the payload after it lands in place; after the end
+  // (or a failure) any room: Feed then says what is wrong with more bytes.
+  const size_t record = RecordBytes();
+  const size_t want = record > pending_.size() ? record - pending_.size() : 4096;
+  staging_.resize(want);
+  return std::as_writable_bytes(std::span(staging_));
+}
+
+Status LayerStreamDecoder::Commit(size_t n) {
+  if (!next_is_payload_) return Feed(AsBytes(std::string_view(staging_).substr(0, n)));
+  if (!failure_.ok()) return failure_;
+  PayloadLanded(n);
+  return Status();
+}
+
 Status LayerStreamDecoder::Feed(std::span<const std::byte> bytes) {
   if (!failure_.ok()) return failure_;
   // Appends to pending_ until it holds `n` bytes; true when complete.
@@ -129,33 +206,12 @@ Status LayerStreamDecoder::Feed(std::span<const std::byte> bytes) {
       }
       case State::kPayload: {
         // Up to the end of the current chunk's slice.
-        const uint64_t chunk = payload_pos_ / header_.slice_bytes;
         const uint64_t within = payload_pos_ % header_.slice_bytes;
         const size_t n = static_cast<size_t>(
             std::min<uint64_t>({payload_left_, bytes.size(), header_.slice_bytes - within}));
-        std::byte* dest = placement_.slot
-                              ? placement_.slot(layers_done_, chunk)
-                              : placement_.regions[layers_done_].data() + ChunkOffset(chunk);
-        std::memcpy(dest + within, bytes.data(), n);
-        if (header_.version == wire::kLayerwiseV2) {
-          // The slice is checked where it landed, in the pass that just wrote it.
-          if (within == 0) XXH3_64bits_reset(&hash_->state);
-          XXH3_64bits_update(&hash_->state, dest + within, n);
-          if (within + n == header_.slice_bytes && slice_mismatch_.ok() &&
-              XXH3_64bits_digest(&hash_->state) != slice_checksums_[chunk]) {
-            slice_mismatch_ =
-                DataLossError("layer " + std::to_string(frame_layer_) + ": " +
-                              (placement_.chunk_name ? "chunk " + placement_.chunk_name(chunk)
-                                                     : "chunk " + std::to_string(chunk)) +
-                              ": slice checksum mismatch (damaged on disk or in flight)");
-          }
-        } else {
-          XXH3_64bits_update(&hash_->state, bytes.data(), n);
-        }
-        payload_pos_ += n;
-        payload_left_ -= n;
+        std::memcpy(PayloadAt(), bytes.data(), n);
+        PayloadLanded(n);
         bytes = bytes.subspan(n);
-        if (payload_left_ == 0) state_ = State::kTrailer;
         break;
       }
       case State::kTrailer: {

@@ -48,6 +48,13 @@ class LayerStreamDecoder {
 
   // Consumes bytes of the response body. An error is final.
   Status Feed(std::span<const std::byte> bytes);
+  // The same, for a reader that can put bytes where they belong: NextBuffer() is the room for
+  // the next bytes of the body (never empty): the payload's own place in its layer's region,
+  // or the decoder's buffer for the records around it, exactly as long as the record; after
+  // n <= its size bytes landed there, Commit(n). Payload bytes are then verified in place and
+  // never copied. Mixes with Feed.
+  std::span<std::byte> NextBuffer();
+  Status Commit(size_t n);
   // After the last byte: OK only if every layer arrived verified.
   Status Finish();
 
@@ -67,11 +74,19 @@ class LayerStreamDecoder {
   };
   Status Fail(Status s);
   uint64_t ChunkOffset(uint64_t chunk) const;
+  // Where the current payload byte goes.
+  std::byte* PayloadAt() const;
+  // `n` payload bytes landed at PayloadAt(): checks them and moves on.
+  void PayloadLanded(size_t n);
+  // The size the record being assembled in pending_ will have (kPayload: none).
+  size_t RecordBytes() const;
 
   RegionsFn regions_fn_;
   LayerFn on_layer_;
   State state_ = State::kHeader;
-  std::string pending_;  // bytes of a fixed-size record being assembled
+  std::string pending_;           // bytes of a fixed-size record being assembled
+  std::string staging_;           // NextBuffer's room for bytes that are not payload
+  bool next_is_payload_ = false;  // what the last NextBuffer handed out
   LayerStreamHeader header_;
   LayerPlacement placement_;
   uint32_t layers_done_ = 0;

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <xxhash.h>
 
+#include <cstring>
 #include <random>
 
 #include "core/byte_order.h"
@@ -66,7 +67,12 @@ struct DecodeRun {
   Status feed, finish;
 };
 
-DecodeRun Decode(const std::string& bytes, size_t piece) {
+// How the body reaches the decoder: pushed (Feed), pulled (NextBuffer, then Commit of at most
+// `piece` bytes written there, as a connection reading into place does), or alternating.
+enum class Intake { kPush, kPull, kMixed };
+constexpr Intake kIntakes[] = {Intake::kPush, Intake::kPull, Intake::kMixed};
+
+DecodeRun Decode(const std::string& bytes, size_t piece, Intake intake = Intake::kPush) {
   DecodeRun run;
   LayerStreamDecoder d(
       [&](const LayerStreamHeader& h) -> Result<LayerPlacement> {
@@ -78,9 +84,20 @@ DecodeRun Decode(const std::string& bytes, size_t piece) {
         return out;
       },
       [&](uint32_t layer, const Status& s) { run.events.emplace_back(layer, s.code()); });
-  for (size_t off = 0; off < bytes.size() && run.feed.ok(); off += piece) {
-    run.feed =
-        d.Feed(std::as_bytes(std::span(bytes).subspan(off, std::min(piece, bytes.size() - off))));
+  bool pull = intake != Intake::kPush;
+  for (size_t off = 0; off < bytes.size() && run.feed.ok();) {
+    size_t n = std::min(piece, bytes.size() - off);
+    if (pull) {
+      const std::span<std::byte> room = d.NextBuffer();
+      EXPECT_FALSE(room.empty());
+      n = std::min(n, room.size());
+      std::memcpy(room.data(), bytes.data() + off, n);
+      run.feed = d.Commit(n);
+    } else {
+      run.feed = d.Feed(std::as_bytes(std::span(bytes).subspan(off, n)));
+    }
+    off += n;
+    if (intake == Intake::kMixed) pull = !pull;
   }
   run.finish = d.Finish();
   return run;
@@ -100,13 +117,15 @@ INSTANTIATE_TEST_SUITE_P(Versions, LayerStreamTest,
 
 TEST_P(LayerStreamTest, LayersArriveInOrderVerifiedInAnyPieces) {
   Encoded e = Encode(3, 4, 5, 1000);
-  for (size_t piece : {size_t{1}, size_t{7}, size_t{999}, size_t{4096}, e.bytes.size()}) {
-    DecodeRun r = Decode(e.bytes, piece);
-    ASSERT_TRUE(r.finish.ok()) << piece << " " << r.finish.ToString();
-    ASSERT_EQ(r.events.size(), 5u);
-    for (uint32_t i = 0; i < 5; ++i) {
-      EXPECT_EQ(r.events[i], std::make_pair(4 + i, StatusCode::kOk));
-      EXPECT_EQ(r.regions[i], e.layers[i]);
+  for (Intake intake : kIntakes) {
+    for (size_t piece : {size_t{1}, size_t{7}, size_t{999}, size_t{4096}, e.bytes.size()}) {
+      DecodeRun r = Decode(e.bytes, piece, intake);
+      ASSERT_TRUE(r.finish.ok()) << piece << " " << r.finish.ToString();
+      ASSERT_EQ(r.events.size(), 5u);
+      for (uint32_t i = 0; i < 5; ++i) {
+        EXPECT_EQ(r.events[i], std::make_pair(4 + i, StatusCode::kOk));
+        EXPECT_EQ(r.regions[i], e.layers[i]);
+      }
     }
   }
 }
@@ -146,28 +165,32 @@ TEST_P(LayerStreamTest, ChunkOffsetsScatterSlicesInAnyPieces) {
 
 TEST_P(LayerStreamTest, CorruptFrameIsNeverReportedReady) {
   Encoded e = Encode(2, 0, 4, 512, -1, /*corrupt_layer=*/2);  // the first byte of chunk 1
-  DecodeRun r = Decode(e.bytes, 100);
-  EXPECT_EQ(r.finish.code(), StatusCode::kDataLoss);
-  if (GetParam() == wire::kLayerwiseV2) {  // the slice, by chunk and layer
-    EXPECT_NE(r.finish.message().find("layer 2: chunk 1: slice checksum mismatch"),
-              std::string::npos)
-        << r.finish.ToString();
+  for (Intake intake : kIntakes) {
+    DecodeRun r = Decode(e.bytes, 100, intake);
+    EXPECT_EQ(r.finish.code(), StatusCode::kDataLoss);
+    if (GetParam() == wire::kLayerwiseV2) {  // the slice, by chunk and layer
+      EXPECT_NE(r.finish.message().find("layer 2: chunk 1: slice checksum mismatch"),
+                std::string::npos)
+          << r.finish.ToString();
+    }
+    ASSERT_EQ(r.events.size(), 3u);
+    EXPECT_EQ(r.events[1], std::make_pair(1u, StatusCode::kOk));
+    EXPECT_EQ(r.events[2], std::make_pair(2u, StatusCode::kDataLoss));
   }
-  ASSERT_EQ(r.events.size(), 3u);
-  EXPECT_EQ(r.events[1], std::make_pair(1u, StatusCode::kOk));
-  EXPECT_EQ(r.events[2], std::make_pair(2u, StatusCode::kDataLoss));
 }
 
 TEST_P(LayerStreamTest, ServerFailureEndsTheStreamWithItsMessage) {
   Encoded e = Encode(2, 0, 4, 512, /*fail_layer=*/1);
   // The zeros of the failed frame are not taken for damage (v2 checks each slice): the server's
   // own error is what the caller gets.
-  DecodeRun r = Decode(e.bytes, 33);
-  EXPECT_EQ(r.finish.code(), StatusCode::kUnavailable) << r.finish.ToString();
-  EXPECT_NE(r.finish.message().find("the store failed in layer 1"), std::string::npos);
-  ASSERT_EQ(r.events.size(), 2u);
-  EXPECT_EQ(r.events[0], std::make_pair(0u, StatusCode::kOk));
-  EXPECT_EQ(r.events[1], std::make_pair(1u, StatusCode::kUnavailable));
+  for (Intake intake : kIntakes) {
+    DecodeRun r = Decode(e.bytes, 33, intake);
+    EXPECT_EQ(r.finish.code(), StatusCode::kUnavailable) << r.finish.ToString();
+    EXPECT_NE(r.finish.message().find("the store failed in layer 1"), std::string::npos);
+    ASSERT_EQ(r.events.size(), 2u);
+    EXPECT_EQ(r.events[0], std::make_pair(0u, StatusCode::kOk));
+    EXPECT_EQ(r.events[1], std::make_pair(1u, StatusCode::kUnavailable));
+  }
 }
 
 TEST_P(LayerStreamTest, TruncatedOrForeignStreamsFail) {

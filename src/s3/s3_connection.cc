@@ -140,7 +140,8 @@ struct S3Connection::Impl {
   template <typename Stream>
   Result<S3Response> Exchange(Stream& stream, std::string_view method,
                               http::request<http::string_body>& req,
-                              const std::function<Status(std::span<const std::byte>)>& on_body);
+                              const std::function<Status(std::span<const std::byte>)>& on_body,
+                              BodyReceiver* receiver);
 };
 
 S3Connection::S3Connection(S3Endpoint endpoint, S3Credentials credentials,
@@ -156,7 +157,7 @@ S3Connection::~S3Connection() { impl_->Disconnect(); }
 template <typename Stream>
 Result<S3Response> S3Connection::Impl::Exchange(
     Stream& stream, std::string_view method, http::request<http::string_body>& req,
-    const std::function<Status(std::span<const std::byte>)>& on_body) {
+    const std::function<Status(std::span<const std::byte>)>& on_body, BodyReceiver* receiver) {
   beast::error_code ec;
   auto fail = [&](const char* what) -> Status {
     Disconnect();
@@ -179,17 +180,25 @@ Result<S3Response> S3Connection::Impl::Exchange(
     out.headers.emplace_back(std::move(name), std::string(field.value()));
   }
   const bool ok = out.status >= 200 && out.status < 300;
-  std::string chunk(256 << 10, '\0');
+  // The parser copies body bytes to where body().data points: the receiver's place for them
+  // when there is one, else this buffer (then handed to on_body, or kept as the error body).
+  std::string chunk(receiver ? 0 : 256 << 10, '\0');
   Status sink;
   while (!parser.is_done()) {
-    parser.get().body().data = chunk.data();
-    parser.get().body().size = chunk.size();
+    const bool direct = ok && receiver && sink.ok();
+    if (direct == false && chunk.empty()) chunk.resize(256 << 10);
+    const std::span<std::byte> room =
+        direct ? receiver->NextBuffer() : std::as_writable_bytes(std::span(chunk));
+    parser.get().body().data = room.data();
+    parser.get().body().size = room.size();
     tcp().expires_after(timeout);
     http::read(stream, buffer, parser, ec);
     if (ec == http::error::need_buffer) ec = {};
     if (ec) return fail("reading the response body of");
-    const size_t n = chunk.size() - parser.get().body().size;
-    if (ok) {
+    const size_t n = room.size() - parser.get().body().size;
+    if (direct) {
+      if (n > 0) sink = receiver->Commit(n);
+    } else if (ok) {
       if (sink.ok() && n > 0) sink = on_body(AsBytes(std::string_view(chunk.data(), n)));
     } else if (out.error_body.size() < (64 << 10)) {
       out.error_body.append(chunk.data(), n);
@@ -204,7 +213,7 @@ Result<S3Response> S3Connection::Send(
     std::string_view method, std::string_view path,
     const std::vector<std::pair<std::string, std::string>>& query, std::string_view body,
     const std::function<Status(std::span<const std::byte>)>& on_body,
-    const std::vector<std::pair<std::string, std::string>>& headers) {
+    const std::vector<std::pair<std::string, std::string>>& headers, BodyReceiver* receiver) {
   Impl& m = *impl_;
   if (!m.connected()) OC_RETURN_IF_ERROR(m.Connect());
   const std::string raw_path = s3::UriEncode(path, true);
@@ -239,8 +248,8 @@ Result<S3Response> S3Connection::Send(
     }
     req.set(http::field::authorization, auth);
   }
-  return m.secure ? m.Exchange(*m.secure, method, req, on_body)
-                  : m.Exchange(*m.plain, method, req, on_body);
+  return m.secure ? m.Exchange(*m.secure, method, req, on_body, receiver)
+                  : m.Exchange(*m.plain, method, req, on_body, receiver);
 }
 
 }  // namespace objectcache::s3

@@ -46,6 +46,16 @@ struct S3Response {
   const std::string* Header(std::string_view name) const;
 };
 
+// Takes a response body by saying where each next piece goes, so the bytes are read straight
+// into their final place (no intermediate buffer): NextBuffer() names the room for the next
+// bytes; after n <= that many landed there, Commit(n) (an error stops the transfer).
+class BodyReceiver {
+ public:
+  virtual ~BodyReceiver() = default;
+  virtual std::span<std::byte> NextBuffer() = 0;
+  virtual Status Commit(size_t n) = 0;
+};
+
 class S3Connection {
  public:
   S3Connection(S3Endpoint endpoint, S3Credentials credentials,
@@ -53,12 +63,14 @@ class S3Connection {
   ~S3Connection();
 
   // Sends METHOD /path?query with `body`; a 2xx response body is handed to `on_body` in pieces
-  // as it arrives (an error from it stops the transfer). Unavailable on connection failures.
+  // as it arrives, or to `receiver` when one is given (an error from either stops the
+  // transfer). Unavailable on connection failures.
   Result<S3Response> Send(std::string_view method, std::string_view path,
                           const std::vector<std::pair<std::string, std::string>>& query,
                           std::string_view body,
                           const std::function<Status(std::span<const std::byte>)>& on_body,
-                          const std::vector<std::pair<std::string, std::string>>& headers = {});
+                          const std::vector<std::pair<std::string, std::string>>& headers = {},
+                          BodyReceiver* receiver = nullptr);
 
  private:
   struct Impl;
