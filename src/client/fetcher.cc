@@ -13,6 +13,7 @@
 #include "objectcache/chunk_object.h"
 #include "objectcache/store.h"
 #include "wire/batch_store_wire.h"
+#include "wire/lookup_wire.h"
 
 namespace objectcache::client {
 namespace {
@@ -140,19 +141,21 @@ Status Fetcher::WithRetries(const std::function<Status()>& attempt) const {
   }
 }
 
-Result<std::string> Fetcher::Call(size_t endpoint, std::string_view method, std::string_view query,
-                                  const std::string& body) const {
+Result<std::string> Fetcher::Call(
+    size_t endpoint, std::string_view method, std::string_view query, const std::string& body,
+    const std::vector<std::pair<std::string, std::string>>& headers) const {
   std::string reply;
   Status s = WithRetries([&]() -> Status {
     reply.clear();
     std::unique_ptr<s3::S3Connection> conn = pool_->Take(endpoint);
     OC_ASSIGN_OR_RETURN(s3::S3Response res,
-                        conn->Send(method, "/" + bucket_, {{std::string(query), ""}}, body,
-                                   [&](std::span<const std::byte> b) {
-                                     reply.append(reinterpret_cast<const char*>(b.data()),
-                                                  b.size());
-                                     return Status();
-                                   }));
+                        conn->Send(
+                            method, "/" + bucket_, {{std::string(query), ""}}, body,
+                            [&](std::span<const std::byte> b) {
+                              reply.append(reinterpret_cast<const char*>(b.data()), b.size());
+                              return Status();
+                            },
+                            headers));
     pool_->Return(endpoint, std::move(conn));
     if (res.status / 100 != 2) return HttpFailure(res.status, std::string(query), res.error_body);
     return Status();
@@ -362,11 +365,13 @@ Result<size_t> Fetcher::Lookup(std::span<const ChunkKey> keys) const {
   const auto parts = SplitByEndpoint(keys);
   std::vector<uint32_t> part_hits(parts.size());
   for (size_t p = 0; p < parts.size(); ++p) {
-    nlohmann::json list = nlohmann::json::array();
-    for (size_t i : parts[p].second) list.push_back(keys[i].ToHex());
-    nlohmann::json body;
-    body["keys"] = list;
-    OC_ASSIGN_OR_RETURN(std::string reply, Call(parts[p].first, "POST", "lookup", body.dump()));
+    // The binary body: 16 bytes per key, no JSON to write or parse (src/wire/lookup_wire.h).
+    std::vector<ChunkKey> part;
+    part.reserve(parts[p].second.size());
+    for (size_t i : parts[p].second) part.push_back(keys[i]);
+    OC_ASSIGN_OR_RETURN(std::string reply,
+                        Call(parts[p].first, "POST", "lookup", wire::PutChunkKeys(part),
+                             {{"content-type", std::string(wire::kChunkKeysContentType)}}));
     nlohmann::json j = nlohmann::json::parse(reply, nullptr, false);
     if (!j.is_object() || !j.contains("present_prefix") ||
         !j["present_prefix"].is_number_unsigned()) {

@@ -83,8 +83,9 @@ class Fetcher {
   std::vector<std::pair<size_t, std::vector<size_t>>> SplitByEndpoint(
       std::span<const ChunkKey> keys) const;
   // A request whose whole reply body is wanted; retried; non-2xx statuses become errors.
-  Result<std::string> Call(size_t endpoint, std::string_view method, std::string_view query,
-                           const std::string& body) const;
+  Result<std::string> Call(
+      size_t endpoint, std::string_view method, std::string_view query, const std::string& body,
+      const std::vector<std::pair<std::string, std::string>>& headers = {}) const;
 
   s3::ConnectionPool* pool_;
   const std::string bucket_;

@@ -16,6 +16,7 @@
 #include "server/metrics_handler.h"
 #include "server/object_attributes.h"
 #include "server/s3_routes.h"
+#include "wire/lookup_wire.h"
 
 namespace objectcache::server {
 
@@ -705,8 +706,21 @@ S3Result<std::vector<std::string>> S3Handler::BodyKeys(const Ctx& c, const nlohm
 asio::awaitable<S3Result<void>> S3Handler::BatchLookup(Ctx& c) {
   auto body = co_await ReadSmallBody(c, 16 + options_.max_lookup_keys * 1100);
   if (!body) co_return std::unexpected(body.error());
-  const nlohmann::json j = ParseBoundedJson(*body, {.max_values = options_.max_lookup_keys + 16});
-  S3Result<std::vector<std::string>> parsed = BodyKeys(c, j, "lookup");
+  S3Result<std::vector<std::string>> parsed;
+  const std::string* type = c.req.Header("content-type");
+  if (type && *type == wire::kChunkKeysContentType) {
+    // The binary body: chunk keys, 16 bytes each (src/wire/lookup_wire.h).
+    Result<std::vector<ChunkKey>> chunk_keys =
+        wire::ParseChunkKeys(AsBytes(*body), options_.max_lookup_keys);
+    if (!chunk_keys) co_return Fail("InvalidArgument", chunk_keys.error().message());
+    std::vector<std::string> names;
+    names.reserve(chunk_keys->size());
+    for (const ChunkKey& k : *chunk_keys) names.push_back(ObjectKey(c.req.bucket, k.ToHex()));
+    parsed = std::move(names);
+  } else {
+    const nlohmann::json j = ParseBoundedJson(*body, {.max_values = options_.max_lookup_keys + 16});
+    parsed = BodyKeys(c, j, "lookup");
+  }
   if (!parsed) co_return std::unexpected(parsed.error());
   const std::vector<std::string>& keys = *parsed;
   auto present = co_await Blocking([&] { return store_->Exist(keys); });

@@ -14,6 +14,7 @@
 #include "store/local/local_store.h"
 #include "store/memory/memory_store.h"
 #include "store/scratch_dir.h"
+#include "wire/lookup_wire.h"
 
 namespace objectcache::server {
 namespace {
@@ -232,6 +233,34 @@ TEST_F(S3HandlerTest, KvBucketsTakeOnlyChunkObjectsOfTheirLayout) {
   Put(path, object);
   EXPECT_EQ(Get(path), object);
   EXPECT_EQ(Get("/kvb?kv-layout"), ModelToJson(tiny));
+}
+
+TEST_F(S3HandlerTest, BinaryLookupAnswersAsTheJsonOne) {
+  const ModelPreset tiny{"tiny", KvLayout{2, 1, 4, KvDtype::kFp8, 4}};
+  ASSERT_EQ(Answer("PUT", "/kvl", "", {{"x-objectcache-kv-layout", ModelToJson(tiny)}}), "200");
+  std::vector<ChunkKey> keys;
+  std::string json = "{\"keys\":[";
+  for (int i = 0; i < 5; ++i) {
+    char hex[33];
+    std::snprintf(hex, sizeof(hex), "%032x", 100 + i);
+    keys.push_back(*ChunkKey::FromHex(hex));
+    json += std::string(i ? "," : "") + "\"" + hex + "\"";
+    if (i == 3) continue;  // a gap: the prefix is 3, four are present
+    const std::string kv(tiny.layout.ChunkKvBytes(), static_cast<char>(i));
+    Put("/kvl/" + keys.back().ToHex(), *EncodeChunkObject(tiny.layout, keys.back(), AsBytes(kv)));
+  }
+  json += "]}";
+  const Headers binary{{"content-type", std::string(wire::kChunkKeysContentType)}};
+  auto from_json = Call("POST", "/kvl?lookup", json);
+  auto from_binary = Call("POST", "/kvl?lookup", wire::PutChunkKeys(keys), binary);
+  EXPECT_EQ(from_json->status(), 200u);
+  EXPECT_EQ(from_binary->response_body(), from_json->response_body());
+  EXPECT_NE(from_json->response_body().find("\"present_prefix\":3"), std::string::npos)
+      << from_json->response_body();
+  // Not whole keys, or none: refused, as a malformed JSON body is.
+  EXPECT_EQ(Answer("POST", "/kvl?lookup", wire::PutChunkKeys(keys).substr(0, 40), binary),
+            "400 InvalidArgument");
+  EXPECT_EQ(Answer("POST", "/kvl?lookup", "", binary), "400 InvalidArgument");
 }
 
 TEST_F(S3HandlerTest, ReadConditionsAndRanges) {

@@ -7,6 +7,7 @@
 
 #include "wire/batch_store_wire.h"
 #include "wire/layerwise_wire.h"
+#include "wire/lookup_wire.h"
 
 namespace objectcache::wire {
 namespace {
@@ -242,6 +243,25 @@ TEST(BatchStoreWireTest, MalformedBodiesFailWithTheirReason) {
   Decoded many = DecodeInPieces(too_many, 8);
   EXPECT_EQ(many.error.code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(many.records.size(), kMaxBatchRecords);
+}
+
+TEST(LookupWireTest, ChunkKeysRoundTripAndOnlyWholeKeysWithinTheBoundParse) {
+  std::vector<ChunkKey> keys;
+  for (uint8_t i = 0; i < 5; ++i) {
+    ChunkKey::Bytes b{};
+    for (size_t j = 0; j < b.size(); ++j) b[j] = static_cast<uint8_t>(i * 16 + j);
+    keys.emplace_back(b);
+  }
+  const std::string body = PutChunkKeys(keys);
+  ASSERT_EQ(body.size(), 5 * ChunkKey::kBytes);
+  EXPECT_EQ(static_cast<uint8_t>(body[16]), 16);  // key 1's first byte, as it is
+  Result<std::vector<ChunkKey>> back = ParseChunkKeys(Bytes(body), 5);
+  ASSERT_TRUE(back.has_value());
+  EXPECT_EQ(*back, keys);
+  EXPECT_EQ(ParseChunkKeys(Bytes(body), 4).error().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(ParseChunkKeys(Bytes(body.substr(0, 17)), 5).error().code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(ParseChunkKeys(Bytes(std::string()), 5).error().code(), StatusCode::kInvalidArgument);
 }
 
 }  // namespace
