@@ -19,6 +19,7 @@
 #include "bench/bench_command.h"
 #include "bench/bench_report.h"
 #include "bench/kv_fixture.h"
+#include "objectcache/chunk_object.h"
 
 namespace objectcache::bench {
 namespace {
@@ -27,10 +28,58 @@ struct PathBenchFlags {
   std::string dir;
   size_t chunks = 512;  // x 2 MiB of Llama-3.1-8B KV: 1 GiB
   int rounds = 5;
+  // Concurrent retrievals of `concurrency_chunks` chunks each (all layers), wire v2.
+  std::vector<size_t> concurrency = {1, 4, 16, 64};
+  size_t concurrency_chunks = 16;
+  // Prompts whose first layer is timed (tokens; 16 per chunk).
+  std::vector<size_t> first_layer_tokens = {4096, 16384, 65536};
   std::string json;
 };
 
+// A retrieval into regions of its own (one per layer of [0, layers)), of `count` chunks: chunk
+// i is the stored prefix's chunk i % stored, so that a prompt longer than what is stored still
+// names present chunks (the server reads and sends them as it would distinct ones).
+struct OwnRetrieval {
+  std::vector<std::string> regions;
+  std::unique_ptr<LayerwiseRetrieval> retrieval;
+};
+
+OwnRetrieval AllocateOwnRetrieval(const PrefixSet& prefix, size_t count, uint32_t layers) {
+  OwnRetrieval own;
+  own.regions.assign(layers, std::string(count * prefix.model.layout.LayerSliceBytes(), '\0'));
+  return own;
+}
+
+// Starts the retrieval into `own`'s regions (allocated before, outside any timing).
+Status StartOwnRetrieval(Client* client, const PrefixSet& prefix, size_t stored,
+                         OwnRetrieval* own) {
+  const size_t count = own->regions[0].size() / prefix.model.layout.LayerSliceBytes();
+  LayerwiseRequest req{.model = prefix.model,
+                       .layers = {0, static_cast<uint32_t>(own->regions.size())}};
+  for (size_t i = 0; i < count; ++i) req.keys.push_back(prefix.keys[i % stored]);
+  for (std::string& r : own->regions) req.regions.push_back(AsWritableBytes(r));
+  OC_ASSIGN_OR_RETURN(own->retrieval, client->RetrieveLayerwise(std::move(req)));
+  return Status();
+}
+
+// After it ended OK: every slice is what was stored.
+Status CheckOwnRetrieval(const OwnRetrieval& own, const PrefixSet& prefix, size_t stored) {
+  const uint64_t slice = prefix.model.layout.LayerSliceBytes();
+  const uint32_t all_layers = prefix.model.layout.num_layers;
+  for (size_t l = 0; l < own.regions.size(); ++l) {
+    for (size_t i = 0; i * slice < own.regions[l].size(); ++i) {
+      if (LayerChecksum(AsBytes(own.regions[l]).subspan(i * slice, slice)) !=
+          prefix.checksums[(i % stored) * all_layers + l]) {
+        return DataLossError("layer " + std::to_string(l) + " of chunk " + std::to_string(i) +
+                             " differs from what was stored");
+      }
+    }
+  }
+  return Status();
+}
+
 constexpr double kGiB = 1024.0 * 1024 * 1024;
+constexpr size_t kTokensPerChunk = KvLayout::kDefaultTokensPerChunk;  // llama-3.1-8b's
 constexpr std::array<size_t, 4> kLookupSizes = {1, 64, 1024, 8192};
 
 // CPU seconds (user + system) a process has used so far.
@@ -139,6 +188,16 @@ Status RunPathBench(const PathBenchFlags& f) {
   if (f.chunks == 0 || f.chunks > 8192 || f.rounds < 1) {
     return InvalidArgumentError("--chunks must be 1 to 8192 and --rounds at least 1");
   }
+  for (size_t n : f.concurrency) {
+    if (n == 0 || n > 256) return InvalidArgumentError("--concurrency takes 1 to 256");
+  }
+  for (size_t t : f.first_layer_tokens) {
+    if (t == 0 || t > 8192 * kTokensPerChunk) {
+      return InvalidArgumentError("--first-layer-tokens takes 1 to " +
+                                  std::to_string(8192 * kTokensPerChunk) + " tokens");
+    }
+  }
+  if (f.concurrency_chunks == 0) return InvalidArgumentError("--concurrency-chunks must be >= 1");
   OC_ASSIGN_OR_RETURN(ScratchRoot scratch, ScratchRoot::Make(f.dir, "objectcache-bench-path"));
   const ModelPreset model = *FindModelPreset("llama-3.1-8b");
   OC_ASSIGN_OR_RETURN(ServerChild server, StartServer(scratch.path() / "sendfile", true));
@@ -200,6 +259,47 @@ Status RunPathBench(const PathBenchFlags& f) {
     return Status();
   };
 
+  // N retrievals at once through one client (a connection each), wire v2: their aggregate rate.
+  const size_t cc_chunks = std::min(f.concurrency_chunks, f.chunks);
+  const uint64_t cc_bytes =
+      uint64_t{cc_chunks} * model.layout.LayerSliceBytes() * model.layout.num_layers;
+  std::vector<std::vector<double>> cc_gbps(f.concurrency.size());
+  auto concurrent = [&]() -> Status {
+    for (size_t k = 0; k < f.concurrency.size(); ++k) {
+      std::vector<OwnRetrieval> own;
+      for (size_t i = 0; i < f.concurrency[k]; ++i) {
+        own.push_back(AllocateOwnRetrieval(prefix, cc_chunks, model.layout.num_layers));
+      }
+      const double t0 = NowSeconds();
+      for (OwnRetrieval& o : own) {
+        OC_RETURN_IF_ERROR(StartOwnRetrieval(cases[1].client.get(), prefix, f.chunks, &o));
+      }
+      for (OwnRetrieval& o : own) OC_RETURN_IF_ERROR(o.retrieval->Wait());
+      const double seconds = NowSeconds() - t0;
+      cc_gbps[k].push_back(static_cast<double>(cc_bytes * own.size()) * 8 / seconds / 1e9);
+      for (const OwnRetrieval& o : own) OC_RETURN_IF_ERROR(CheckOwnRetrieval(o, prefix, f.chunks));
+    }
+    return Status();
+  };
+  // The wait for the first layer of a prompt of N tokens: from the request to layer 0 in place
+  // and verified. The request names layer 0 only: the first frame of a request for every layer
+  // is the same bytes, sent the same way, and a 64K-token prompt's every layer (8 GiB) would
+  // not fit beside the rest in this machine's memory.
+  std::vector<std::vector<double>> first_layer_ms(f.first_layer_tokens.size());
+  auto first_layers = [&]() -> Status {
+    for (size_t k = 0; k < f.first_layer_tokens.size(); ++k) {
+      const size_t count = std::max<size_t>(1, f.first_layer_tokens[k] / kTokensPerChunk);
+      OwnRetrieval o = AllocateOwnRetrieval(prefix, count, 1);
+      const double t0 = NowSeconds();
+      OC_RETURN_IF_ERROR(StartOwnRetrieval(cases[1].client.get(), prefix, f.chunks, &o));
+      OC_RETURN_IF_ERROR(o.retrieval->WaitForLayer(0));
+      first_layer_ms[k].push_back((NowSeconds() - t0) * 1000);
+      OC_RETURN_IF_ERROR(o.retrieval->Wait());
+      OC_RETURN_IF_ERROR(CheckOwnRetrieval(o, prefix, f.chunks));
+    }
+    return Status();
+  };
+
   // Warms the page cache of both stores; not counted.
   for (Case& c : cases) {
     OC_RETURN_IF_ERROR(retrieve(c));
@@ -221,6 +321,8 @@ Status RunPathBench(const PathBenchFlags& f) {
       }
     }
     OC_RETURN_IF_ERROR(lookups());
+    OC_RETURN_IF_ERROR(concurrent());
+    OC_RETURN_IF_ERROR(first_layers());
   }
   server.process->Stop();
   copier.process->Stop();
@@ -262,6 +364,19 @@ Status RunPathBench(const PathBenchFlags& f) {
     report.Metric("lookup_ms_" + n, Median(lookup_ms[i]), "ms", "lookup of " + n + " present keys");
     rows.push_back({{"lookup_keys", kLookupSizes[i]}, {"lookup_ms", Median(lookup_ms[i])}});
   }
+  for (size_t k = 0; k < f.concurrency.size(); ++k) {
+    const std::string n = std::to_string(f.concurrency[k]);
+    report.Metric("agg_gbps_c" + n, Median(cc_gbps[k]), "Gbit/s",
+                  n + " retrievals of " + std::to_string(cc_chunks) + " chunks at once, v2");
+    rows.push_back({{"concurrency", f.concurrency[k]}, {"agg_gbps", Median(cc_gbps[k])}});
+  }
+  for (size_t k = 0; k < f.first_layer_tokens.size(); ++k) {
+    const std::string n = std::to_string(f.first_layer_tokens[k]);
+    report.Metric("first_layer_ms_" + n, Median(first_layer_ms[k]), "ms",
+                  "request to layer 0 in place, " + n + " tokens, v2");
+    rows.push_back(
+        {{"first_layer_tokens", f.first_layer_tokens[k]}, {"ms", Median(first_layer_ms[k])}});
+  }
   const double v1_cpu = Median(cases[0].runs.server_cpu);
   report.Metric("server_cpu_v2_vs_v1", v1_cpu > 0 ? Median(cases[1].runs.server_cpu) / v1_cpu : 0,
                 "x", "target <= 1/3");
@@ -283,6 +398,14 @@ void AddPathBenchCommand(CLI::App* bench) {
   p->add_option("--chunks", f->chunks, "Chunks of llama-3.1-8b in the prefix (2 MiB each)")
       ->capture_default_str();
   p->add_option("--rounds", f->rounds, "Repeats of each case (interleaved)")->capture_default_str();
+  p->add_option("--concurrency", f->concurrency, "Retrievals at once (agg_gbps_cN)")
+      ->capture_default_str();
+  p->add_option("--concurrency-chunks", f->concurrency_chunks,
+                "Chunks in each of the concurrent retrievals")
+      ->capture_default_str();
+  p->add_option("--first-layer-tokens", f->first_layer_tokens,
+                "Prompt lengths whose first layer is timed (first_layer_ms_N)")
+      ->capture_default_str();
   p->add_option("--json", f->json, "Write the metrics and rows to this JSON file");
   p->callback([f] { RunBench([&] { return RunPathBench(*f); }); });
 }

@@ -13,14 +13,20 @@ METRICS = ["raw_stream_gbps", "agg_gbps", "ratio_vs_raw", "server_cpu_s_per_gib"
            "client_cpu_s_per_gib", "agg_gbps_v1", "ratio_vs_raw_v1", "server_cpu_s_per_gib_v1",
            "client_cpu_s_per_gib_v1", "agg_gbps_copied", "server_cpu_s_per_gib_copied",
            "server_cpu_v2_vs_v1", "lookup_ms_1", "lookup_ms_64",
-           "lookup_ms_1024", "lookup_ms_8192"]
+           "lookup_ms_1024", "lookup_ms_8192", "raw_sender_cpu_s_per_gib",
+           "raw_receiver_cpu_s_per_gib", "agg_gbps_c1", "agg_gbps_c3", "first_layer_ms_64",
+           "first_layer_ms_1024"]
 
 
 def main():
     binary = sys.argv[1]
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "path.json")
+        # Concurrency and first layers small here; a first layer of 1024 tokens (64 chunks)
+        # names the 8 stored chunks over and over.
         run = subprocess.run([binary, "bench", "path", "--chunks", "8", "--rounds", "1",
+                              "--concurrency", "1", "3", "--concurrency-chunks", "4",
+                              "--first-layer-tokens", "64", "1024",
                               "--json", out, "--dir", os.path.join(tmp, "scratch")],
                              capture_output=True, text=True, timeout=300)
         print(run.stdout)
@@ -34,9 +40,11 @@ def main():
         assert all(r["agg_gbps"] > 0 for r in versions), report["rows"]
         lookups = [r["lookup_keys"] for r in report["rows"] if "lookup_keys" in r]
         assert lookups == [1, 64, 1024, 8192], report["rows"]
-        bad = subprocess.run([binary, "bench", "path", "--chunks", "0", "--dir",
-                              os.path.join(tmp, "bad")], capture_output=True, text=True)
-        assert bad.returncode != 0 and "--chunks" in bad.stderr, bad.stderr
+        for args, flag in [(["--chunks", "0"], "--chunks"), (["--concurrency", "0"], "--concurrency"),
+                           (["--first-layer-tokens", "0"], "--first-layer-tokens")]:
+            bad = subprocess.run([binary, "bench", "path", *args, "--dir",
+                                  os.path.join(tmp, "bad")], capture_output=True, text=True)
+            assert bad.returncode != 0 and flag in bad.stderr, bad.stderr
     print("ok")
 
 

@@ -209,18 +209,18 @@ void PutFrameHeaderAndChecksums(uint32_t layer, const std::vector<ChunkHeader>& 
 // (for sending from files) each one's reader, which pins the version its header came from.
 struct HitPrefix {
   std::vector<ChunkHeader> headers;
-  std::vector<std::unique_ptr<ObjectReader>> readers;  // empty unless asked for and all in files
+  std::vector<std::unique_ptr<ObjectReader>> readers;  // empty unless read from files
 };
 
-// A damaged or foreign header ends the prefix like a miss (the engine recomputes from there);
-// it is logged. Blocking.
-Result<HitPrefix> ReadHitPrefix(Store& store, const std::vector<std::string>& names,
+void LogPrefixEnd(const ChunkKey& key, const Status& why) {
+  LogWarn("layerwise: chunk " + key.ToHex() + " ends the prefix: " + why.ToString());
+}
+
+// The headers of the first `present` chunks, read in batches. A damaged or foreign header ends
+// the prefix like a miss (the engine recomputes from there); it is logged. Blocking.
+Result<HitPrefix> ReadHitPrefix(Store& store, const std::vector<std::string>& names, size_t present,
                                 const LayerwiseRequest& req, const KvLayout& layout) {
-  OC_ASSIGN_OR_RETURN(size_t present, store.CountPresentPrefix(names));
   HitPrefix out;
-  auto ends_prefix = [&](size_t i, const Status& why) {
-    LogWarn("layerwise: chunk " + req.keys[i].ToHex() + " ends the prefix: " + why.ToString());
-  };
   std::string buf(kHeaderGroup * kChunkHeaderRegion, '\0');
   for (size_t start = 0; start < present; start += kHeaderGroup) {
     const size_t n = std::min(kHeaderGroup, present - start);
@@ -236,7 +236,7 @@ Result<HitPrefix> ReadHitPrefix(Store& store, const std::vector<std::string>& na
       Result<ChunkHeader> h = reads[i].status.ok() ? DecodeChunkHeader(reads[i].dest, expect)
                                                    : Result<ChunkHeader>(reads[i].status);
       if (!h) {
-        ends_prefix(start + i, h.error());
+        LogPrefixEnd(req.keys[start + i], h.error());
         return out;
       }
       out.headers.push_back(std::move(*h));
@@ -245,53 +245,51 @@ Result<HitPrefix> ReadHitPrefix(Store& store, const std::vector<std::string>& na
   return out;
 }
 
-// Opens a reader for each hit and reads its header again through it, so that the slices sent
-// come from the version whose checksums the frames carry; starts the reads of the requested
-// layers (one contiguous range per chunk: objects are layer-major). A chunk that changed since
-// the lookup, or whose object is shorter than its header says, ends the prefix there. Leaves
-// `hits->readers` empty when a store keeps its bytes outside files (sent copied then). Blocking.
-Status OpenHitReaders(Store& store, const std::vector<std::string>& names,
-                      const LayerwiseRequest& req, const KvLayout& layout, HitPrefix* hits) {
+// The same, for sending from files: each chunk's header read through a reader that stays open,
+// so that the slices sent are of the version whose checksums the frames carry; and the reads of
+// the requested layers started (one range per chunk: objects are layer-major). A chunk whose
+// object is shorter than its header says ends the prefix. nullopt when the store keeps its
+// bytes outside files (then they are sent copied). Blocking.
+Result<std::optional<HitPrefix>> ReadHitPrefixFromFiles(Store& store,
+                                                        const std::vector<std::string>& names,
+                                                        size_t present, const LayerwiseRequest& req,
+                                                        const KvLayout& layout) {
+  HitPrefix out;
   std::string buf(kChunkHeaderRegion, '\0');
   const uint64_t slice = layout.LayerSliceBytes();
-  for (size_t i = 0; i < hits->headers.size(); ++i) {
-    Result<std::unique_ptr<ObjectReader>> reader = store.OpenReader(names[i]);
+  for (size_t i = 0; i < present; ++i) {
+    Result<std::unique_ptr<ObjectReader>> reader = store.OpenReaderIfCached(names[i]);
+    if (!reader && reader.error().code() == StatusCode::kUnavailable) {
+      reader = store.OpenReader(names[i]);
+    }
     if (!reader && reader.error().code() != StatusCode::kNotFound) return reader.error();
-    Status why = reader ? Status() : reader.error();
-    if (why.ok() && !(*reader)->file_extent()) {
-      hits->readers.clear();
-      return Status();
+    if (!reader) {  // deleted since it was counted
+      LogPrefixEnd(req.keys[i], reader.error());
+      break;
     }
-    if (why.ok()) {
-      const uint64_t n = std::min<uint64_t>((*reader)->size(), kChunkHeaderRegion);
-      why = (*reader)->ReadAt(0, AsWritableBytes(buf).first(n));
+    if (!(*reader)->file_extent()) return std::nullopt;
+    const auto region = AsWritableBytes(buf).first(
+        static_cast<size_t>(std::min<uint64_t>((*reader)->size(), kChunkHeaderRegion)));
+    ChunkExpectation expect{.layout = &layout, .key = &req.keys[i]};
+    const Status read = (*reader)->ReadAt(0, region);
+    Result<ChunkHeader> h =
+        read.ok() ? DecodeChunkHeader(region, expect) : Result<ChunkHeader>(read);
+    if (h && h->LayerOffset(req.last - 1) + slice > (*reader)->size()) {
+      h = DataLossError("the object is shorter than its header says");
     }
-    if (why.ok()) {
-      ChunkExpectation expect{.layout = &layout, .key = &req.keys[i]};
-      Result<ChunkHeader> h = DecodeChunkHeader(
-          AsBytes(buf).first(std::min<uint64_t>((*reader)->size(), kChunkHeaderRegion)), expect);
-      if (!h) {
-        why = h.error();
-      } else if (h->layer_checksums != hits->headers[i].layer_checksums) {
-        why = FailedPreconditionError("replaced since the lookup");
-      } else if (h->LayerOffset(req.last - 1) + slice > (*reader)->size()) {
-        why = DataLossError("the object is shorter than its header says");
-      }
-    }
-    if (!why.ok()) {
-      LogWarn("layerwise: chunk " + req.keys[i].ToHex() + " ends the prefix: " + why.ToString());
-      hits->headers.resize(i);
+    if (!h) {
+      LogPrefixEnd(req.keys[i], h.error());
       break;
     }
     const ObjectReader::FileExtent file = *(*reader)->file_extent();
-    const ChunkHeader& h = hits->headers[i];
     (void)::posix_fadvise(
-        file.fd, static_cast<off_t>(file.base + h.LayerOffset(req.first)),
-        static_cast<off_t>(h.LayerOffset(req.last - 1) + slice - h.LayerOffset(req.first)),
+        file.fd, static_cast<off_t>(file.base + h->LayerOffset(req.first)),
+        static_cast<off_t>(h->LayerOffset(req.last - 1) + slice - h->LayerOffset(req.first)),
         POSIX_FADV_WILLNEED);
-    hits->readers.push_back(std::move(*reader));
+    out.headers.push_back(std::move(*h));
+    out.readers.push_back(std::move(*reader));
   }
-  return Status();
+  return out;
 }
 
 }  // namespace
@@ -337,9 +335,13 @@ asio::awaitable<S3Result<void>> S3Handler::LayerwiseRetrieve(Ctx& c) {
   const bool v2 = req->version == wire::kLayerwiseV2;
   const bool from_files = v2 && c.ex.sends_files();
   auto prefix = co_await Blocking([&]() -> Result<HitPrefix> {
-    OC_ASSIGN_OR_RETURN(HitPrefix p, ReadHitPrefix(*store_, names, *req, layout));
-    if (from_files) OC_RETURN_IF_ERROR(OpenHitReaders(*store_, names, *req, layout, &p));
-    return p;
+    OC_ASSIGN_OR_RETURN(size_t present, store_->CountPresentPrefix(names));
+    if (from_files) {
+      OC_ASSIGN_OR_RETURN(std::optional<HitPrefix> p,
+                          ReadHitPrefixFromFiles(*store_, names, present, *req, layout));
+      if (p) return std::move(*p);
+    }
+    return ReadHitPrefix(*store_, names, present, *req, layout);
   });
   if (!prefix) co_return std::unexpected(FromStatus(prefix.error()));
   const std::vector<ChunkHeader>* headers = &prefix->headers;
