@@ -249,7 +249,7 @@ Result<HitPrefix> ReadHitPrefix(Store& store, const std::vector<std::string>& na
 // so that the slices sent are of the version whose checksums the frames carry; and the reads of
 // the requested layers started (one range per chunk: objects are layer-major). A chunk whose
 // object is shorter than its header says ends the prefix. nullopt when the store keeps its
-// bytes outside files (then they are sent copied). Blocking.
+// bytes outside files or a reader cannot be opened (then they are sent copied). Blocking.
 Result<std::optional<HitPrefix>> ReadHitPrefixFromFiles(Store& store,
                                                         const std::vector<std::string>& names,
                                                         size_t present, const LayerwiseRequest& req,
@@ -262,7 +262,12 @@ Result<std::optional<HitPrefix>> ReadHitPrefixFromFiles(Store& store,
     if (!reader && reader.error().code() == StatusCode::kUnavailable) {
       reader = store.OpenReader(names[i]);
     }
-    if (!reader && reader.error().code() != StatusCode::kNotFound) return reader.error();
+    if (!reader && reader.error().code() != StatusCode::kNotFound) {
+      // Out of descriptors, say (a response from files holds one per hit chunk, shared with the
+      // store's open-file cache): the copied path needs none of its own.
+      LogWarn("layerwise: sending copied: " + reader.error().ToString());
+      return std::nullopt;
+    }
     if (!reader) {  // deleted since it was counted
       LogPrefixEnd(req.keys[i], reader.error());
       break;
