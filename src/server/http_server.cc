@@ -38,13 +38,20 @@ namespace {
 
 constexpr size_t kReadBufferBytes = 64 << 10;
 
-std::string HttpDate() {
-  std::time_t t = std::time(nullptr);
-  std::tm tm{};
-  ::gmtime_r(&t, &tm);
-  char buf[64];
-  std::strftime(buf, sizeof(buf), "%a, %d %b %Y %H:%M:%S GMT", &tm);
-  return buf;
+// The Date header's value, formatted once a second per worker thread (every response has one).
+const std::string& HttpDate() {
+  thread_local std::time_t formatted_at = -1;
+  thread_local std::string date;
+  const std::time_t t = std::time(nullptr);
+  if (t != formatted_at) {
+    std::tm tm{};
+    ::gmtime_r(&t, &tm);
+    char buf[64];
+    std::strftime(buf, sizeof(buf), "%a, %d %b %Y %H:%M:%S GMT", &tm);
+    date = buf;
+    formatted_at = t;
+  }
+  return date;
 }
 
 Status FromError(const beast::error_code& ec, const char* what) {

@@ -35,6 +35,11 @@ asio::awaitable<S3Result<void>> S3Handler::PutObject(Ctx& c) {
 
 namespace {
 
+// Sizes `s` to `n` bytes that are about to be read into: no zero-filling of a body first.
+void ResizeForOverwrite(std::string* s, size_t n) {
+  s->resize_and_overwrite(n, [](char*, size_t size) { return size; });
+}
+
 // Whether the page cache holds the first and the last byte of [first, last) of `obj`: the cheap
 // sign that sending the range will not wait for a device.
 bool InPageCache(const ObjectReader& obj, uint64_t first, uint64_t last) {
@@ -54,7 +59,7 @@ asio::awaitable<S3Result<void>> S3Handler::GetObject(Ctx& c, bool head) {
   std::string small_body;
   auto read_small = [&](const ObjectReader& rd, bool blocking) -> Status {
     if (!want_small || rd.size() > piece) return Status();
-    small_body.resize(rd.size());
+    ResizeForOverwrite(&small_body, rd.size());
     auto dest = AsWritableBytes(small_body);
     return blocking ? rd.ReadAt(0, dest) : rd.ReadAtIfCached(0, dest);
   };
@@ -123,7 +128,8 @@ asio::awaitable<S3Result<void>> S3Handler::GetObject(Ctx& c, bool head) {
     co_return S3Result<void>();
   }
   if (last - first <= piece) {
-    std::string body(last - first, '\0');
+    std::string body;
+    ResizeForOverwrite(&body, last - first);
     Status s = obj.ReadAtIfCached(first, AsWritableBytes(body));
     if (!s.ok()) s = co_await Blocking([&] { return obj.ReadAt(first, AsWritableBytes(body)); });
     if (!s.ok()) co_return std::unexpected(FromStatus(s));
