@@ -1,6 +1,7 @@
 // The client's layerwise response decoder: any byte stream, fed in pieces of sizes the input
-// chooses, ends in OK or an error; no layer is reported ready unless its frame checked out, and
-// nothing is written outside the regions it was given.
+// chooses, pushed (Feed) or pulled (NextBuffer, then Commit, as a connection reading into place
+// does) as the input chooses, ends in OK or an error; no layer is reported ready unless its frame
+// checked out, and nothing is written outside the regions it was given.
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>
@@ -13,6 +14,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace objectcache;
   if (size < 1) return 0;
   const size_t piece = 1 + data[0] % 64;
+  const bool pull = (data[0] & 0x80) != 0;
   std::vector<std::string> regions;
   client::LayerStreamDecoder decoder(
       [&](const client::LayerStreamHeader& h) -> Result<client::LayerPlacement> {
@@ -30,8 +32,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       [&](uint32_t, const Status&) {});
   std::span<const std::byte> rest(reinterpret_cast<const std::byte*>(data + 1), size - 1);
   while (!rest.empty()) {
-    const size_t n = std::min(piece, rest.size());
-    if (!decoder.Feed(rest.first(n)).ok()) return 0;
+    size_t n = std::min(piece, rest.size());
+    if (pull) {
+      const std::span<std::byte> room = decoder.NextBuffer();
+      if (room.empty()) std::abort();  // the reader would spin
+      n = std::min(n, room.size());
+      std::copy_n(rest.begin(), n, room.begin());
+      if (!decoder.Commit(n).ok()) return 0;
+    } else if (!decoder.Feed(rest.first(n)).ok()) {
+      return 0;
+    }
     rest = rest.subspan(n);
   }
   (void)decoder.Finish();
