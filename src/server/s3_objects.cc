@@ -35,9 +35,11 @@ asio::awaitable<S3Result<void>> S3Handler::PutObject(Ctx& c) {
 
 namespace {
 
-// Sizes `s` to `n` bytes that are about to be read into: no zero-filling of a body first.
+// Sizes `s` to `n` bytes that are about to be read into: no zero-filling of a body first. The
+// operation returns `n` itself, not the size it is handed: GCC 12's libstdc++ hands it the new
+// capacity when the string grows (18 bytes from empty gives 30).
 void ResizeForOverwrite(std::string* s, size_t n) {
-  s->resize_and_overwrite(n, [](char*, size_t size) { return size; });
+  s->resize_and_overwrite(n, [n](char*, size_t) { return n; });
 }
 
 // Whether the page cache holds the first and the last byte of [first, last) of `obj`: the cheap
