@@ -321,13 +321,16 @@ class SaveImpl final : public LayerwiseSave {
     for (size_t j = 0; j < keys_.size(); ++j) {
       // Allocated without zero-filling the slices (they are all copied over); the header
       // region is written when sealed and the padding after each slice is zeroed here.
+      // The operation returns the size itself: GCC 12's libstdc++ may hand it the grown
+      // capacity instead of the size asked for.
       auto object = std::make_shared<std::string>();
-      object->resize_and_overwrite(geometry_.ObjectBytes(), [&](char* p, size_t n) {
+      const size_t bytes = geometry_.ObjectBytes();
+      object->resize_and_overwrite(bytes, [&](char* p, size_t) {
         for (uint32_t l = 0; l < layout_.num_layers; ++l) {
           const uint64_t end = geometry_.LayerOffset(l) + geometry_.LayerSliceBytes();
           std::memset(p + end, 0, geometry_.layer_stride - geometry_.LayerSliceBytes());
         }
-        return n;
+        return bytes;
       });
       objects_.push_back(std::move(object));
     }
