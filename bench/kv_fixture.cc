@@ -31,13 +31,15 @@ void FillKv(std::string* kv, uint64_t seed) {
 
 }  // namespace
 
-Status PrefixSet::Check(size_t chunks) const {
+Status PrefixSet::Check(size_t chunks) const { return CheckRegions(regions, chunks); }
+
+Status PrefixSet::CheckRegions(std::span<const std::string> into, size_t chunks) const {
   const uint64_t slice = model.layout.LayerSliceBytes();
   const uint32_t layers = model.layout.num_layers;
-  for (uint32_t l = 0; l < layers; ++l) {
+  for (size_t l = 0; l < into.size(); ++l) {
     for (size_t c = 0; c < chunks; ++c) {
-      if (LayerChecksum(AsBytes(regions[l]).subspan(c * slice, slice)) !=
-          checksums[c * layers + l]) {
+      if (LayerChecksum(AsBytes(into[l]).subspan(c * slice, slice)) !=
+          checksums[(c % keys.size()) * layers + l]) {
         return DataLossError("layer " + std::to_string(l) + " of chunk " + std::to_string(c) +
                              " differs from what was stored");
       }

@@ -26,6 +26,9 @@ struct PrefixSet {
 
   // DataLoss unless the first `chunks` chunks' slices in the regions are what was stored.
   Status Check(size_t chunks) const;
+  // The same for the first `chunks` chunks in regions of another retrieval (one per layer from
+  // layer 0, chunk i's slice at i x slice bytes), whose chunk i is stored chunk i % keys.size().
+  Status CheckRegions(std::span<const std::string> into, size_t chunks) const;
   // Regions with room for the first `chunks` chunks (regions.clear() frees them).
   void AllocateRegions(size_t chunks);
   // Zeroes the first `chunks` chunks' slices, so a run that misses one cannot pass Check.

@@ -37,7 +37,7 @@ struct PathBenchFlags {
 };
 
 // A retrieval into regions of its own (one per layer of [0, layers)), of `count` chunks: chunk
-// i is the stored prefix's chunk i % stored, so that a prompt longer than what is stored still
+// i is the stored prefix's chunk i % its length, so that a prompt longer than what is stored still
 // names present chunks (the server reads and sends them as it would distinct ones).
 struct OwnRetrieval {
   std::vector<std::string> regions;
@@ -51,30 +51,13 @@ OwnRetrieval AllocateOwnRetrieval(const PrefixSet& prefix, size_t count, uint32_
 }
 
 // Starts the retrieval into `own`'s regions (allocated before, outside any timing).
-Status StartOwnRetrieval(Client* client, const PrefixSet& prefix, size_t stored,
-                         OwnRetrieval* own) {
+Status StartOwnRetrieval(Client* client, const PrefixSet& prefix, OwnRetrieval* own) {
   const size_t count = own->regions[0].size() / prefix.model.layout.LayerSliceBytes();
   LayerwiseRequest req{.model = prefix.model,
                        .layers = {0, static_cast<uint32_t>(own->regions.size())}};
-  for (size_t i = 0; i < count; ++i) req.keys.push_back(prefix.keys[i % stored]);
+  for (size_t i = 0; i < count; ++i) req.keys.push_back(prefix.keys[i % prefix.keys.size()]);
   for (std::string& r : own->regions) req.regions.push_back(AsWritableBytes(r));
   OC_ASSIGN_OR_RETURN(own->retrieval, client->RetrieveLayerwise(std::move(req)));
-  return Status();
-}
-
-// After it ended OK: every slice is what was stored.
-Status CheckOwnRetrieval(const OwnRetrieval& own, const PrefixSet& prefix, size_t stored) {
-  const uint64_t slice = prefix.model.layout.LayerSliceBytes();
-  const uint32_t all_layers = prefix.model.layout.num_layers;
-  for (size_t l = 0; l < own.regions.size(); ++l) {
-    for (size_t i = 0; i * slice < own.regions[l].size(); ++i) {
-      if (LayerChecksum(AsBytes(own.regions[l]).subspan(i * slice, slice)) !=
-          prefix.checksums[(i % stored) * all_layers + l]) {
-        return DataLossError("layer " + std::to_string(l) + " of chunk " + std::to_string(i) +
-                             " differs from what was stored");
-      }
-    }
-  }
   return Status();
 }
 
@@ -98,16 +81,11 @@ double ProcessCpuSeconds(pid_t pid) {
   return static_cast<double>(utime + stime) / static_cast<double>(sysconf(_SC_CLK_TCK));
 }
 
-double SelfCpuSeconds() {
+// CPU seconds (user + system) used so far by this process (RUSAGE_SELF) or thread
+// (RUSAGE_THREAD).
+double CpuSeconds(int who) {
   rusage u{};
-  getrusage(RUSAGE_SELF, &u);
-  auto s = [](const timeval& t) { return static_cast<double>(t.tv_sec) + t.tv_usec / 1e6; };
-  return s(u.ru_utime) + s(u.ru_stime);
-}
-
-double ThreadCpuSeconds() {
-  rusage u{};
-  getrusage(RUSAGE_THREAD, &u);
+  getrusage(who, &u);
   auto s = [](const timeval& t) { return static_cast<double>(t.tv_sec) + t.tv_usec / 1e6; };
   return s(u.ru_utime) + s(u.ru_stime);
 }
@@ -136,7 +114,7 @@ Result<RawStream> RunRawStream(uint64_t bytes) {
   RawStream out;
   const double gib = static_cast<double>(bytes) / kGiB;
   std::thread sender([&] {
-    const double cpu0 = ThreadCpuSeconds();
+    const double cpu0 = CpuSeconds(RUSAGE_THREAD);
     const int s = socket(AF_INET, SOCK_STREAM, 0);
     if (connect(s, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0) {
       std::string buf(kPiece, 'x');
@@ -147,20 +125,20 @@ Result<RawStream> RunRawStream(uint64_t bytes) {
       }
     }
     close(s);
-    out.sender_cpu = (ThreadCpuSeconds() - cpu0) / gib;
+    out.sender_cpu = (CpuSeconds(RUSAGE_THREAD) - cpu0) / gib;
   });
   const int conn = accept(listener, nullptr, nullptr);
   close(listener);
   std::string buf(kPiece, '\0');
   uint64_t got = 0;
-  const double t0 = NowSeconds(), cpu0 = ThreadCpuSeconds();
+  const double t0 = NowSeconds(), cpu0 = CpuSeconds(RUSAGE_THREAD);
   while (conn >= 0 && got < bytes) {
     const ssize_t n = recv(conn, buf.data(), buf.size(), 0);
     if (n <= 0) break;
     got += static_cast<uint64_t>(n);
   }
   const double seconds = NowSeconds() - t0;
-  out.receiver_cpu = (ThreadCpuSeconds() - cpu0) / gib;
+  out.receiver_cpu = (CpuSeconds(RUSAGE_THREAD) - cpu0) / gib;
   if (conn >= 0) close(conn);
   sender.join();
   if (got != bytes) return UnavailableError("raw stream: the connection ended early");
@@ -223,7 +201,7 @@ Status RunPathBench(const PathBenchFlags& f) {
   auto retrieve = [&](Case& c) -> Status {
     prefix.ClearRegions(f.chunks);
     const pid_t pid = c.server->process->pid();
-    const double client0 = SelfCpuSeconds(), server0 = ProcessCpuSeconds(pid);
+    const double client0 = CpuSeconds(RUSAGE_SELF), server0 = ProcessCpuSeconds(pid);
     const double t0 = NowSeconds();
     OC_ASSIGN_OR_RETURN(
         std::unique_ptr<LayerwiseRetrieval> r,
@@ -232,7 +210,7 @@ Status RunPathBench(const PathBenchFlags& f) {
     const double seconds = NowSeconds() - t0;
     c.runs.gbps.push_back(static_cast<double>(bytes) * 8 / seconds / 1e9);
     c.runs.server_cpu.push_back((ProcessCpuSeconds(pid) - server0) / gib);
-    c.runs.client_cpu.push_back((SelfCpuSeconds() - client0) / gib);
+    c.runs.client_cpu.push_back((CpuSeconds(RUSAGE_SELF) - client0) / gib);
     return prefix.CheckRetrieved(*r, f.chunks);
   };
   // Lookups: 8192 chunks of a tiny layout (one layer, 512-byte slices) in a bucket of their
@@ -272,12 +250,14 @@ Status RunPathBench(const PathBenchFlags& f) {
       }
       const double t0 = NowSeconds();
       for (OwnRetrieval& o : own) {
-        OC_RETURN_IF_ERROR(StartOwnRetrieval(cases[1].client.get(), prefix, f.chunks, &o));
+        OC_RETURN_IF_ERROR(StartOwnRetrieval(cases[1].client.get(), prefix, &o));
       }
       for (OwnRetrieval& o : own) OC_RETURN_IF_ERROR(o.retrieval->Wait());
       const double seconds = NowSeconds() - t0;
       cc_gbps[k].push_back(static_cast<double>(cc_bytes * own.size()) * 8 / seconds / 1e9);
-      for (const OwnRetrieval& o : own) OC_RETURN_IF_ERROR(CheckOwnRetrieval(o, prefix, f.chunks));
+      for (const OwnRetrieval& o : own)
+        OC_RETURN_IF_ERROR(
+            prefix.CheckRegions(o.regions, o.regions[0].size() / model.layout.LayerSliceBytes()));
     }
     return Status();
   };
@@ -291,11 +271,12 @@ Status RunPathBench(const PathBenchFlags& f) {
       const size_t count = std::max<size_t>(1, f.first_layer_tokens[k] / kTokensPerChunk);
       OwnRetrieval o = AllocateOwnRetrieval(prefix, count, 1);
       const double t0 = NowSeconds();
-      OC_RETURN_IF_ERROR(StartOwnRetrieval(cases[1].client.get(), prefix, f.chunks, &o));
+      OC_RETURN_IF_ERROR(StartOwnRetrieval(cases[1].client.get(), prefix, &o));
       OC_RETURN_IF_ERROR(o.retrieval->WaitForLayer(0));
       first_layer_ms[k].push_back((NowSeconds() - t0) * 1000);
       OC_RETURN_IF_ERROR(o.retrieval->Wait());
-      OC_RETURN_IF_ERROR(CheckOwnRetrieval(o, prefix, f.chunks));
+      OC_RETURN_IF_ERROR(
+          prefix.CheckRegions(o.regions, o.regions[0].size() / model.layout.LayerSliceBytes()));
     }
     return Status();
   };

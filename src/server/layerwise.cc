@@ -272,7 +272,8 @@ Result<std::optional<HitPrefix>> ReadHitPrefixFromFiles(Store& store,
       LogPrefixEnd(req.keys[i], reader.error());
       break;
     }
-    if (!(*reader)->file_extent()) return std::nullopt;
+    const std::optional<ObjectReader::FileExtent> file = (*reader)->file_extent();
+    if (!file) return std::nullopt;
     const auto region = AsWritableBytes(buf).first(
         static_cast<size_t>(std::min<uint64_t>((*reader)->size(), kChunkHeaderRegion)));
     ChunkExpectation expect{.layout = &layout, .key = &req.keys[i]};
@@ -286,9 +287,8 @@ Result<std::optional<HitPrefix>> ReadHitPrefixFromFiles(Store& store,
       LogPrefixEnd(req.keys[i], h.error());
       break;
     }
-    const ObjectReader::FileExtent file = *(*reader)->file_extent();
     (void)::posix_fadvise(
-        file.fd, static_cast<off_t>(file.base + h->LayerOffset(req.first)),
+        file->fd, static_cast<off_t>(file->base + h->LayerOffset(req.first)),
         static_cast<off_t>(h->LayerOffset(req.last - 1) + slice - h->LayerOffset(req.first)),
         POSIX_FADV_WILLNEED);
     out.headers.push_back(std::move(*h));
@@ -330,9 +330,7 @@ asio::awaitable<S3Result<void>> S3Handler::LayerwiseRetrieve(Ctx& c) {
                        " bytes, more than the server's layerwise window of " +
                        std::to_string(options_.layerwise_window_bytes) + " bytes");
   }
-  std::vector<std::string> names;
-  names.reserve(req->keys.size());
-  for (const ChunkKey& k : req->keys) names.push_back(ObjectKey(c.req.bucket, k.ToHex()));
+  const std::vector<std::string> names = ChunkObjectKeys(c.req.bucket, req->keys);
 
   // Version 2 hands the writer's checksums to the client, which verifies the slices: the server
   // then hashes nothing on the read path, and where the connection allows, slices go from the

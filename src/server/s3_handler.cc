@@ -713,10 +713,7 @@ asio::awaitable<S3Result<void>> S3Handler::BatchLookup(Ctx& c) {
     Result<std::vector<ChunkKey>> chunk_keys =
         wire::ParseChunkKeys(AsBytes(*body), options_.max_lookup_keys);
     if (!chunk_keys) co_return Fail("InvalidArgument", chunk_keys.error().message());
-    std::vector<std::string> names;
-    names.reserve(chunk_keys->size());
-    for (const ChunkKey& k : *chunk_keys) names.push_back(ObjectKey(c.req.bucket, k.ToHex()));
-    parsed = std::move(names);
+    parsed = ChunkObjectKeys(c.req.bucket, *chunk_keys);
   } else {
     const nlohmann::json j = ParseBoundedJson(*body, {.max_values = options_.max_lookup_keys + 16});
     parsed = BodyKeys(c, j, "lookup");

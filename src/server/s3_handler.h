@@ -22,10 +22,12 @@
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <span>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
+#include "objectcache/chunk_key.h"
 #include "objectcache/kv_layout.h"
 #include "objectcache/store.h"
 #include "s3/s3_error.h"
@@ -138,6 +140,15 @@ inline std::string BucketObjectKey(std::string_view bucket) {
 // The store object holding object `key` of `bucket`.
 inline std::string ObjectKey(const std::string& bucket, std::string_view key) {
   return bucket + "/" + std::string(key);
+}
+
+// The store objects holding chunk objects `keys` of `bucket` (named by their hex keys).
+inline std::vector<std::string> ChunkObjectKeys(const std::string& bucket,
+                                                std::span<const ChunkKey> keys) {
+  std::vector<std::string> names;
+  names.reserve(keys.size());
+  for (const ChunkKey& k : keys) names.push_back(ObjectKey(bucket, k.ToHex()));
+  return names;
 }
 
 class S3Handler final : public RequestHandler {
