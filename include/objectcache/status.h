@@ -92,6 +92,7 @@ class [[nodiscard]] Result : public std::expected<T, Status> {
   using Base::Base;
   Result(Status status) : Base(std::unexpect, std::move(status)) {}  // NOLINT: implicit by design
 
+  bool ok() const { return this->has_value(); }
   // The error status, or OK when there is a value.
   Status status() const { return this->has_value() ? Status() : this->error(); }
 };

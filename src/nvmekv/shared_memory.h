@@ -1,0 +1,82 @@
+// The memory an NVMe-KV controller shares with its host: one POSIX shared-memory segment holding
+// a register page laid out like BAR0 (with the doorbells), the queue memory and the data region.
+// Addresses in commands are offsets: queue bases into the queue memory, data pointers into the
+// data region (our stand-in for DMA addresses; docs/nvme-kv.md). The controller creates the
+// segment and describes it at reg::kSharedMap; a host opens it by name.
+//
+// Registers and doorbells are read and written with atomics (Register32/64); the controller
+// treats every byte of the segment as untrusted input. A SharedMemory is move-only and not
+// thread-safe itself; the memory it maps is shared by design.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+
+#include "objectcache/status.h"
+
+namespace objectcache::nvmekv {
+
+inline constexpr size_t kRegisterBytes = 16384;  // BAR0: registers, then doorbells from 0x1000
+inline constexpr uint32_t kDoorbellStride = 4;   // CAP.DSTRD: 4 << 4 = 64 bytes, one cache line
+inline constexpr uint16_t kMaxQueues = 64;       // admin + I/O queues whose doorbells fit
+
+// At reg::kSharedMap; written once by the controller before it is visible under its name.
+struct SharedMapDescriptor {
+  static constexpr uint32_t kMagic = 0x4B4E434F;  // "OCNK"
+  uint32_t magic = 0;
+  uint32_t version = 0;
+  uint64_t total_bytes = 0;
+  uint64_t queue_offset = 0;
+  uint64_t queue_bytes = 0;
+  uint64_t data_offset = 0;
+  uint64_t data_bytes = 0;
+  uint32_t controller_pid = 0;
+  uint32_t reserved = 0;
+};
+
+class SharedMemory {
+ public:
+  // Creates /NAME (NAME without slashes) sized for the register page, `queue_bytes` of queue
+  // memory and `data_bytes` of data region (each rounded up to a page). AlreadyExists when the
+  // name is taken, unless `replace` (then the old segment is unlinked first: hosts that still
+  // map it keep the old memory). The segment is unlinked when this object is destroyed.
+  static Result<SharedMemory> Create(const std::string& name, size_t queue_bytes, size_t data_bytes,
+                                     bool replace);
+  // Maps an existing segment and checks its descriptor. NotFound when there is none.
+  static Result<SharedMemory> Open(const std::string& name);
+
+  SharedMemory(SharedMemory&& other) noexcept;
+  SharedMemory& operator=(SharedMemory&& other) noexcept;
+  ~SharedMemory();
+
+  std::atomic_ref<uint32_t> Register32(size_t offset) const;
+  std::atomic_ref<uint64_t> Register64(size_t offset) const;
+  const SharedMapDescriptor& descriptor() const;
+  std::span<std::byte> queue_memory() const { return {base_ + queue_offset_, queue_bytes_}; }
+  std::span<std::byte> data_region() const { return {base_ + data_offset_, data_bytes_}; }
+  std::byte* base() const { return base_; }
+  size_t size() const { return size_; }
+  int fd() const { return fd_; }
+  const std::string& name() const { return name_; }
+
+ private:
+  SharedMemory() = default;
+  void Release();
+
+  std::string name_;
+  int fd_ = -1;
+  std::byte* base_ = nullptr;
+  size_t size_ = 0;
+  size_t queue_offset_ = 0, queue_bytes_ = 0, data_offset_ = 0, data_bytes_ = 0;
+  bool owner_ = false;
+};
+
+// In bounds: [offset, offset + length) lies within a region of `size` bytes, without overflow.
+inline bool RangeWithin(uint64_t offset, uint64_t length, uint64_t size) {
+  return offset <= size && length <= size - offset;
+}
+
+}  // namespace objectcache::nvmekv
