@@ -367,6 +367,7 @@ void AddBenchCommands(CLI::App* app) {
   AddBackendsBenchCommand(bench);
   AddTlsBenchCommand(bench);
   AddPathBenchCommand(bench);
+  AddNvmeKvBenchCommand(bench);
   AddEvictBenchCommand(bench);
 }
 

@@ -11,6 +11,7 @@
 //                 S3Agg-LW over a grid of models, contexts, hit ratios and granularities
 //   bench sched   bandwidth cap shared by equal, bytes and compute-aware: added TTFT
 //   bench mem     elastic KV pool vs a static one: page costs, allocation, memory given back
+//   bench nvme-kv   the NVMe-KV controller against S3 GET/HEAD and direct store calls
 //   bench backends  on a Ceph cluster: radosgw with plain S3 against our gateway over RADOS
 //                 and over the local store; throughput and TTFT
 #pragma once
@@ -36,6 +37,8 @@ void AddEvictBenchCommand(CLI::App* bench);
 void AddTlsBenchCommand(CLI::App* bench);
 // Registers `bench path` under the `bench` command.
 void AddPathBenchCommand(CLI::App* bench);
+// Registers `bench nvme-kv` under the `bench` command.
+void AddNvmeKvBenchCommand(CLI::App* bench);
 // Registers `demo`: the TTFT experiment on one model, the README's main job.
 void AddDemoCommand(CLI::App* app);
 

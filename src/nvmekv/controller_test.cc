@@ -8,7 +8,9 @@
 #include <unistd.h>
 
 #include <condition_variable>
+#include <cstdlib>
 #include <cstring>
+#include <iostream>
 #include <mutex>
 #include <thread>
 
@@ -384,38 +386,51 @@ TEST_F(NvmeKvControllerTest, OneHostAtATimeAndReattach) {
             StatusCode::kNotFound);
 }
 
+// Not a test of its own: the controller process of the test below, which runs this binary
+// again with only this test selected and OBJECTCACHE_TEST_CONTROLLER_SHM set. Its store never
+// returns from a call, so every command stays in flight until the process is killed.
+TEST(NvmeKvControllerChild, ServeWithAStoreThatNeverAnswers) {
+  const char* name = std::getenv("OBJECTCACHE_TEST_CONTROLLER_SHM");
+  if (name == nullptr) GTEST_SKIP() << "the controller process of the test below";
+  alarm(60);  // ends by itself whatever the parent does
+  auto mem = OpenStore("mem://");
+  ScriptedStore stuck(mem->get());
+  auto c = Controller::Start(
+      &stuck, {.shm_name = name, .data_bytes = 1 << 20, .max_value_bytes = 1 << 16, .workers = 2});
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  stuck.CloseGate();
+  std::cout << "ready" << std::endl;
+  pause();
+}
+
 // The controller dies with a command in flight: the host's wait ends with DeadlineExceeded
-// naming the dead process, and later calls fail fast or time out; nothing hangs.
+// naming the dead process, and later calls time out too; nothing hangs.
 TEST(NvmeKvControllerDeathTest, InitiatorTimesOutWhenTheControllerIsKilled) {
   std::string name = UniqueShmName();
-  int ready[2];
-  ASSERT_EQ(pipe(ready), 0);
+  int out[2];
+  ASSERT_EQ(pipe(out), 0);
   pid_t child = fork();
   ASSERT_GE(child, 0);
   if (child == 0) {
-    close(ready[0]);
-    alarm(60);  // ends by itself whatever the parent does
-    auto mem = OpenStore("mem://");
-    ScriptedStore slow(mem->get());
-    auto c = Controller::Start(
-        &slow, {.shm_name = name, .data_bytes = 1 << 20, .max_value_bytes = 1 << 16, .workers = 2});
-    char b = c.ok() ? 'y' : 'n';
-    (void)!write(ready[1], &b, 1);
-    slow.CloseGate();  // every store call from now on never returns
-    pause();
-    _exit(0);
+    dup2(out[1], STDOUT_FILENO);
+    setenv("OBJECTCACHE_TEST_CONTROLLER_SHM", name.c_str(), 1);
+    execl("/proc/self/exe", "nvmekv_test",
+          "--gtest_filter=NvmeKvControllerChild.ServeWithAStoreThatNeverAnswers", nullptr);
+    _exit(127);
   }
-  close(ready[1]);
+  close(out[1]);
   struct KillAtExit {
     pid_t pid;
     ~KillAtExit() {
       if (pid > 0 && kill(pid, SIGKILL) == 0) waitpid(pid, nullptr, 0);
     }
   } kill_at_exit{child};
-  char b = 0;
-  ASSERT_EQ(read(ready[0], &b, 1), 1);
-  ASSERT_EQ(b, 'y');
-  auto host = Host::Attach({.shm_name = name, .timeout = std::chrono::milliseconds(1500)});
+  std::string said;
+  char b;
+  while (said.find("ready") == std::string::npos && read(out[0], &b, 1) == 1) said += b;
+  close(out[0]);
+  ASSERT_NE(said.find("ready"), std::string::npos) << said;
+  auto host = Host::Attach({.shm_name = name, .timeout = std::chrono::milliseconds(1000)});
   ASSERT_TRUE(host.ok()) << host.status().ToString();
   Result<bool> in_flight = false;
   std::thread t([&] { in_flight = KvExist((*host)->io_queue(0), TestKey("z")); });

@@ -73,6 +73,9 @@ RawQueuePair QueuePair::raw() const {
   r.cq_head_doorbell =
       reinterpret_cast<uint32_t*>(mem_.base() + CqHeadDoorbell(qid_, kDoorbellStride));
   r.data_region = mem_.data_region().data();
+  r.sq_tail = static_cast<uint32_t>(sq_tail_.load() % entries_);
+  r.cq_head = cq_head_;
+  r.cq_phase = cq_phase_;
   return r;
 }
 

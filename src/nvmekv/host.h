@@ -49,6 +49,11 @@ struct RawQueuePair {
   uint32_t* sq_tail_doorbell = nullptr;
   uint32_t* cq_head_doorbell = nullptr;
   std::byte* data_region = nullptr;  // data pointer 0
+  // Where the queue stands when taken over: the next submission slot, the next completion slot
+  // and the phase tag expected there.
+  uint32_t sq_tail = 0;
+  uint32_t cq_head = 0;
+  bool cq_phase = true;
 };
 
 class QueuePair {
@@ -68,7 +73,8 @@ class QueuePair {
   uint32_t entries() const { return entries_; }
   uint64_t doorbell_writes() const { return doorbells_.load(); }
   uint64_t commands() const { return commands_.load(); }
-  // For a device initiator that takes this queue over: no call above may be made meanwhile.
+  // For a device initiator that takes this queue over: no call above may be in flight or be
+  // made meanwhile.
   RawQueuePair raw() const;
 
  private:

@@ -1,4 +1,4 @@
-// The `objectcache` command: serve, fetch, kv, bench.
+// The `objectcache` command: serve, fetch, kv, nvme-kv, bench.
 #include <CLI/CLI.hpp>
 #include <string>
 #include <vector>
@@ -7,6 +7,7 @@
 #include "cli/cli_support.h"
 #include "cli/fetch_command.h"
 #include "cli/kv_command.h"
+#include "cli/nvme_kv_command.h"
 #include "cli/serve_command.h"
 #include "store/s3/s3_store.h"
 
@@ -42,6 +43,7 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", "objectcache 0.1.0");
   objectcache::cli::AddKvCommands(&app);
   objectcache::cli::AddServeCommand(&app);
+  objectcache::cli::AddNvmeKvCommands(&app);
   objectcache::cli::AddFetchCommand(&app);
   objectcache::cli::AddPinCommand(&app);
   objectcache::bench::AddBenchCommands(&app);

@@ -1,0 +1,304 @@
+#include "cli/nvme_kv_command.h"
+
+#include <pthread.h>
+#include <signal.h>
+
+#include <algorithm>
+#include <cstring>
+#include <iostream>
+#include <memory>
+
+#include "cli/cli_support.h"
+#include "nvmekv/controller.h"
+#include "nvmekv/host.h"
+#include "objectcache/store_registry.h"
+
+namespace objectcache::cli {
+namespace {
+
+using nvmekv::Host;
+using nvmekv::Key;
+
+constexpr const char* kDefaultShm = "objectcache-nvme-kv";
+
+Result<Key> ParseKey(const std::string& text) {
+  std::string hex = text;
+  std::transform(hex.begin(), hex.end(), hex.begin(),
+                 [](unsigned char c) { return std::tolower(c); });
+  std::optional<Key> k = Key::FromHex(hex);
+  if (!k) {
+    return InvalidArgumentError("key '" + text +
+                                "' is not 1 to 16 bytes written as 2 to 32 hex digits");
+  }
+  return *k;
+}
+
+void AddShmFlag(CLI::App* cmd, std::string* name) {
+  *name = kDefaultShm;
+  cmd->add_option("--shm", *name, "The controller's shared-memory name (under /dev/shm)")
+      ->capture_default_str();
+}
+
+Result<std::unique_ptr<Host>> AttachFlag(const std::string& shm) {
+  auto h = Host::Attach({.shm_name = shm});
+  if (!h.ok()) return h.status().Annotate("attaching to the NVMe-KV controller " + shm);
+  return h;
+}
+
+struct ServeFlags {
+  std::string store, shm = kDefaultShm, prefix, data_size = "256MiB", max_value = "64MiB";
+  bool replace = false;
+  uint16_t queues = 16;
+  uint32_t queue_entries = 1024;
+  int workers = 8;
+  uint32_t busy_poll_us = 100, poll_us = 10, max_poll_us = 1000;
+};
+
+Status Serve(const ServeFlags& f) {
+  nvmekv::ControllerOptions o;
+  o.shm_name = f.shm;
+  o.replace_existing = f.replace;
+  o.name_prefix = f.prefix;
+  o.max_io_queues = f.queues;
+  o.max_queue_entries = f.queue_entries;
+  OC_ASSIGN_OR_RETURN(uint64_t data, ParseByteSize(f.data_size));
+  OC_ASSIGN_OR_RETURN(uint64_t max_value, ParseByteSize(f.max_value));
+  if (max_value > UINT32_MAX) return InvalidArgumentError("--max-value: at most 4GiB - 1");
+  o.data_bytes = data;
+  o.max_value_bytes = static_cast<uint32_t>(max_value);
+  o.workers = f.workers;
+  o.busy_poll = std::chrono::microseconds(f.busy_poll_us);
+  o.poll_interval = std::chrono::microseconds(f.poll_us);
+  o.max_poll_interval = std::chrono::microseconds(std::max(f.max_poll_us, f.poll_us));
+  OC_ASSIGN_OR_RETURN(std::unique_ptr<Store> store, OpenStoreFlag(f.store));
+
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);  // before the workers start: they inherit it
+  OC_ASSIGN_OR_RETURN(auto controller, nvmekv::Controller::Start(store.get(), o));
+  std::cerr << "objectcache nvme-kv: serving " << store->Uri()
+            << " as NVMe-KV namespace 1 at /dev/shm/"
+            << (f.shm.starts_with('/') ? f.shm.substr(1) : f.shm) << " (" << o.max_io_queues
+            << " I/O queues of up to " << o.max_queue_entries << " entries, " << (data >> 20)
+            << " MiB data region, values up to " << (max_value >> 10) << " KiB, " << o.workers
+            << " workers)" << std::endl;
+  int sig = 0;
+  sigwait(&signals, &sig);
+  controller->Stop();
+  const auto& c = controller->counters();
+  std::cerr << "objectcache nvme-kv: stopped after " << c.io_commands.load() << " I/O and "
+            << c.admin_commands.load() << " admin commands (" << c.errors.load()
+            << " with an error status)" << std::endl;
+  return Status();
+}
+
+void AddServe(CLI::App* parent) {
+  auto f = std::make_shared<ServeFlags>();
+  auto* cmd = parent->add_subcommand(
+      "serve", "Run the NVMe-KV controller over a store until SIGINT or SIGTERM");
+  AddStoreFlag(cmd, &f->store);
+  cmd->add_option("--shm", f->shm, "Shared-memory name to create (under /dev/shm)")
+      ->capture_default_str();
+  cmd->add_flag("--replace", f->replace, "Remove a stale segment of the same name first");
+  cmd->add_option("--prefix", f->prefix,
+                  "Store-name prefix of every key (BUCKET/ shares the gateway's chunks of BUCKET)");
+  cmd->add_option("--queues", f->queues, "Most I/O queue pairs a host may create (1-63)")
+      ->capture_default_str();
+  cmd->add_option("--queue-entries", f->queue_entries, "Largest queue (CAP.MQES + 1), 2-4096")
+      ->capture_default_str();
+  cmd->add_option("--data-size", f->data_size, "Data region size")->capture_default_str();
+  cmd->add_option("--max-value", f->max_value, "Largest value a Store may carry")
+      ->capture_default_str();
+  cmd->add_option("--workers", f->workers, "Threads that poll and run commands")
+      ->capture_default_str();
+  cmd->add_option("--busy-poll-us", f->busy_poll_us, "Spin this long after the last command")
+      ->capture_default_str();
+  cmd->add_option("--poll-us", f->poll_us, "First sleep between idle polls")->capture_default_str();
+  cmd->add_option("--max-poll-us", f->max_poll_us, "Longest sleep between idle polls (back-off)")
+      ->capture_default_str();
+  cmd->callback([f] { RunCommand([&] { return Serve(*f); }); });
+}
+
+void AddIdentify(CLI::App* parent) {
+  auto shm = std::make_shared<std::string>();
+  auto* cmd = parent->add_subcommand("identify", "Print the controller's and namespace's identity");
+  AddShmFlag(cmd, shm.get());
+  cmd->callback([=] {
+    RunCommand([&]() -> Status {
+      OC_ASSIGN_OR_RETURN(auto host, AttachFlag(*shm));
+      OC_ASSIGN_OR_RETURN(nvmekv::KeyValueNamespace ns, host->IdentifyNamespace());
+      const nvmekv::ControllerIdentity& id = host->identity();
+      std::cout << "model: " << id.model << "\nserial: " << id.serial
+                << "\nfirmware: " << id.firmware
+                << "\nmax queue entries: " << host->max_queue_entries()
+                << "\nnamespace capacity bytes: " << ns.size_bytes
+                << (ns.size_bytes == 0 ? " (unbounded)" : "")
+                << "\nnamespace used bytes: " << ns.used_bytes
+                << "\nmax key length: " << ns.max_key_length
+                << "\nmax value length: " << ns.max_value_length << "\n";
+      return Status();
+    });
+  });
+}
+
+void AddStore(CLI::App* parent) {
+  auto shm = std::make_shared<std::string>();
+  auto key = std::make_shared<std::string>();
+  auto file = std::make_shared<std::string>();
+  auto create_only = std::make_shared<bool>(false);
+  auto update_only = std::make_shared<bool>(false);
+  auto* cmd = parent->add_subcommand("store", "Store FILE (- for stdin) under KEY");
+  AddShmFlag(cmd, shm.get());
+  cmd->add_option("KEY", *key, "Key: 2 to 32 hex digits")->required();
+  cmd->add_option("FILE", *file, "File to store, - for stdin")->required();
+  cmd->add_flag("--create-only", *create_only, "Fail if the key exists");
+  cmd->add_flag("--update-only", *update_only, "Fail if the key does not exist");
+  cmd->callback([=] {
+    RunCommand([&]() -> Status {
+      OC_ASSIGN_OR_RETURN(Key k, ParseKey(*key));
+      OC_ASSIGN_OR_RETURN(std::string value, ReadFile(*file));
+      OC_ASSIGN_OR_RETURN(auto host, AttachFlag(*shm));
+      OC_ASSIGN_OR_RETURN(nvmekv::DataBuffer buf, host->Allocate(value.size()));
+      std::memcpy(buf.bytes().data(), value.data(), value.size());
+      uint8_t options = (*create_only ? nvmekv::kv::kStoreCreateOnly : 0) |
+                        (*update_only ? nvmekv::kv::kStoreUpdateOnly : 0);
+      if (value.size() > UINT32_MAX) return InvalidArgumentError("values are at most 4 GiB - 1");
+      return KvStore(host->io_queue(0), k, buf, static_cast<uint32_t>(value.size()), options);
+    });
+  });
+}
+
+void AddRetrieve(CLI::App* parent) {
+  auto shm = std::make_shared<std::string>();
+  auto key = std::make_shared<std::string>();
+  auto out = std::make_shared<std::string>("-");
+  auto offset = std::make_shared<uint64_t>(0);
+  auto length = std::make_shared<uint32_t>(0);
+  auto* cmd = parent->add_subcommand(
+      "retrieve", "Write KEY's value (or --length bytes from --offset) to stdout or --out FILE");
+  AddShmFlag(cmd, shm.get());
+  cmd->add_option("KEY", *key, "Key: 2 to 32 hex digits")->required();
+  cmd->add_option("--out", *out, "Output file (- for stdout)");
+  cmd->add_option("--offset", *offset, "First byte, with --length (the vendor Retrieve Range)");
+  cmd->add_option("--length", *length, "Bytes to read from --offset");
+  cmd->callback([=] {
+    RunCommand([&]() -> Status {
+      OC_ASSIGN_OR_RETURN(Key k, ParseKey(*key));
+      OC_ASSIGN_OR_RETURN(auto host, AttachFlag(*shm));
+      if (*offset > 0 && *length == 0) return InvalidArgumentError("--offset needs --length");
+      std::string value;
+      if (*length > 0) {
+        OC_ASSIGN_OR_RETURN(nvmekv::DataBuffer buf, host->Allocate(*length));
+        OC_ASSIGN_OR_RETURN(uint32_t n,
+                            KvRetrieveRange(host->io_queue(0), k, buf, *length, *offset));
+        value.assign(reinterpret_cast<const char*>(buf.bytes().data()), n);
+      } else {
+        OC_ASSIGN_OR_RETURN(nvmekv::KeyValueNamespace ns, host->IdentifyNamespace());
+        OC_ASSIGN_OR_RETURN(nvmekv::DataBuffer buf, host->Allocate(ns.max_value_length));
+        OC_ASSIGN_OR_RETURN(uint32_t n, KvRetrieve(host->io_queue(0), k, buf, ns.max_value_length));
+        if (n > ns.max_value_length) {
+          return ResourceExhaustedError("the value of " + k.ToHex() + " (" + std::to_string(n) +
+                                        " bytes) is larger than the controller's largest value");
+        }
+        value.assign(reinterpret_cast<const char*>(buf.bytes().data()), n);
+      }
+      return WriteFileAtomically(*out, value);
+    });
+  });
+}
+
+void AddExist(CLI::App* parent) {
+  auto shm = std::make_shared<std::string>();
+  auto keys = std::make_shared<std::vector<std::string>>();
+  auto* cmd = parent->add_subcommand(
+      "exist", "Print 'present KEY' or 'absent KEY' for each key; exit 3 if any is absent");
+  AddShmFlag(cmd, shm.get());
+  cmd->add_option("KEY", *keys, "Keys: 2 to 32 hex digits each")->required();
+  cmd->callback([=] {
+    RunCommand([&]() -> Status {
+      std::vector<Key> parsed;
+      for (const std::string& k : *keys) {
+        OC_ASSIGN_OR_RETURN(Key p, ParseKey(k));
+        parsed.push_back(p);
+      }
+      OC_ASSIGN_OR_RETURN(auto host, AttachFlag(*shm));
+      for (const Key& k : parsed) {
+        OC_ASSIGN_OR_RETURN(bool present, KvExist(host->io_queue(0), k));
+        std::cout << (present ? "present " : "absent ") << k.ToHex() << "\n";
+        if (!present) ExitCode() = kExitAbsent;
+      }
+      return Status();
+    });
+  });
+}
+
+void AddDelete(CLI::App* parent) {
+  auto shm = std::make_shared<std::string>();
+  auto keys = std::make_shared<std::vector<std::string>>();
+  auto* cmd = parent->add_subcommand("delete", "Delete keys (a missing key is not an error)");
+  AddShmFlag(cmd, shm.get());
+  cmd->add_option("KEY", *keys, "Keys: 2 to 32 hex digits each")->required();
+  cmd->callback([=] {
+    RunCommand([&]() -> Status {
+      std::vector<Key> parsed;
+      for (const std::string& k : *keys) {
+        OC_ASSIGN_OR_RETURN(Key p, ParseKey(k));
+        parsed.push_back(p);
+      }
+      OC_ASSIGN_OR_RETURN(auto host, AttachFlag(*shm));
+      for (const Key& k : parsed) OC_RETURN_IF_ERROR(KvDelete(host->io_queue(0), k));
+      return Status();
+    });
+  });
+}
+
+void AddList(CLI::App* parent) {
+  auto shm = std::make_shared<std::string>();
+  auto from = std::make_shared<std::string>("00");
+  auto max = std::make_shared<size_t>(1000);
+  auto* cmd = parent->add_subcommand("list", "Print keys from --from on, in byte order");
+  AddShmFlag(cmd, shm.get());
+  cmd->add_option("--from", *from, "First key (hex)")->capture_default_str();
+  cmd->add_option("--max", *max, "Most keys to print")->capture_default_str();
+  cmd->callback([=] {
+    RunCommand([&]() -> Status {
+      OC_ASSIGN_OR_RETURN(Key start, ParseKey(*from));
+      OC_ASSIGN_OR_RETURN(auto host, AttachFlag(*shm));
+      constexpr uint32_t kBuffer = 64 << 10;
+      OC_ASSIGN_OR_RETURN(nvmekv::DataBuffer buf, host->Allocate(kBuffer));
+      size_t printed = 0;
+      bool first_page = true;
+      while (printed < *max) {
+        OC_ASSIGN_OR_RETURN(std::vector<Key> keys, KvList(host->io_queue(0), start, buf, kBuffer));
+        // Later pages start at the last key printed: skip it.
+        size_t skip = first_page ? 0 : 1;
+        if (keys.size() <= skip) break;
+        for (size_t i = skip; i < keys.size() && printed < *max; ++i, ++printed) {
+          std::cout << keys[i].ToHex() << "\n";
+        }
+        start = keys.back();
+        first_page = false;
+      }
+      return Status();
+    });
+  });
+}
+
+}  // namespace
+
+void AddNvmeKvCommands(CLI::App* app) {
+  CLI::App* nvme = app->add_subcommand(
+      "nvme-kv", "The NVMe key-value controller over a store, and its commands (docs/nvme-kv.md)");
+  nvme->require_subcommand(1);
+  AddServe(nvme);
+  AddIdentify(nvme);
+  AddStore(nvme);
+  AddRetrieve(nvme);
+  AddExist(nvme);
+  AddDelete(nvme);
+  AddList(nvme);
+}
+
+}  // namespace objectcache::cli
