@@ -39,7 +39,10 @@ class ScriptedStore final : public Store {
  public:
   explicit ScriptedStore(Store* inner) : inner_(inner) {}
 
-  void FailWith(Status s) { fail_ = std::move(s); }
+  void FailWith(Status s) {
+    std::lock_guard l(mu_);
+    fail_ = std::move(s);
+  }
   void CloseGate() {
     std::lock_guard l(mu_);
     gate_open_ = false;

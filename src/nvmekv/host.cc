@@ -199,6 +199,14 @@ Result<CompletionEntry> QueuePair::Await(uint16_t cid, Clock::time_point deadlin
   }
 }
 
+void QueuePair::Abandon(uint16_t cid) {
+  uint32_t expected = kBusy;
+  if (!commands_by_id_[cid].state.compare_exchange_strong(expected, kAbandoned) &&
+      expected == kDone) {
+    commands_by_id_[cid].state.store(kFree);
+  }
+}
+
 Result<CompletionEntry> QueuePair::Execute(SubmissionEntry entry) {
   CompletionEntry c;
   OC_RETURN_IF_ERROR(ExecuteBatch(std::span(&entry, 1), std::span(&c, 1)));
@@ -220,7 +228,13 @@ Status QueuePair::ExecuteBatch(std::span<const SubmissionEntry> entries,
   auto flush = [&]() -> Status {
     Publish();
     for (; awaited < ids.size(); ++awaited) {
-      OC_ASSIGN_OR_RETURN(out[awaited], Await(ids[awaited], deadline));
+      Result<CompletionEntry> c = Await(ids[awaited], deadline);
+      if (!c.ok()) {
+        // Nobody waits for the rest: their ids come free when (if) their completions come.
+        for (size_t i = awaited + 1; i < ids.size(); ++i) Abandon(ids[i]);
+        return c.status();
+      }
+      out[awaited] = *c;
     }
     return Status::Ok();
   };
@@ -240,6 +254,7 @@ Status QueuePair::ExecuteBatch(std::span<const SubmissionEntry> entries,
     if (!s.ok()) {
       commands_by_id_[*id].state.store(kFree);
       ids.pop_back();
+      for (size_t i = awaited; i < ids.size(); ++i) Abandon(ids[i]);
       return s;
     }
   }

@@ -90,6 +90,8 @@ class QueuePair {
   void Publish();
   void TryDrain();
   Result<CompletionEntry> Await(uint16_t cid, Clock::time_point deadline);
+  // No one will wait for `cid`: it is freed when its completion comes (now, if it has).
+  void Abandon(uint16_t cid);
   Status TimeoutError(std::string_view waiting_for) const;
 
   const SharedMemory& mem_;

@@ -87,6 +87,11 @@ TEST_P(NvmeKvConformanceTest, StoreRetrieveExistDelete) {
       n = KvRetrieveRange(q, key, *out, 5000, size - 3000);  // the value ends first
       ASSERT_TRUE(n.ok());
       EXPECT_EQ(*n, 3000u);
+      for (uint64_t past : {uint64_t{size} + 1, UINT64_MAX - 10, UINT64_MAX}) {
+        EXPECT_EQ(KvRetrieveRange(q, key, *out, 100, past).status().code(),
+                  StatusCode::kInvalidArgument)
+            << past;
+      }
     }
   }
   Key key = TestKey("conf-4096");
