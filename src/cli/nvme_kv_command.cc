@@ -51,7 +51,7 @@ struct ServeFlags {
   uint16_t queues = 16;
   uint32_t queue_entries = 1024;
   int workers = 8;
-  uint32_t busy_poll_us = 100, poll_us = 10, max_poll_us = 1000;
+  uint32_t busy_poll_us = 1000, poll_us = 10, max_poll_us = 1000;
 };
 
 Status Serve(const ServeFlags& f) {

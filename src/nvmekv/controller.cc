@@ -137,7 +137,11 @@ class Controller::Impl {
         continue;
       }
       std::this_thread::sleep_for(sleep_);
-      sleep_ = std::min(sleep_ * 2, opt_.max_poll_interval);
+      // Within 10 ms of the last command the next one is likely soon (a store call's time
+      // away): sleeps stay short. Past that, back off to the configured longest.
+      const bool active = Clock::now() - last_work_ < std::chrono::milliseconds(10);
+      sleep_ = std::min({sleep_ * 2, opt_.max_poll_interval,
+                         active ? std::chrono::microseconds(50) : opt_.max_poll_interval});
     }
   }
 

@@ -8,7 +8,8 @@
 // to a waiting worker and runs the command, so commands run concurrently against the store and
 // a command at queue depth 1 pays no hand-off. Commands of one queue may complete in any order
 // (the Key Value Command Set orders nothing). While idle the poller spins for `busy_poll`, then
-// sleeps, doubling from `poll_interval` up to `max_poll_interval`.
+// sleeps, doubling from `poll_interval` up to 50 us while a command came in the last 10 ms, and
+// up to `max_poll_interval` after that.
 //
 // A key of L bytes is the store object `name_prefix` + its 2L lowercase hex digits, so a
 // 16-byte chunk key is the name the S3 gateway gives that chunk under `--prefix BUCKET/`.
@@ -36,7 +37,7 @@ struct ControllerOptions {
   size_t data_bytes = size_t{256} << 20;
   uint32_t max_value_bytes = 64u << 20;  // larger Stores get Invalid Value Size
   int workers = 8;
-  std::chrono::microseconds busy_poll{100};
+  std::chrono::microseconds busy_poll{1000};
   std::chrono::microseconds poll_interval{10};
   std::chrono::microseconds max_poll_interval{1000};
 };

@@ -371,6 +371,43 @@ TEST_F(NvmeKvControllerTest, ABatchRingsTheDoorbellOnce) {
   EXPECT_LT(io().doorbell_writes() - before, 100u);
 }
 
+// Commands kept in flight: Submit rings once for a batch, Poll hands each completion over once;
+// with every command id in flight, Submit refuses and submits nothing.
+TEST_F(NvmeKvControllerTest, AsynchronousSubmitAndPoll) {
+  Start({.max_queue_entries = 8}, {.queue_entries = 8});
+  ASSERT_TRUE(KvStore(io(), TestKey("a"), Buffer(1), 1).ok());
+  std::vector<SubmissionEntry> batch = {ExistCommand(TestKey("a")), ExistCommand(TestKey("b")),
+                                        ExistCommand(TestKey("a"))};
+  std::vector<uint16_t> ids(3);
+  uint64_t doorbells = io().doorbell_writes();
+  ASSERT_TRUE(io().Submit(batch, ids).ok());
+  EXPECT_EQ(io().doorbell_writes() - doorbells, 1u);
+  std::vector<std::optional<CompletionEntry>> got(3);
+  for (int spins = 0; spins < 1000000 && !(got[0] && got[1] && got[2]); ++spins) {
+    for (size_t i = 0; i < 3; ++i) {
+      if (!got[i]) got[i] = io().Poll(ids[i]);
+    }
+  }
+  ASSERT_TRUE(got[0] && got[1] && got[2]);
+  EXPECT_TRUE(got[0]->status().ok());
+  EXPECT_TRUE(IsKeyValueStatus(got[1]->status(), sc::kKeyDoesNotExist));
+  EXPECT_TRUE(got[2]->status().ok());
+  EXPECT_FALSE(io().Poll(ids[0]));  // handed over once
+  EXPECT_FALSE(io().Poll(60000));   // not an id of this queue
+  // Eight ids, all taken (their completions not polled yet): a ninth is refused.
+  std::vector<SubmissionEntry> eight(8, ExistCommand(TestKey("a")));
+  std::vector<uint16_t> eight_ids(8);
+  ASSERT_TRUE(io().Submit(eight, eight_ids).ok());
+  std::vector<uint16_t> one(1);
+  EXPECT_EQ(io().Submit(std::span(eight).first(1), one).code(), StatusCode::kResourceExhausted);
+  for (uint16_t id : eight_ids) {
+    std::optional<CompletionEntry> c;
+    for (int spins = 0; spins < 1000000 && !c; ++spins) c = io().Poll(id);
+    ASSERT_TRUE(c && c->status().ok());
+  }
+  EXPECT_TRUE(io().Submit(std::span(eight).first(1), one).ok());
+}
+
 TEST_F(NvmeKvControllerTest, OneHostAtATimeAndReattach) {
   Start();
   std::string name = device_.host->memory().name();

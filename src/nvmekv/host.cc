@@ -261,6 +261,48 @@ Status QueuePair::ExecuteBatch(std::span<const SubmissionEntry> entries,
   return flush();
 }
 
+Status QueuePair::Submit(std::span<const SubmissionEntry> entries, std::span<uint16_t> ids) {
+  if (ids.size() < entries.size()) return InvalidArgumentError("fewer ids than entries");
+  if (broken_) {
+    return UnavailableError("NVMe-KV queue " + std::to_string(qid_) +
+                            " is unusable after a timeout: attach again");
+  }
+  Clock::time_point deadline = Clock::now() + timeout_;
+  for (size_t i = 0; i < entries.size(); ++i) {
+    Result<uint16_t> id = AcquireCommandId(deadline, /*wait=*/false);
+    if (!id.ok()) {
+      for (size_t j = 0; j < i; ++j) commands_by_id_[ids[j]].state.store(kFree);
+      return ResourceExhaustedError("NVMe-KV queue " + std::to_string(qid_) + ": all " +
+                                    std::to_string(entries_) + " command ids are in flight");
+    }
+    ids[i] = *id;
+  }
+  for (size_t i = 0; i < entries.size(); ++i) {
+    SubmissionEntry placed = entries[i];
+    placed.set_command_id(ids[i]);
+    Status s = Place(placed, deadline);
+    if (!s.ok()) {
+      for (size_t j = i; j < entries.size(); ++j) commands_by_id_[ids[j]].state.store(kFree);
+      for (size_t j = 0; j < i; ++j) Abandon(ids[j]);
+      return s;
+    }
+  }
+  Publish();
+  return Status::Ok();
+}
+
+std::optional<CompletionEntry> QueuePair::Poll(uint16_t cid) {
+  if (cid >= entries_) return std::nullopt;
+  CommandSlot& s = commands_by_id_[cid];
+  if (s.state.load(std::memory_order_acquire) != kDone) {
+    TryDrain();
+    if (s.state.load(std::memory_order_acquire) != kDone) return std::nullopt;
+  }
+  CompletionEntry c = s.completion;
+  s.state.store(kFree, std::memory_order_release);
+  return c;
+}
+
 DataBuffer& DataBuffer::operator=(DataBuffer&& o) noexcept {
   if (this != &o) {
     if (owner_ != nullptr) owner_->Free(offset_, bytes_.size());

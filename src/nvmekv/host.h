@@ -23,6 +23,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -68,6 +69,14 @@ class QueuePair {
   // Runs `entries` with one doorbell write when the queue has room for all of them (one per
   // wait for room otherwise); out[i] is the completion of entries[i].
   Status ExecuteBatch(std::span<const SubmissionEntry> entries, std::span<CompletionEntry> out);
+
+  // Asynchronous use, for callers that keep commands in flight: Submit places `entries` and
+  // rings the doorbell once, and ids[i] is entries[i]'s command id; Poll returns a command's
+  // completion once it has come (reading the completion queue if no other thread is) and then
+  // frees its id. At most entries() commands may be in flight: with no free id Submit fails
+  // with ResourceExhausted, having submitted none of `entries`.
+  Status Submit(std::span<const SubmissionEntry> entries, std::span<uint16_t> ids);
+  std::optional<CompletionEntry> Poll(uint16_t cid);
 
   uint16_t id() const { return qid_; }
   uint32_t entries() const { return entries_; }
