@@ -143,11 +143,21 @@ inline std::string ObjectKey(const std::string& bucket, std::string_view key) {
 }
 
 // The store objects holding chunk objects `keys` of `bucket` (named by their hex keys).
+// One allocation per name (a lookup names thousands).
 inline std::vector<std::string> ChunkObjectKeys(const std::string& bucket,
                                                 std::span<const ChunkKey> keys) {
-  std::vector<std::string> names;
-  names.reserve(keys.size());
-  for (const ChunkKey& k : keys) names.push_back(ObjectKey(bucket, k.ToHex()));
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::vector<std::string> names(keys.size());
+  for (size_t i = 0; i < keys.size(); ++i) {
+    std::string& n = names[i];
+    n.resize(bucket.size() + 1 + 2 * keys[i].bytes().size());
+    char* out = std::copy(bucket.begin(), bucket.end(), n.data());
+    *out++ = '/';
+    for (uint8_t b : keys[i].bytes()) {
+      *out++ = kHex[b >> 4];
+      *out++ = kHex[b & 0xf];
+    }
+  }
   return names;
 }
 

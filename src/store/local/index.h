@@ -13,6 +13,7 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "objectcache/store.h"
 #include "store/local/posix_io.h"
@@ -68,8 +69,15 @@ struct TransparentHash {
 };
 
 struct IndexShard {
+  using Objects = std::map<std::string, Entry, std::less<>>;
   std::mutex mu;
-  std::map<std::string, Entry, std::less<>> objects;  // guarded by mu
+  // In name order, for listings; guarded by mu. Insert and erase through Emplace and Erase, which
+  // keep `names` in step.
+  Objects objects;
+  // The same names, hashed: presence and lookups without walking the tree (a batch lookup of
+  // 8192 keys spent most of its time comparing names down the tree). Views of the map's keys,
+  // which stay put while they are in it; guarded by mu.
+  std::unordered_set<std::string_view> names;
   Entry lru;      // sentinel, guarded by mu: lru.next is the most recent, lru.prev the least
   Entry records;  // sentinel, guarded by mu: records (IsRecordName), never evicted
   // Open files of recently read objects, bounded; guarded by mu.
@@ -82,6 +90,21 @@ struct IndexShard {
   void Mutated(std::string_view key) {
     mutations++;
     if (auto it = open_files.find(key); it != open_files.end()) open_files.erase(it);
+  }
+
+  bool Contains(std::string_view key) const { return names.contains(key); }
+  // The entry for `key`, made (with Entry::key set) when there was none; true when it was made.
+  std::pair<Objects::iterator, bool> Emplace(std::string key) {
+    auto [it, inserted] = objects.try_emplace(std::move(key));
+    if (inserted) {
+      it->second.key = &it->first;
+      names.insert(it->first);
+    }
+    return {it, inserted};
+  }
+  void Erase(Objects::iterator it) {
+    names.erase(it->first);
+    objects.erase(it);
   }
 
   IndexShard() {

@@ -105,11 +105,10 @@ class LocalStore final : public Store {
     IndexShard& s = index_[shard];
     std::lock_guard lock(s.mu);
     for (FoundObject& f : *found) {
-      auto [it, inserted] = s.objects.try_emplace(std::move(f.key));
+      auto [it, inserted] = s.Emplace(std::move(f.key));
       if (!inserted) continue;
       Entry& e = it->second;
       e.size = f.size;
-      e.key = &it->first;
       e.stamp = f.stamp;
       e.pinned_until = f.pinned_until;
       s.PushFront(&e);
@@ -319,7 +318,7 @@ Status LocalStore::Put(std::string_view key, std::span<const std::byte> value,
 
 Status LocalStore::MatchAttributes(const IndexShard& s, const std::string& key,
                                    std::string_view attributes, const std::string& what) const {
-  if (!s.objects.contains(key)) return NotFoundError(what + ": no such object");
+  if (!s.Contains(key)) return NotFoundError(what + ": no such object");
   Fd fd(::openat(DirFor(key), LocalStoreFileName(key).c_str(), O_RDONLY | O_CLOEXEC));
   if (!fd.valid()) {
     if (errno == ENOENT) return NotFoundError(what + ": no such object");
@@ -340,7 +339,7 @@ Status LocalStore::Install(const std::string& key, const std::string& temp_name,
   {
     // Rename and index update together, so the index always matches the directory.
     std::lock_guard lock(s.mu);
-    if (if_absent && s.objects.contains(key)) {
+    if (if_absent && s.Contains(key)) {
       ::unlinkat(tmp_dir_.get(), temp_name.c_str(), 0);
       return AlreadyExistsError(what + ": the name exists");
     }
@@ -356,10 +355,9 @@ Status LocalStore::Install(const std::string& key, const std::string& temp_name,
       return ErrnoError(what + ": renaming into place", e);
     }
     s.Mutated(key);
-    auto [it, inserted] = s.objects.try_emplace(key);
+    auto [it, inserted] = s.Emplace(std::string(key));
     Entry& entry = it->second;
     if (inserted) {
-      entry.key = &it->first;
       objects_++;
     } else {
       s.Unlink(&entry);
@@ -409,7 +407,7 @@ void LocalStore::EvictToCapacity() {
     bytes_ -= e->size;
     objects_--;
     evictions_++;
-    victim->objects.erase(victim->objects.find(key));
+    victim->Erase(victim->objects.find(key));
   }
 }
 
@@ -485,7 +483,7 @@ Status LocalStore::DropDamaged(std::string_view key, ino_t inode, const Status& 
       s.Unlink(&it->second);
       bytes_ -= it->second.size;
       objects_--;
-      s.objects.erase(it);
+      s.Erase(it);
     }
   }
   return why;
@@ -524,7 +522,7 @@ Result<std::vector<bool>> LocalStore::Exist(std::span<const std::string> keys) {
     if (!ValidateKey(keys[i]).ok()) continue;
     IndexShard& s = index_[IndexShardOf(keys[i])];
     std::lock_guard lock(s.mu);
-    out[i] = s.objects.contains(keys[i]);
+    out[i] = s.Contains(keys[i]);
   }
   return out;
 }
@@ -570,7 +568,7 @@ Status LocalStore::DeleteMatching(std::string_view key,
   s.Unlink(&it->second);
   bytes_ -= it->second.size;
   objects_--;
-  s.objects.erase(it);
+  s.Erase(it);
   return Status();
 }
 
