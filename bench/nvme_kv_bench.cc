@@ -75,6 +75,17 @@ double Percentile(std::vector<double>& v, double p) {
   return v[i];
 }
 
+// The rate and latency percentiles of `done` operations in `seconds`, latencies per thread.
+Sample Summarize(const std::vector<std::vector<double>>& latencies, uint64_t done, double seconds) {
+  std::vector<double> all;
+  for (const auto& l : latencies) all.insert(all.end(), l.begin(), l.end());
+  Sample s;
+  s.ops_per_s = static_cast<double>(done) / seconds;
+  s.p50_us = Percentile(all, 0.5);
+  s.p99_us = Percentile(all, 0.99);
+  return s;
+}
+
 // Runs body(thread, latencies) on `threads` threads until `seconds` pass; body returns the
 // commands it completed (negative: an error, which stops the run).
 Result<Sample> Drive(int threads, double seconds,
@@ -101,13 +112,7 @@ Result<Sample> Drive(int threads, double seconds,
   }
   for (std::thread& t : ts) t.join();
   if (failed) return first_error;
-  std::vector<double> all;
-  for (auto& l : lat) all.insert(all.end(), l.begin(), l.end());
-  Sample s;
-  s.ops_per_s = static_cast<double>(done.load()) / (NowSeconds() - t0);
-  s.p50_us = Percentile(all, 0.5);
-  s.p99_us = Percentile(all, 0.99);
-  return s;
+  return Summarize(lat, done.load(), NowSeconds() - t0);
 }
 
 Status CheckValue(const Op& op, size_t i, std::span<const std::byte> got, const char* path) {
@@ -211,12 +216,7 @@ Result<Sample> RunNvme(nvmekv::Host& host, const Op& op, int depth, int max_thre
   }
   for (std::thread& th : ts) th.join();
   for (const Status& e : errors) OC_RETURN_IF_ERROR(e);
-  std::vector<double> all;
-  for (auto& l : lat) all.insert(all.end(), l.begin(), l.end());
-  Sample s;
-  s.ops_per_s = static_cast<double>(done.load()) / (NowSeconds() - t0);
-  s.p50_us = Percentile(all, 0.5);
-  s.p99_us = Percentile(all, 0.99);
+  Sample s = Summarize(lat, done.load(), NowSeconds() - t0);
   uint64_t doorbells = 0, commands = 0;
   for (size_t q = 0; q < host.io_queue_count(); ++q) {
     doorbells += host.io_queue(q).doorbell_writes() - before_doorbells[q];

@@ -33,6 +33,16 @@ Result<Key> ParseKey(const std::string& text) {
   return *k;
 }
 
+// Every key, or the first that is not one: nothing is sent before all are checked.
+Result<std::vector<Key>> ParseKeys(const std::vector<std::string>& texts) {
+  std::vector<Key> keys;
+  for (const std::string& t : texts) {
+    OC_ASSIGN_OR_RETURN(Key k, ParseKey(t));
+    keys.push_back(k);
+  }
+  return keys;
+}
+
 void AddShmFlag(CLI::App* cmd, std::string* name) {
   *name = kDefaultShm;
   cmd->add_option("--shm", *name, "The controller's shared-memory name (under /dev/shm)")
@@ -218,11 +228,7 @@ void AddExist(CLI::App* parent) {
   cmd->add_option("KEY", *keys, "Keys: 2 to 32 hex digits each")->required();
   cmd->callback([=] {
     RunCommand([&]() -> Status {
-      std::vector<Key> parsed;
-      for (const std::string& k : *keys) {
-        OC_ASSIGN_OR_RETURN(Key p, ParseKey(k));
-        parsed.push_back(p);
-      }
+      OC_ASSIGN_OR_RETURN(std::vector<Key> parsed, ParseKeys(*keys));
       OC_ASSIGN_OR_RETURN(auto host, AttachFlag(*shm));
       for (const Key& k : parsed) {
         OC_ASSIGN_OR_RETURN(bool present, KvExist(host->io_queue(0), k));
@@ -242,11 +248,7 @@ void AddDelete(CLI::App* parent) {
   cmd->add_option("KEY", *keys, "Keys: 2 to 32 hex digits each")->required();
   cmd->callback([=] {
     RunCommand([&]() -> Status {
-      std::vector<Key> parsed;
-      for (const std::string& k : *keys) {
-        OC_ASSIGN_OR_RETURN(Key p, ParseKey(k));
-        parsed.push_back(p);
-      }
+      OC_ASSIGN_OR_RETURN(std::vector<Key> parsed, ParseKeys(*keys));
       OC_ASSIGN_OR_RETURN(auto host, AttachFlag(*shm));
       for (const Key& k : parsed) OC_RETURN_IF_ERROR(KvDelete(host->io_queue(0), k));
       return Status();

@@ -22,6 +22,14 @@ std::string GetAscii(std::span<const uint8_t> in, size_t at, size_t width) {
   return s;
 }
 
+SubmissionEntry AdminCommand(uint8_t opcode, uint32_t cdw10, uint32_t cdw11 = 0) {
+  SubmissionEntry e;
+  e.dw[0] = opcode;
+  e.dw[10] = cdw10;
+  e.dw[11] = cdw11;
+  return e;
+}
+
 SubmissionEntry KeyCommand(uint8_t opcode, const Key& key) {
   SubmissionEntry e;
   e.dw[0] = opcode;
@@ -237,34 +245,12 @@ SubmissionEntry CreateIoSqCommand(uint16_t qid, uint16_t entries, uint64_t base,
   return e;
 }
 
-SubmissionEntry DeleteIoSqCommand(uint16_t qid) {
-  SubmissionEntry e;
-  e.dw[0] = admin::kDeleteIoSq;
-  e.dw[10] = qid;
-  return e;
-}
-
-SubmissionEntry DeleteIoCqCommand(uint16_t qid) {
-  SubmissionEntry e;
-  e.dw[0] = admin::kDeleteIoCq;
-  e.dw[10] = qid;
-  return e;
-}
-
+SubmissionEntry DeleteIoSqCommand(uint16_t qid) { return AdminCommand(admin::kDeleteIoSq, qid); }
+SubmissionEntry DeleteIoCqCommand(uint16_t qid) { return AdminCommand(admin::kDeleteIoCq, qid); }
 SubmissionEntry SetFeaturesCommand(uint8_t fid, uint32_t cdw11) {
-  SubmissionEntry e;
-  e.dw[0] = admin::kSetFeatures;
-  e.dw[10] = fid;
-  e.dw[11] = cdw11;
-  return e;
+  return AdminCommand(admin::kSetFeatures, fid, cdw11);
 }
-
-SubmissionEntry GetFeaturesCommand(uint8_t fid) {
-  SubmissionEntry e;
-  e.dw[0] = admin::kGetFeatures;
-  e.dw[10] = fid;
-  return e;
-}
+SubmissionEntry GetFeaturesCommand(uint8_t fid) { return AdminCommand(admin::kGetFeatures, fid); }
 
 size_t EncodeKeyList(std::span<const Key> keys, std::span<uint8_t> buffer) {
   if (buffer.size() < 4) return 0;
