@@ -121,6 +121,9 @@ Result<std::unique_ptr<GpuInitiator>> GpuInitiator::Create(Host& host, QueuePair
   if ((e = cudaDeviceGetAttribute(&clock_khz, cudaDevAttrClockRate, 0)) != cudaSuccess) {
     return CudaError("reading the GPU clock rate", e);
   }
+  // Timeouts are counted in clock cycles: with no rate reported, assume a fast clock (2 GHz),
+  // which makes a timeout longer, never shorter, than asked on any slower one.
+  if (clock_khz <= 0) clock_khz = 2000000;
   auto g = std::make_unique<CudaInitiator>(host.memory(), queue.raw(), prop.name, clock_khz);
   OC_RETURN_IF_ERROR(g->Init());
   return std::unique_ptr<GpuInitiator>(std::move(g));
