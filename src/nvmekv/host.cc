@@ -156,12 +156,19 @@ void QueuePair::TryDrain() {
     uint64_t advanced = head + (h + entries_ - head % entries_) % entries_;
     if (h < entries_ && advanced <= sq_tail_.load()) sq_head_.store(advanced);
     uint16_t cid = c.command_id();
+    // A completion for an id with no command (free, or already completed) is ignored: only the
+    // drainer writes a slot's completion, and only while its command waits for it.
     if (cid < entries_) {
       CommandSlot& s = commands_by_id_[cid];
-      uint32_t expected = kBusy;
-      s.completion = c;
-      if (!s.state.compare_exchange_strong(expected, kDone, std::memory_order_acq_rel) &&
-          expected == kAbandoned) {
+      uint32_t state = s.state.load(std::memory_order_acquire);
+      if (state == kBusy) {
+        s.Put(c);
+        uint32_t expected = kBusy;
+        if (!s.state.compare_exchange_strong(expected, kDone, std::memory_order_acq_rel)) {
+          state = expected;  // its waiter gave up meanwhile
+        }
+      }
+      if (state == kAbandoned) {
         s.state.store(kFree, std::memory_order_release);  // its waiter timed out: id reusable
       }
     }
@@ -182,7 +189,7 @@ Result<CompletionEntry> QueuePair::Await(uint16_t cid, Clock::time_point deadlin
   CommandSlot& s = commands_by_id_[cid];
   for (uint32_t spins = 0;; ++spins) {
     if (s.state.load(std::memory_order_acquire) == kDone) {
-      CompletionEntry c = s.completion;
+      CompletionEntry c = s.Take();
       s.state.store(kFree, std::memory_order_release);
       return c;
     }
@@ -298,7 +305,7 @@ std::optional<CompletionEntry> QueuePair::Poll(uint16_t cid) {
     TryDrain();
     if (s.state.load(std::memory_order_acquire) != kDone) return std::nullopt;
   }
-  CompletionEntry c = s.completion;
+  CompletionEntry c = s.Take();
   s.state.store(kFree, std::memory_order_release);
   return c;
 }

@@ -16,6 +16,7 @@
 // command's buffer: free it only after Detach.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cstddef>
@@ -91,7 +92,19 @@ class QueuePair {
   enum : uint32_t { kFree = 0, kBusy = 1, kDone = 2, kAbandoned = 3 };
   struct CommandSlot {
     std::atomic<uint32_t> state{kFree};
-    CompletionEntry completion;
+    // Written by the draining thread before `state` becomes kDone (release), read by the owner
+    // after (acquire). Atomic words, so that no reading of it can be torn whatever the order
+    // (and so that ThreadSanitizer, which cannot see that the controller's mapping and ours are
+    // one memory, sees no race between two owners of the id in turn).
+    std::array<std::atomic<uint32_t>, 4> completion{};
+    void Put(const CompletionEntry& c) {
+      for (size_t i = 0; i < 4; ++i) completion[i].store(c.dw[i], std::memory_order_relaxed);
+    }
+    CompletionEntry Take() const {
+      CompletionEntry c;
+      for (size_t i = 0; i < 4; ++i) c.dw[i] = completion[i].load(std::memory_order_relaxed);
+      return c;
+    }
   };
 
   Result<uint16_t> AcquireCommandId(Clock::time_point deadline, bool wait);
