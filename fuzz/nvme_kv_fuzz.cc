@@ -5,13 +5,13 @@
 // own command id; nothing in the data region outside the buffer a command names changes; the
 // controller never reads or writes outside its memory (ASan). Entries that would delete the
 // host's own queue pair are skipped, so that later inputs still have a queue.
+#include <sys/mman.h>
+#include <unistd.h>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
-#include <string>
-#include <sys/mman.h>
-#include <unistd.h>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "nvmekv/controller.h"
@@ -40,13 +40,16 @@ struct Device {
     controller = *Controller::Start(store.get(), o);
     static std::string name = o.shm_name;
     std::atexit([] { shm_unlink(("/" + name).c_str()); });  // the controller is never destroyed
-    host = *Host::Attach(
-        {.shm_name = o.shm_name, .io_queues = 1, .queue_entries = 16, .timeout = std::chrono::seconds(5)});
+    host = *Host::Attach({.shm_name = o.shm_name,
+                          .io_queues = 1,
+                          .queue_entries = 16,
+                          .timeout = std::chrono::seconds(5)});
   }
 };
 
 // The bytes of the data region a command may write: [start, end), clipped to the region.
-void Writable(const SubmissionEntry& e, bool admin, uint64_t region, uint64_t* start, uint64_t* end) {
+void Writable(const SubmissionEntry& e, bool admin, uint64_t region, uint64_t* start,
+              uint64_t* end) {
   uint64_t length = 0;
   if (admin) {
     length = e.opcode() == admin::kIdentify ? kIdentifyBytes : 0;

@@ -18,8 +18,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-size_t RoundUpToPage(size_t n) { return (n + kPageBytes - 1) / kPageBytes * kPageBytes; }
-
 // The store's answer as a completion status.
 CompletionStatus FromStore(const Status& s) {
   switch (s.code()) {
@@ -654,8 +652,7 @@ Result<std::unique_ptr<Controller>> Controller::Start(Store* store, ControllerOp
         "NVMe-KV controller: the largest value (" + std::to_string(options.max_value_bytes) +
         " bytes) must fit the data region (" + std::to_string(options.data_bytes) + " bytes)");
   }
-  size_t per_pair = RoundUpToPage(size_t{options.max_queue_entries} * kSubmissionEntryBytes) +
-                    RoundUpToPage(size_t{options.max_queue_entries} * kCompletionEntryBytes);
+  size_t per_pair = QueuePairBytes(options.max_queue_entries);
   OC_ASSIGN_OR_RETURN(
       SharedMemory mem,
       SharedMemory::Create(options.shm_name, per_pair * (options.max_io_queues + 1u),

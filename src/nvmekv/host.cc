@@ -12,8 +12,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-size_t RoundUpToPage(size_t n) { return (n + kPageBytes - 1) / kPageBytes * kPageBytes; }
-
 Status DeadlineError(std::string message) {
   return Status(StatusCode::kDeadlineExceeded, std::move(message));
 }
@@ -77,6 +75,11 @@ RawQueuePair QueuePair::raw() const {
   r.cq_head = cq_head_;
   r.cq_phase = cq_phase_;
   return r;
+}
+
+Status QueuePair::UnusableError() const {
+  return UnavailableError("NVMe-KV queue " + std::to_string(qid_) +
+                          " is unusable after a timeout: attach again");
 }
 
 Status QueuePair::TimeoutError(std::string_view waiting_for) const {
@@ -223,10 +226,7 @@ Result<CompletionEntry> QueuePair::Execute(SubmissionEntry entry) {
 Status QueuePair::ExecuteBatch(std::span<const SubmissionEntry> entries,
                                std::span<CompletionEntry> out) {
   if (out.size() < entries.size()) return InvalidArgumentError("fewer completions than entries");
-  if (broken_) {
-    return UnavailableError("NVMe-KV queue " + std::to_string(qid_) +
-                            " is unusable after a timeout: attach again");
-  }
+  if (broken_) return UnusableError();
   Clock::time_point deadline = Clock::now() + timeout_;
   std::vector<uint16_t> ids;
   ids.reserve(entries.size());
@@ -270,10 +270,7 @@ Status QueuePair::ExecuteBatch(std::span<const SubmissionEntry> entries,
 
 Status QueuePair::Submit(std::span<const SubmissionEntry> entries, std::span<uint16_t> ids) {
   if (ids.size() < entries.size()) return InvalidArgumentError("fewer ids than entries");
-  if (broken_) {
-    return UnavailableError("NVMe-KV queue " + std::to_string(qid_) +
-                            " is unusable after a timeout: attach again");
-  }
+  if (broken_) return UnusableError();
   Clock::time_point deadline = Clock::now() + timeout_;
   for (size_t i = 0; i < entries.size(); ++i) {
     Result<uint16_t> id = AcquireCommandId(deadline, /*wait=*/false);
@@ -395,10 +392,7 @@ Status Host::Start(const HostOptions& options) {
   uint32_t admin_entries = std::min<uint32_t>(64, max_queue_entries_);
   if (entries < 2) return InvalidArgumentError("NVMe-KV host: queues need 2 entries or more");
   // Queue memory: the admin pair, then each I/O pair, each queue page aligned.
-  auto pair_bytes = [](uint32_t n) {
-    return RoundUpToPage(n * kSubmissionEntryBytes) + RoundUpToPage(n * kCompletionEntryBytes);
-  };
-  size_t needed = pair_bytes(admin_entries) + options.io_queues * pair_bytes(entries);
+  size_t needed = QueuePairBytes(admin_entries) + options.io_queues * QueuePairBytes(entries);
   std::span<std::byte> qmem = mem_.queue_memory();
   if (needed > qmem.size()) {
     return InvalidArgumentError(
@@ -441,7 +435,7 @@ Status Host::Start(const HostOptions& options) {
                                    std::to_string(granted) + " I/O queues; asked for " +
                                    std::to_string(options.io_queues));
   }
-  uint64_t at = pair_bytes(admin_entries);
+  uint64_t at = QueuePairBytes(admin_entries);
   for (uint16_t qid = 1; qid <= options.io_queues; ++qid) {
     uint64_t sq = at, cq = at + RoundUpToPage(entries * kSubmissionEntryBytes);
     OC_ASSIGN_OR_RETURN(c, Admin(CreateIoCqCommand(qid, static_cast<uint16_t>(entries), cq)));
@@ -451,7 +445,7 @@ Status Host::Start(const HostOptions& options) {
     OC_RETURN_IF_ERROR(
         CompletionStatusToStatus(c, "Create I/O Submission Queue " + std::to_string(qid)));
     io_.push_back(std::make_unique<QueuePair>(mem_, qid, entries, sq, cq, options.timeout));
-    at += pair_bytes(entries);
+    at += QueuePairBytes(entries);
   }
   return Status::Ok();
 }

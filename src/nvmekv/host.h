@@ -115,6 +115,8 @@ class QueuePair {
   // No one will wait for `cid`: it is freed when its completion comes (now, if it has).
   void Abandon(uint16_t cid);
   Status TimeoutError(std::string_view waiting_for) const;
+  // Unavailable: a submitter timed out holding a ticket, so the tail can never pass it.
+  Status UnusableError() const;
 
   const SharedMemory& mem_;
   const uint16_t qid_;

@@ -14,8 +14,6 @@
 namespace objectcache::nvmekv {
 namespace {
 
-size_t RoundUpToPage(size_t n) { return (n + kPageBytes - 1) / kPageBytes * kPageBytes; }
-
 Result<std::string> PosixName(const std::string& name) {
   std::string bare = name.starts_with('/') ? name.substr(1) : name;
   if (bare.empty() || bare.size() > 200 || bare.find('/') != std::string::npos) {

@@ -15,6 +15,7 @@
 #include <span>
 #include <string>
 
+#include "nvmekv/spec.h"
 #include "objectcache/status.h"
 
 namespace objectcache::nvmekv {
@@ -73,6 +74,14 @@ class SharedMemory {
   size_t queue_offset_ = 0, queue_bytes_ = 0, data_offset_ = 0, data_bytes_ = 0;
   bool owner_ = false;
 };
+
+inline size_t RoundUpToPage(size_t n) { return (n + kPageBytes - 1) / kPageBytes * kPageBytes; }
+// Queue memory for one submission and one completion queue of `entries` each, every queue page
+// aligned: what the controller reserves per queue pair and what the host lays out.
+inline size_t QueuePairBytes(size_t entries) {
+  return RoundUpToPage(entries * kSubmissionEntryBytes) +
+         RoundUpToPage(entries * kCompletionEntryBytes);
+}
 
 // In bounds: [offset, offset + length) lies within a region of `size` bytes, without overflow.
 inline bool RangeWithin(uint64_t offset, uint64_t length, uint64_t size) {

@@ -2,6 +2,8 @@
 
 #include <cstring>
 
+#include "core/hex.h"
+
 namespace objectcache::nvmekv {
 namespace {
 
@@ -130,31 +132,18 @@ std::optional<Key> Key::FromBytes(std::span<const uint8_t> b) {
   return k;
 }
 
-std::string Key::ToHex() const {
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string s;
-  s.reserve(2 * length);
-  for (uint8_t b : view()) {
-    s += kHex[b >> 4];
-    s += kHex[b & 0xf];
-  }
-  return s;
-}
+std::string Key::ToHex() const { return EncodeHex(bytes.data(), length); }
 
 std::optional<Key> Key::FromHex(std::string_view hex) {
-  if (hex.empty() || hex.size() % 2 != 0 || hex.size() > 2 * kMaxKeyLength) return std::nullopt;
-  auto digit = [](char c) -> int {
-    if (c >= '0' && c <= '9') return c - '0';
-    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-    return -1;
-  };
-  Key k;
-  k.length = static_cast<uint8_t>(hex.size() / 2);
-  for (size_t i = 0; i < k.length; ++i) {
-    int hi = digit(hex[2 * i]), lo = digit(hex[2 * i + 1]);
-    if (hi < 0 || lo < 0) return std::nullopt;
-    k.bytes[i] = static_cast<uint8_t>(hi << 4 | lo);
+  // Lowercase only: a key has one name, the one ToHex gives (a store object named in capitals
+  // is not a key's).
+  if (hex.empty() || hex.size() > 2 * kMaxKeyLength ||
+      std::ranges::any_of(hex, [](char c) { return c >= 'A' && c <= 'F'; })) {
+    return std::nullopt;
   }
+  Key k;
+  if (!DecodeHex(hex, k.bytes.data())) return std::nullopt;
+  k.length = static_cast<uint8_t>(hex.size() / 2);
   return k;
 }
 
