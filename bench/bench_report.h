@@ -32,6 +32,12 @@ class ChildProcess {
   pid_t pid_ = -1;
 };
 
+// CPU seconds (user + system) process `pid` has used so far, from /proc.
+double ProcessCpuSeconds(pid_t pid);
+// CPU seconds (user + system) used so far by this process (RUSAGE_SELF) or the calling thread
+// (RUSAGE_THREAD).
+double CpuSeconds(int who);
+
 // Writes `j` (pretty-printed) to `path`; nothing when `path` is empty.
 Status WriteJsonFile(const std::string& path, const nlohmann::ordered_json& j);
 

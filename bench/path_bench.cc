@@ -65,31 +65,6 @@ constexpr double kGiB = 1024.0 * 1024 * 1024;
 constexpr size_t kTokensPerChunk = KvLayout::kDefaultTokensPerChunk;  // llama-3.1-8b's
 constexpr std::array<size_t, 4> kLookupSizes = {1, 64, 1024, 8192};
 
-// CPU seconds (user + system) a process has used so far.
-double ProcessCpuSeconds(pid_t pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
-  std::string line;
-  std::getline(in, line);
-  // Fields after the command name (which may hold spaces) start after its closing ')'.
-  std::istringstream rest(line.substr(line.rfind(')') + 2));
-  std::string field;
-  unsigned long long utime = 0, stime = 0;
-  for (int i = 3; i <= 15 && rest >> field; ++i) {
-    if (i == 14) utime = std::stoull(field);
-    if (i == 15) stime = std::stoull(field);
-  }
-  return static_cast<double>(utime + stime) / static_cast<double>(sysconf(_SC_CLK_TCK));
-}
-
-// CPU seconds (user + system) used so far by this process (RUSAGE_SELF) or thread
-// (RUSAGE_THREAD).
-double CpuSeconds(int who) {
-  rusage u{};
-  getrusage(who, &u);
-  auto s = [](const timeval& t) { return static_cast<double>(t.tv_sec) + t.tv_usec / 1e6; };
-  return s(u.ru_utime) + s(u.ru_stime);
-}
-
 // One raw stream: its Gbit/s, and the CPU seconds per GiB its sender and its receiver spent
 // (the floor under a server's and a client's: on loopback the kernel's TCP work for both ends
 // is charged to whichever thread runs it).

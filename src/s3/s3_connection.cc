@@ -5,7 +5,6 @@
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
-#include <boost/beast/ssl.hpp>
 #include <charconv>
 #include <cstdlib>
 #include <ctime>
@@ -17,6 +16,7 @@
 #include "s3/s3_request.h"
 #include "s3/sigv4.h"
 #include "s3/tls.h"
+#include "s3/tls_stream.h"
 
 namespace objectcache::s3 {
 
@@ -89,7 +89,7 @@ struct S3Connection::Impl {
   asio::io_context ioc;
   // One of the two while connected.
   std::optional<beast::tcp_stream> plain;
-  std::optional<beast::ssl_stream<beast::tcp_stream>> secure;
+  std::optional<TlsStream> secure;
   std::shared_ptr<asio::ssl::context> tls_context;  // outlives `secure`
   beast::flat_buffer buffer;
 
@@ -123,7 +123,8 @@ struct S3Connection::Impl {
     if (!tls_context) {
       OC_ASSIGN_OR_RETURN(tls_context, ClientTlsContext(endpoint.ca_file));
     }
-    secure.emplace(std::move(stream), *tls_context);
+    // Responses are mostly large bodies: read up to 256 KiB of records per system call.
+    secure.emplace(std::move(stream), *tls_context, 256 << 10);
     OC_RETURN_IF_ERROR(SetVerifiedPeerName(secure->native_handle(), endpoint.host));
     beast::get_lowest_layer(*secure).expires_after(timeout);
     secure->handshake(asio::ssl::stream_base::client, ec);

@@ -9,7 +9,6 @@
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/core/tcp_stream.hpp>
 #include <boost/beast/http.hpp>
-#include <boost/beast/ssl.hpp>
 #include <csignal>
 #include <cstring>
 #include <ctime>
@@ -23,6 +22,7 @@
 
 #include "s3/s3_error.h"
 #include "s3/tls.h"
+#include "s3/tls_stream.h"
 #include "server/log.h"
 
 namespace objectcache::server {
@@ -568,7 +568,7 @@ asio::awaitable<void> HttpServer::Serve(Worker* w, tcp::socket socket) {
   } else {
     // The certificate in force when the connection came; a reload serves the next ones.
     const std::shared_ptr<asio::ssl::context> context = options_.tls->Current();
-    beast::ssl_stream<beast::tcp_stream> stream(std::move(socket), *context);
+    s3::TlsStream stream(beast::tcp_stream(std::move(socket)), *context);
     beast::get_lowest_layer(stream).expires_after(options_.limits.header_timeout);
     co_await stream.async_handshake(asio::ssl::stream_base::server,
                                     asio::redirect_error(asio::use_awaitable, ec));
