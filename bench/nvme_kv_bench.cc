@@ -265,7 +265,8 @@ Result<Sample> RunDirect(Store& store, const Op& op, int depth, double seconds,
     std::string name = std::string(kBucket) + "/" + op.keys[i].ToHex();
     const double t0 = NowSeconds();
     if (op.size == 0) {
-      OC_ASSIGN_OR_RETURN(std::vector<bool> e, store.Exist(std::span<const std::string>(&name, 1)));
+      const std::string_view view = name;
+      OC_ASSIGN_OR_RETURN(std::vector<bool> e, store.Exist(std::span(&view, 1)));
       lat->push_back((NowSeconds() - t0) * 1e6);
       if (!e[0]) return NotFoundError("direct exist of " + name);
       return 1;

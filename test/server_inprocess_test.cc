@@ -38,7 +38,8 @@ class FailingCommitStore final : public Store {
     return base_->Retrieve(k, d);
   }
   Status RetrieveRanges(std::span<RangeRead> r) override { return base_->RetrieveRanges(r); }
-  Result<std::vector<bool>> Exist(std::span<const std::string> k) override {
+  using Store::Exist;
+  Result<std::vector<bool>> Exist(std::span<const std::string_view> k) override {
     return base_->Exist(k);
   }
   Status Delete(std::string_view k) override { return base_->Delete(k); }

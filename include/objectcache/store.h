@@ -183,7 +183,8 @@ class Store {
   virtual Status RetrieveRanges(std::span<RangeRead> reads) = 0;
 
   // Presence of each key, in order.
-  virtual Result<std::vector<bool>> Exist(std::span<const std::string> keys) = 0;
+  virtual Result<std::vector<bool>> Exist(std::span<const std::string_view> keys) = 0;
+  Result<std::vector<bool>> Exist(std::span<const std::string> keys);
 
   // How many leading keys of the ordered list exist (the cached prefix length).
   virtual Result<size_t> CountPresentPrefix(std::span<const std::string> keys);

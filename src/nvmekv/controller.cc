@@ -498,7 +498,8 @@ class Controller::Impl {
         return Fail(FromStore(s));
       }
       default: {  // Exist
-        auto r = store_->Exist(std::span<const std::string>(&name, 1));
+        const std::string_view view = name;
+        auto r = store_->Exist(std::span(&view, 1));
         if (!r.ok()) return Fail(FromStore(r.status()));
         return (*r)[0] ? Outcome{} : Fail(Generic(sc::kKeyDoesNotExist));
       }

@@ -78,7 +78,8 @@ class ScriptedStore final : public Store {
     OC_RETURN_IF_ERROR(Enter());
     return inner_->RetrieveRanges(reads);
   }
-  Result<std::vector<bool>> Exist(std::span<const std::string> keys) override {
+  using Store::Exist;
+  Result<std::vector<bool>> Exist(std::span<const std::string_view> keys) override {
     OC_RETURN_IF_ERROR(Enter());
     return inner_->Exist(keys);
   }

@@ -706,20 +706,22 @@ S3Result<std::vector<std::string>> S3Handler::BodyKeys(const Ctx& c, const nlohm
 asio::awaitable<S3Result<void>> S3Handler::BatchLookup(Ctx& c) {
   auto body = co_await ReadSmallBody(c, 16 + options_.max_lookup_keys * 1100);
   if (!body) co_return std::unexpected(body.error());
-  S3Result<std::vector<std::string>> parsed;
+  StoreNames names;
   const std::string* type = c.req.Header("content-type");
   if (type && *type == wire::kChunkKeysContentType) {
     // The binary body: chunk keys, 16 bytes each (src/wire/lookup_wire.h).
     Result<std::vector<ChunkKey>> chunk_keys =
         wire::ParseChunkKeys(AsBytes(*body), options_.max_lookup_keys);
     if (!chunk_keys) co_return Fail("InvalidArgument", chunk_keys.error().message());
-    parsed = ChunkObjectKeys(c.req.bucket, *chunk_keys);
+    names = ChunkObjectKeyViews(c.req.bucket, *chunk_keys);
   } else {
     const nlohmann::json j = ParseBoundedJson(*body, {.max_values = options_.max_lookup_keys + 16});
-    parsed = BodyKeys(c, j, "lookup");
+    S3Result<std::vector<std::string>> parsed = BodyKeys(c, j, "lookup");
+    if (!parsed) co_return std::unexpected(parsed.error());
+    names.owned = std::move(*parsed);
+    names.views.assign(names.owned.begin(), names.owned.end());
   }
-  if (!parsed) co_return std::unexpected(parsed.error());
-  const std::vector<std::string>& keys = *parsed;
+  const std::span<const std::string_view> keys = names.views;
   auto present = co_await Blocking([&] { return store_->Exist(keys); });
   if (!present) co_return std::unexpected(FromStatus(present.error()));
   size_t prefix = 0;

@@ -142,23 +142,51 @@ inline std::string ObjectKey(const std::string& bucket, std::string_view key) {
   return bucket + "/" + std::string(key);
 }
 
-// The store objects holding chunk objects `keys` of `bucket` (named by their hex keys).
-// One allocation per name (a lookup names thousands).
+// The store object holding chunk object `key` of `bucket` (BUCKET/HEX), written at `out`,
+// which has room for ChunkObjectKeyBytes(bucket); returns the end.
+inline size_t ChunkObjectKeyBytes(const std::string& bucket) {
+  return bucket.size() + 1 + 2 * sizeof(ChunkKey{}.bytes());
+}
+inline char* WriteChunkObjectKey(char* out, const std::string& bucket, const ChunkKey& key) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  out = std::copy(bucket.begin(), bucket.end(), out);
+  *out++ = '/';
+  for (uint8_t b : key.bytes()) {
+    *out++ = kHex[b >> 4];
+    *out++ = kHex[b & 0xf];
+  }
+  return out;
+}
+
+// The store objects holding chunk objects `keys` of `bucket`, one string each.
 inline std::vector<std::string> ChunkObjectKeys(const std::string& bucket,
                                                 std::span<const ChunkKey> keys) {
-  static constexpr char kHex[] = "0123456789abcdef";
   std::vector<std::string> names(keys.size());
   for (size_t i = 0; i < keys.size(); ++i) {
-    std::string& n = names[i];
-    n.resize(bucket.size() + 1 + 2 * keys[i].bytes().size());
-    char* out = std::copy(bucket.begin(), bucket.end(), n.data());
-    *out++ = '/';
-    for (uint8_t b : keys[i].bytes()) {
-      *out++ = kHex[b >> 4];
-      *out++ = kHex[b & 0xf];
-    }
+    names[i].resize(ChunkObjectKeyBytes(bucket));
+    WriteChunkObjectKey(names[i].data(), bucket, keys[i]);
   }
   return names;
+}
+
+// The same names as views of one buffer: a lookup names thousands, and two allocations
+// replace one a name.
+struct StoreNames {
+  std::string bytes;                    // the chunk names, back to back
+  std::vector<std::string> owned;       // or names given one string each
+  std::vector<std::string_view> views;  // the names, in order
+};
+inline StoreNames ChunkObjectKeyViews(const std::string& bucket, std::span<const ChunkKey> keys) {
+  StoreNames out;
+  const size_t each = ChunkObjectKeyBytes(bucket);
+  out.bytes.resize(each * keys.size());
+  out.views.reserve(keys.size());
+  for (size_t i = 0; i < keys.size(); ++i) {
+    char* at = out.bytes.data() + i * each;
+    WriteChunkObjectKey(at, bucket, keys[i]);
+    out.views.emplace_back(at, each);
+  }
+  return out;
 }
 
 class S3Handler final : public RequestHandler {

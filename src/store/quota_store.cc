@@ -55,7 +55,8 @@ class QuotaStoreImpl final : public QuotaStore {
   Status RetrieveRanges(std::span<RangeRead> reads) override {
     return inner_->RetrieveRanges(reads);
   }
-  Result<std::vector<bool>> Exist(std::span<const std::string> keys) override {
+  using Store::Exist;
+  Result<std::vector<bool>> Exist(std::span<const std::string_view> keys) override {
     return inner_->Exist(keys);
   }
   Result<size_t> CountPresentPrefix(std::span<const std::string> keys) override {

@@ -106,7 +106,8 @@ TEST(QuotaStoreTest, NeedsAStoreThatTracksUsage) {
       return NotFoundError("x");
     }
     Status RetrieveRanges(std::span<RangeRead>) override { return Status(); }
-    Result<std::vector<bool>> Exist(std::span<const std::string>) override {
+    using Store::Exist;
+    Result<std::vector<bool>> Exist(std::span<const std::string_view>) override {
       return std::vector<bool>{};
     }
     Status Delete(std::string_view) override { return Status(); }

@@ -24,6 +24,11 @@ Status ValidateAttributes(std::string_view attributes) {
   return Status();
 }
 
+Result<std::vector<bool>> Store::Exist(std::span<const std::string> keys) {
+  const std::vector<std::string_view> views(keys.begin(), keys.end());
+  return Exist(std::span<const std::string_view>(views));
+}
+
 Result<size_t> Store::CountPresentPrefix(std::span<const std::string> keys) {
   OC_ASSIGN_OR_RETURN(std::vector<bool> present, Exist(keys));
   size_t n = 0;

@@ -13,9 +13,11 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
-#include <unordered_set>
+
+#include <xxhash.h>
 
 #include "objectcache/store.h"
+#include "store/local/name_set.h"
 #include "store/local/posix_io.h"
 
 namespace objectcache::local {
@@ -63,6 +65,9 @@ inline Status PreadRange(const OpenObject& obj, const RangeRead& r) {
   return Status();
 }
 
+// The hash of an object name that picks its directory, its index shard and its NameSet slot.
+inline uint64_t KeyHash(std::string_view key) { return XXH3_64bits(key.data(), key.size()); }
+
 struct TransparentHash {
   using is_transparent = void;
   size_t operator()(std::string_view s) const { return std::hash<std::string_view>()(s); }
@@ -77,7 +82,7 @@ struct IndexShard {
   // The same names, hashed: presence and lookups without walking the tree (a batch lookup of
   // 8192 keys spent most of its time comparing names down the tree). Views of the map's keys,
   // which stay put while they are in it; guarded by mu.
-  std::unordered_set<std::string_view> names;
+  NameSet names;
   Entry lru;      // sentinel, guarded by mu: lru.next is the most recent, lru.prev the least
   Entry records;  // sentinel, guarded by mu: records (IsRecordName), never evicted
   // Open files of recently read objects, bounded; guarded by mu.
@@ -92,18 +97,18 @@ struct IndexShard {
     if (auto it = open_files.find(key); it != open_files.end()) open_files.erase(it);
   }
 
-  bool Contains(std::string_view key) const { return names.contains(key); }
+  bool Contains(std::string_view key) const { return names.Contains(key, KeyHash(key)); }
   // The entry for `key`, made (with Entry::key set) when there was none; true when it was made.
   std::pair<Objects::iterator, bool> Emplace(std::string key) {
     auto [it, inserted] = objects.try_emplace(std::move(key));
     if (inserted) {
       it->second.key = &it->first;
-      names.insert(it->first);
+      names.Insert(it->first, KeyHash(it->first));
     }
     return {it, inserted};
   }
   void Erase(Objects::iterator it) {
-    names.erase(it->first);
+    names.Erase(it->first, KeyHash(it->first));
     objects.erase(it);
   }
 

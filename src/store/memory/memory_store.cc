@@ -117,7 +117,8 @@ class MemoryStore final : public Store {
     return Status();
   }
 
-  Result<std::vector<bool>> Exist(std::span<const std::string> keys) override {
+  using Store::Exist;
+  Result<std::vector<bool>> Exist(std::span<const std::string_view> keys) override {
     std::vector<bool> out(keys.size());
     for (size_t i = 0; i < keys.size(); ++i) {
       Shard& s = ShardFor(keys[i]);

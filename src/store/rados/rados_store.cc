@@ -276,9 +276,10 @@ class RadosStore final : public Store {
     });
   }
 
-  Result<std::vector<bool>> Exist(std::span<const std::string> keys) override {
+  using Store::Exist;
+  Result<std::vector<bool>> Exist(std::span<const std::string_view> keys) override {
     std::map<std::string_view, std::unique_ptr<ObjectRead>> by_key;
-    for (const std::string& key : keys) {
+    for (std::string_view key : keys) {
       OC_RETURN_IF_ERROR(ValidateKey(key));
       auto& slot = by_key[key];
       if (!slot) slot = std::make_unique<ObjectRead>();
@@ -292,7 +293,7 @@ class RadosStore final : public Store {
     OC_RETURN_IF_ERROR(failed);
     std::vector<bool> out;
     out.reserve(keys.size());
-    for (const std::string& key : keys) out.push_back(present[key]);
+    for (std::string_view key : keys) out.push_back(present[key]);
     return out;
   }
 

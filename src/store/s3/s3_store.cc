@@ -189,7 +189,8 @@ class S3Store final : public Store {
     return Status();
   }
 
-  Result<std::vector<bool>> Exist(std::span<const std::string> keys) override {
+  using Store::Exist;
+  Result<std::vector<bool>> Exist(std::span<const std::string_view> keys) override {
     std::vector<bool> out(keys.size());
     for (size_t i = 0; i < keys.size(); ++i) {
       Result<s3::S3Response> r = Head(keys[i]);
