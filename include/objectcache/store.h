@@ -182,7 +182,8 @@ class Store {
   // one object within one call see one version of it.
   virtual Status RetrieveRanges(std::span<RangeRead> reads) = 0;
 
-  // Presence of each key, in order.
+  // Presence of each key, in order. Views, so that a caller naming thousands (a batch lookup)
+  // can keep the names in one buffer; the second form is the same for strings.
   virtual Result<std::vector<bool>> Exist(std::span<const std::string_view> keys) = 0;
   Result<std::vector<bool>> Exist(std::span<const std::string> keys);
 

@@ -297,6 +297,126 @@ Result<std::optional<HitPrefix>> ReadHitPrefixFromFiles(Store& store,
   return out;
 }
 
+// What a layerwise response's frames are made of, once its hit prefix is known. `names` is
+// shared with the window reads still running on the store pool when the response ends early.
+struct FrameSource {
+  const LayerwiseRequest& req;
+  std::shared_ptr<const std::vector<std::string>> names;
+  const HitPrefix& prefix;
+  uint64_t slice;
+  bool v2;
+  uint32_t hits() const { return static_cast<uint32_t>(prefix.headers.size()); }
+};
+
+// The frames of every requested layer, each hit's slice sent straight from its file (one
+// sendfile per slice). False when the connection failed.
+asio::awaitable<bool> SendFramesFromFiles(HttpExchange& ex, const FrameSource& src,
+                                          PacedTransfer& paced) {
+  const std::vector<ChunkHeader>& headers = src.prefix.headers;
+  for (uint32_t layer = src.req.first; layer < src.req.last; ++layer) {
+    ByteWriter fh;
+    PutFrameHeaderAndChecksums(layer, headers, src.slice, src.v2, &fh);
+    if (!(co_await ex.WriteBody(AsBytes(fh.str()))).ok()) co_return false;
+    std::vector<FilePiece> pieces(src.hits());
+    for (uint32_t k = 0; k < src.hits(); ++k) {
+      const ObjectReader::FileExtent file = *src.prefix.readers[k]->file_extent();
+      pieces[k] = {
+          .fd = file.fd, .offset = file.base + headers[k].LayerOffset(layer), .length = src.slice};
+    }
+    if (!(co_await paced.WriteFiles(ex, pieces)).ok()) co_return false;
+    ByteWriter ft;
+    wire::PutFrameTrailer({}, &ft);
+    if (!(co_await ex.WriteBody(AsBytes(ft.str()))).ok()) co_return false;
+  }
+  co_return true;
+}
+
+// The frames copied, in windows of `group` chunks of one layer (`window_bytes` each): the store
+// reads the next window on `pool` while this one is sent, two windows at most. v1 verifies
+// each slice against its header as it is read, and the frame's checksum is computed as it is
+// sent; v2 leaves verification to the client. A failed read fills the rest of its frame with
+// zeros (the stream stays parseable), marks the frame failed and ends the frames; it is left in
+// `*failure` for the caller's error record. False when the connection failed.
+asio::awaitable<bool> SendFramesCopied(HttpExchange& ex, Store& store, asio::thread_pool& pool,
+                                       const FrameSource& src, size_t group, size_t window_bytes,
+                                       PacedTransfer& paced, Status* failure) {
+  const uint32_t hits = src.hits();
+  const uint64_t slice = src.slice;
+  const size_t groups_per_layer = (hits + group - 1) / group;
+  const size_t steps = groups_per_layer * (src.req.last - src.req.first);
+  const auto home = co_await asio::this_coro::executor;
+  std::shared_ptr<WindowRead> windows[2] = {std::make_shared<WindowRead>(home, window_bytes),
+                                            std::make_shared<WindowRead>(home, window_bytes)};
+  // Step i: layer first + i / groups_per_layer, chunks [start, start + n) of it.
+  struct Step {
+    uint32_t layer;
+    size_t start, n;
+  };
+  auto step = [&](size_t i) {
+    const size_t start = (i % groups_per_layer) * group;
+    return Step{src.req.first + static_cast<uint32_t>(i / groups_per_layer), start,
+                std::min<size_t>(group, hits - start)};
+  };
+  auto start_read = [&](size_t i) {
+    const Step at = step(i);
+    std::vector<RangeRead> reads(at.n);
+    for (size_t k = 0; k < at.n; ++k) {
+      reads[k] = {.key = (*src.names)[at.start + k],
+                  .offset = src.prefix.headers[at.start + k].LayerOffset(at.layer),
+                  .dest = AsWritableBytes(windows[i % 2]->buf).subspan(k * slice, slice)};
+    }
+    std::vector<ChunkKey> keys(src.req.keys.begin() + at.start,
+                               src.req.keys.begin() + at.start + at.n);
+    // The headers are copied for the read only in v1, which verifies against them.
+    std::vector<ChunkHeader> hs;
+    if (!src.v2) {
+      hs.assign(src.prefix.headers.begin() + at.start,
+                src.prefix.headers.begin() + at.start + at.n);
+    }
+    windows[i % 2]->Start(
+        pool,
+        [&store, layer = at.layer, v2 = src.v2, names = src.names, reads = std::move(reads),
+         keys = std::move(keys), hs = std::move(hs)]() mutable -> Status {
+          OC_RETURN_IF_ERROR(store.RetrieveRanges(reads));
+          for (size_t k = 0; k < reads.size(); ++k) {
+            OC_RETURN_IF_ERROR(reads[k].status.Annotate("chunk " + keys[k].ToHex()));
+            if (!v2) OC_RETURN_IF_ERROR(VerifyLayerSlice(hs[k], layer, reads[k].dest));
+          }
+          return Status();
+        });
+  };
+  XXH3_state_t checksum;
+  if (steps > 0) start_read(0);
+  for (size_t i = 0; i < steps; ++i) {
+    const Step at = step(i);
+    if (i + 1 < steps && failure->ok()) start_read(i + 1);
+    Status read = co_await windows[i % 2]->Await();
+    if (failure->ok() && !read.ok()) {
+      *failure = read;
+      LogWarn("layerwise: " + failure->ToString());
+    }
+    if (at.start == 0) {
+      ByteWriter fh;
+      PutFrameHeaderAndChecksums(at.layer, src.prefix.headers, slice, src.v2, &fh);
+      if (!(co_await ex.WriteBody(AsBytes(fh.str()))).ok()) co_return false;
+      XXH3_64bits_reset(&checksum);
+    }
+    std::span<std::byte> dest = AsWritableBytes(windows[i % 2]->buf).first(at.n * slice);
+    if (!failure->ok()) std::fill(dest.begin(), dest.end(), std::byte{0});
+    if (!src.v2) XXH3_64bits_update(&checksum, dest.data(), dest.size());
+    if (!(co_await paced.Write(ex, dest)).ok()) co_return false;
+    if (at.start + at.n == hits) {
+      ByteWriter ft;
+      wire::PutFrameTrailer({.status = static_cast<uint32_t>(failure->code()),
+                             .checksum = src.v2 ? 0 : XXH3_64bits_digest(&checksum)},
+                            &ft);
+      if (!(co_await ex.WriteBody(AsBytes(ft.str()))).ok()) co_return false;
+      if (!failure->ok()) break;  // no later layer follows a failed one
+    }
+  }
+  co_return true;
+}
+
 }  // namespace
 
 S3Result<void> CheckLayerwiseRequestBody(std::string_view body, size_t max_keys) {
@@ -330,7 +450,8 @@ asio::awaitable<S3Result<void>> S3Handler::LayerwiseRetrieve(Ctx& c) {
                        " bytes, more than the server's layerwise window of " +
                        std::to_string(options_.layerwise_window_bytes) + " bytes");
   }
-  const std::vector<std::string> names = ChunkObjectKeys(c.req.bucket, req->keys);
+  const auto names =
+      std::make_shared<const std::vector<std::string>>(ChunkObjectKeys(c.req.bucket, req->keys));
 
   // Version 2 hands the writer's checksums to the client, which verifies the slices: the server
   // then hashes nothing on the read path, and where the connection allows, slices go from the
@@ -338,17 +459,16 @@ asio::awaitable<S3Result<void>> S3Handler::LayerwiseRetrieve(Ctx& c) {
   const bool v2 = req->version == wire::kLayerwiseV2;
   const bool from_files = v2 && c.ex.sends_files();
   auto prefix = co_await Blocking([&]() -> Result<HitPrefix> {
-    OC_ASSIGN_OR_RETURN(size_t present, store_->CountPresentPrefix(names));
+    OC_ASSIGN_OR_RETURN(size_t present, store_->CountPresentPrefix(*names));
     if (from_files) {
       OC_ASSIGN_OR_RETURN(std::optional<HitPrefix> p,
-                          ReadHitPrefixFromFiles(*store_, names, present, *req, layout));
+                          ReadHitPrefixFromFiles(*store_, *names, present, *req, layout));
       if (p) return std::move(*p);
     }
-    return ReadHitPrefix(*store_, names, present, *req, layout);
+    return ReadHitPrefix(*store_, *names, present, *req, layout);
   });
   if (!prefix) co_return std::unexpected(FromStatus(prefix.error()));
-  const std::vector<ChunkHeader>* headers = &prefix->headers;
-  const uint32_t hits = static_cast<uint32_t>(headers->size());
+  const uint32_t hits = static_cast<uint32_t>(prefix->headers.size());
   const uint64_t slice = layout.LayerSliceBytes();
   metrics_->store_hits += hits;
   metrics_->store_misses += req->keys.size() - hits;
@@ -359,10 +479,8 @@ asio::awaitable<S3Result<void>> S3Handler::LayerwiseRetrieve(Ctx& c) {
   const bool send_files = !prefix->readers.empty();
   const size_t group = static_cast<size_t>(
       std::max<uint64_t>(1, std::min<uint64_t>(hits, options_.layerwise_window_bytes / slice)));
-  const size_t groups_per_layer = hits == 0 || send_files ? 0 : (hits + group - 1) / group;
-  const size_t steps = groups_per_layer * (req->last - req->first);
   // Windows only for copied hits (a response with none allocates nothing), within the budget.
-  const size_t window_bytes = steps == 0 ? 0 : group * slice;
+  const size_t window_bytes = hits == 0 || send_files ? 0 : group * slice;
   MemoryBudget::Lease lease = memory_.NewLease();
   if (!lease.GrowTo(2 * uint64_t{window_bytes})) co_return MemoryBudgetExhausted();
 
@@ -388,87 +506,13 @@ asio::awaitable<S3Result<void>> S3Handler::LayerwiseRetrieve(Ctx& c) {
                           : 0,
                       uint64_t{hits} * slice);
 
-  for (uint32_t layer = req->first; send_files && layer < req->last; ++layer) {
-    ByteWriter fh;
-    PutFrameHeaderAndChecksums(layer, *headers, slice, v2, &fh);
-    if (!(co_await c.ex.WriteBody(AsBytes(fh.str()))).ok()) co_return S3Result<void>();
-    std::vector<FilePiece> pieces(hits);
-    for (uint32_t k = 0; k < hits; ++k) {
-      const ObjectReader::FileExtent file = *prefix->readers[k]->file_extent();
-      pieces[k] = {
-          .fd = file.fd, .offset = file.base + (*headers)[k].LayerOffset(layer), .length = slice};
-    }
-    if (!(co_await paced.WriteFiles(c.ex, pieces)).ok()) co_return S3Result<void>();
-    ByteWriter ft;
-    wire::PutFrameTrailer({}, &ft);
-    if (!(co_await c.ex.WriteBody(AsBytes(ft.str()))).ok()) co_return S3Result<void>();
-  }
-
-  const auto home = co_await asio::this_coro::executor;
-  std::shared_ptr<WindowRead> windows[2] = {std::make_shared<WindowRead>(home, window_bytes),
-                                            std::make_shared<WindowRead>(home, window_bytes)};
-  // Step i: layer first + i / groups_per_layer, chunks [start, start + n) of it.
-  auto start_read = [&](size_t i) {
-    const uint32_t layer = req->first + static_cast<uint32_t>(i / groups_per_layer);
-    const size_t start = (i % groups_per_layer) * group;
-    const size_t n = std::min<size_t>(group, hits - start);
-    std::vector<RangeRead> reads(n);
-    for (size_t k = 0; k < n; ++k) {
-      reads[k] = {.key = names[start + k],
-                  .offset = (*headers)[start + k].LayerOffset(layer),
-                  .dest = AsWritableBytes(windows[i % 2]->buf).subspan(k * slice, slice)};
-    }
-    std::vector<ChunkKey> keys(req->keys.begin() + start, req->keys.begin() + start + n);
-    // v1 verifies each slice against its header here; v2 leaves that to the client, so the
-    // headers are copied for the read only in v1.
-    std::vector<ChunkHeader> hs;
-    if (!v2) hs.assign(headers->begin() + start, headers->begin() + start + n);
-    windows[i % 2]->Start(
-        pool_,
-        [this, layer, v2, reads = std::move(reads), keys = std::move(keys),
-         hs = std::move(hs)]() mutable -> Status {
-          OC_RETURN_IF_ERROR(store_->RetrieveRanges(reads));
-          for (size_t k = 0; k < reads.size(); ++k) {
-            OC_RETURN_IF_ERROR(reads[k].status.Annotate("chunk " + keys[k].ToHex()));
-            if (!v2) OC_RETURN_IF_ERROR(VerifyLayerSlice(hs[k], layer, reads[k].dest));
-          }
-          return Status();
-        });
-  };
-  XXH3_state_t checksum;
+  const FrameSource source{
+      .req = *req, .names = names, .prefix = *prefix, .slice = slice, .v2 = v2};
   Status failure;
-  if (steps > 0) start_read(0);
-  for (size_t i = 0; i < steps; ++i) {
-    const uint32_t layer = req->first + static_cast<uint32_t>(i / groups_per_layer);
-    const size_t start = (i % groups_per_layer) * group;
-    const size_t n = std::min<size_t>(group, hits - start);
-    if (i + 1 < steps && failure.ok()) start_read(i + 1);
-    Status read = co_await windows[i % 2]->Await();
-    if (failure.ok() && !read.ok()) {
-      failure = read;
-      LogWarn("layerwise: " + failure.ToString());
-    }
-    if (start == 0) {
-      ByteWriter fh;
-      PutFrameHeaderAndChecksums(layer, *headers, slice, v2, &fh);
-      if (!(co_await c.ex.WriteBody(AsBytes(fh.str()))).ok()) co_return S3Result<void>();
-      XXH3_64bits_reset(&checksum);
-    }
-    std::span<std::byte> dest = AsWritableBytes(windows[i % 2]->buf).first(n * slice);
-    // After a failure the rest of the frame is zeros, so the stream stays parseable; the
-    // trailer marks the frame failed and an error record follows.
-    if (!failure.ok()) std::fill(dest.begin(), dest.end(), std::byte{0});
-    if (!v2) XXH3_64bits_update(&checksum, dest.data(), dest.size());
-    if (!(co_await paced.Write(c.ex, dest)).ok()) co_return S3Result<void>();
-    if (start + n == hits) {
-      ByteWriter ft;
-      wire::PutFrameTrailer({.status = static_cast<uint32_t>(failure.code()),
-                             .checksum = v2 ? 0 : XXH3_64bits_digest(&checksum)},
-                            &ft);
-      if (!(co_await c.ex.WriteBody(AsBytes(ft.str()))).ok()) co_return S3Result<void>();
-      if (!failure.ok()) break;  // no later layer follows a failed one
-    }
-  }
+  const bool sent = send_files ? co_await SendFramesFromFiles(c.ex, source, paced)
+                               : co_await SendFramesCopied(c.ex, *store_, pool_, source, group,
+                                                           window_bytes, paced, &failure);
+  if (!sent) co_return S3Result<void>();
   // With no hits every frame is empty.
   for (uint32_t layer = req->first; hits == 0 && layer < req->last; ++layer) {
     ByteWriter frame;
