@@ -72,17 +72,11 @@ class TlsStream {
   }
   template <typename MutableBuffers>
   size_t read_some(const MutableBuffers& buffers) {
-    error_code ec;
-    const size_t n = read_some(buffers, ec);
-    if (ec) throw boost::system::system_error(ec);
-    return n;
+    return OrThrow([&](error_code& ec) { return read_some(buffers, ec); });
   }
   template <typename ConstBuffers>
   size_t write_some(const ConstBuffers& buffers) {
-    error_code ec;
-    const size_t n = write_some(buffers, ec);
-    if (ec) throw boost::system::system_error(ec);
-    return n;
+    return OrThrow([&](error_code& ec) { return write_some(buffers, ec); });
   }
 
   // ---- asynchronous ------------------------------------------------------------------------
@@ -102,17 +96,10 @@ class TlsStream {
   }
   template <typename ConstBuffers, typename Token>
   auto async_write_some(const ConstBuffers& buffers, Token&& token) {
-    // Encrypted now, while the caller's buffers are certainly alive; only ciphertext is sent
-    // later.
-    size_t n = 0;
-    error_code ec;
-    EncryptAll(buffers, &n, ec);
+    // The buffers stay valid until the handler runs (Asio's rule), so they are encrypted when
+    // the operation starts and only ciphertext waits for the socket.
     return boost::asio::async_compose<Token, void(error_code, size_t)>(
-        Op<true>([n, ec](error_code& e, size_t* out) {
-          e = ec;
-          *out = n;
-          return Want::kDone;
-        }),
+        Op<true>([this, buffers](error_code& e, size_t* n) { return EncryptAll(buffers, n, e); }),
         token, next_);
   }
 
@@ -122,6 +109,13 @@ class TlsStream {
   // What a step of OpenSSL's needs next; pending ciphertext is always sent first.
   enum class Want { kDone, kInput };
 
+  template <typename F>
+  static size_t OrThrow(F call) {
+    error_code ec;
+    const size_t n = call(ec);
+    if (ec) throw boost::system::system_error(ec);
+    return n;
+  }
   template <typename Buffers>
   static boost::asio::mutable_buffer FirstNonEmpty(const Buffers& buffers) {
     for (auto it = boost::asio::buffer_sequence_begin(buffers);
