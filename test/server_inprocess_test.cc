@@ -16,40 +16,22 @@
 #include "core/byte_order.h"
 #include "server/http_server.h"
 #include "server/s3_handler.h"
+#include "store/forwarding_store.h"
 #include "store/memory/memory_store.h"
 #include "wire/batch_store_wire.h"
 
 namespace objectcache {
 namespace {
 
-// Delegates to a memory store; the `fail_at`-th commit (counting from 1) fails.
-class FailingCommitStore final : public Store {
+// A memory store whose `fail_at`-th commit (counting from 1) fails.
+class FailingCommitStore final : public ForwardingStore {
  public:
-  explicit FailingCommitStore(int fail_at) : base_(NewMemoryStore()), fail_at_(fail_at) {}
+  explicit FailingCommitStore(int fail_at) : ForwardingStore(NewMemoryStore()), fail_at_(fail_at) {}
 
-  StoreCapabilities Capabilities() const override { return base_->Capabilities(); }
-  StoreUsage Usage() const override { return base_->Usage(); }
-  std::string Uri() const override { return "failing+" + base_->Uri(); }
-  Status Put(std::string_view k, std::span<const std::byte> v, const PutOptions& o) override {
-    return base_->Put(k, v, o);
-  }
-  Result<ObjectInfo> Stat(std::string_view k) override { return base_->Stat(k); }
-  Result<size_t> Retrieve(std::string_view k, std::span<std::byte> d) override {
-    return base_->Retrieve(k, d);
-  }
-  Status RetrieveRanges(std::span<RangeRead> r) override { return base_->RetrieveRanges(r); }
-  using Store::Exist;
-  Result<std::vector<bool>> Exist(std::span<const std::string_view> k) override {
-    return base_->Exist(k);
-  }
-  Status Delete(std::string_view k) override { return base_->Delete(k); }
-  Result<ListPage> List(const ListOptions& o) override { return base_->List(o); }
-  Result<std::unique_ptr<ObjectReader>> OpenReader(std::string_view k) override {
-    return base_->OpenReader(k);
-  }
+  std::string Uri() const override { return "failing+" + ForwardingStore::Uri(); }
   Result<std::unique_ptr<ObjectWriter>> NewWriter(std::string_view k,
                                                   const PutOptions& o) override {
-    OC_ASSIGN_OR_RETURN(std::unique_ptr<ObjectWriter> w, base_->NewWriter(k, o));
+    OC_ASSIGN_OR_RETURN(std::unique_ptr<ObjectWriter> w, ForwardingStore::NewWriter(k, o));
     return std::unique_ptr<ObjectWriter>(new Writer(std::move(w), this));
   }
 
@@ -70,7 +52,6 @@ class FailingCommitStore final : public Store {
     FailingCommitStore* s_;
   };
 
-  std::unique_ptr<Store> base_;
   const int fail_at_;
   std::atomic<int> commits_{0};
 };

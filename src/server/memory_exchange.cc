@@ -61,6 +61,7 @@ asio::awaitable<Status> MemoryHttpExchange::BeginResponse(unsigned status, Heade
 
 asio::awaitable<Status> MemoryHttpExchange::WriteBody(std::span<const std::byte> bytes) {
   if (!streaming_ || complete_) co_return InternalError("writing a body that was never begun");
+  if (response_body_.size() + bytes.size() > write_limit_) co_return UnavailableError("gone");
   response_body_.append(reinterpret_cast<const char*>(bytes.data()), bytes.size());
   co_return Status();
 }

@@ -38,6 +38,10 @@ class MemoryHttpExchange final : public HttpExchange {
   // Reads the pieces (pread) into the recorded body: the handlers' file path, without a socket.
   asio::awaitable<Status> WriteBodyFiles(std::span<const FilePiece> pieces) override;
 
+  // Body writes fail (Unavailable) once the recorded body would pass `bytes`: a client that
+  // went away mid-response.
+  void FailWritesAfter(uint64_t bytes) { write_limit_ = bytes; }
+
   // Offer WriteBodyFiles to the handler (as a plain TCP connection does).
   void SetSendsFiles(bool on) { sends_files_ = on; }
   // Bytes the handler sent through WriteBodyFiles.
@@ -74,6 +78,7 @@ class MemoryHttpExchange final : public HttpExchange {
   bool close_after_ = false;
   bool sends_files_ = false;
   uint64_t file_bytes_sent_ = 0;
+  uint64_t write_limit_ = UINT64_MAX;
   int responses_ = 0;
 };
 

@@ -5,12 +5,15 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <regex>
+#include <thread>
 
 #include "objectcache/chunk_object.h"
 #include "objectcache/kv_layout.h"
 #include "s3/crypto.h"
 #include "server/memory_exchange.h"
+#include "store/forwarding_store.h"
 #include "store/local/local_store.h"
 #include "store/memory/memory_store.h"
 #include "store/scratch_dir.h"
@@ -400,6 +403,80 @@ TEST_F(S3HandlerFilesTest, LayerwiseResponsesAreTheSameBytesFromFiles) {
       EXPECT_EQ(file_bytes, version == 2 ? payload : 0) << layers << " v" << version;
     }
   }
+}
+
+// A memory store whose range reads take `delay` before they start: a slow store, so that a
+// response can end while one of its window reads is still running on the pool.
+class SlowRangeStore final : public ForwardingStore {
+ public:
+  explicit SlowRangeStore(std::chrono::milliseconds delay)
+      : ForwardingStore(NewMemoryStore()), delay_(delay) {}
+  Status RetrieveRanges(std::span<RangeRead> reads) override {
+    started_++;
+    std::this_thread::sleep_for(delay_);
+    Status s = ForwardingStore::RetrieveRanges(reads);  // reads every key's name
+    finished_++;
+    return s;
+  }
+  bool Idle() const { return started_ == finished_; }
+
+ private:
+  const std::chrono::milliseconds delay_;
+  std::atomic<int> started_{0}, finished_{0};
+};
+
+// The client goes away while a copied layerwise response waits on its store: the response ends
+// with the next window's read still running on the pool, and that read must still find every
+// name it was given (under ASan, scripts/sanitize, a freed name is an error). The handler then
+// serves the next request whole.
+TEST(S3HandlerLayerwiseTest, AResponseEndingEarlyLeavesItsRunningReadsTheirNames) {
+  SlowRangeStore store(std::chrono::milliseconds(50));
+  ServerMetrics metrics;
+  const ModelPreset model{"wide", KvLayout{4, 8, 128, KvDtype::kBf16, 16}};
+  const uint64_t slice = model.layout.LayerSliceBytes();  // 64 KiB
+  S3Options options;
+  options.anonymous = true;
+  options.blocking_threads = 1;            // the next window's read starts after this one's
+  options.layerwise_window_bytes = slice;  // a window per chunk and layer
+  S3Handler handler(&store, &metrics, options);
+  asio::io_context io;
+  auto call = [&](std::string method, std::string target, std::string body, Headers headers,
+                  uint64_t write_limit) {
+    headers.emplace_back("host", "127.0.0.1");
+    auto ex = std::make_unique<MemoryHttpExchange>(std::move(method), std::move(target),
+                                                   std::move(headers), std::move(body));
+    ex->FailWritesAfter(write_limit);
+    RunExchange(io, handler, *ex);
+    return ex;
+  };
+  ASSERT_EQ(call("PUT", "/slow", "", {{"x-objectcache-kv-layout", ModelToJson(model)}}, UINT64_MAX)
+                ->status(),
+            200u);
+  std::string body = "{\"version\":1,\"layers\":[0,4],\"keys\":[";
+  for (int c = 0; c < 4; ++c) {
+    char hex[33];
+    std::snprintf(hex, sizeof(hex), "%032x", c + 1);
+    const ChunkKey key = *ChunkKey::FromHex(hex);
+    const std::string kv(model.layout.ChunkKvBytes(), static_cast<char>(c));
+    ASSERT_TRUE(
+        store
+            .Put("slow/" + key.ToHex(), AsBytes(*EncodeChunkObject(model.layout, key, AsBytes(kv))))
+            .ok());
+    body += std::string(c ? "," : "") + "\"" + key.ToHex() + "\"";
+  }
+  body += "]}";
+  // The response header and the first frame's header fit; its first slice does not.
+  auto cut = call("POST", "/slow?layerwise", body, {}, 4096);
+  EXPECT_EQ(cut->status(), 200u);
+  EXPECT_FALSE(cut->complete());
+  EXPECT_FALSE(store.Idle());  // the next window's read is still sleeping on the pool
+  for (int i = 0; i < 500 && !store.Idle(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_TRUE(store.Idle());
+  auto whole = call("POST", "/slow?layerwise", body, {}, UINT64_MAX);
+  EXPECT_TRUE(whole->complete());
+  EXPECT_GT(whole->response_body().size(), 4 * 4 * slice);
 }
 
 }  // namespace
