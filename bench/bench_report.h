@@ -32,6 +32,8 @@ class ChildProcess {
   pid_t pid_ = -1;
 };
 
+inline constexpr double kGiB = 1024.0 * 1024 * 1024;
+
 // CPU seconds (user + system) process `pid` has used so far, from /proc.
 double ProcessCpuSeconds(pid_t pid);
 // CPU seconds (user + system) used so far by this process (RUSAGE_SELF) or the calling thread

@@ -61,7 +61,6 @@ Status StartOwnRetrieval(Client* client, const PrefixSet& prefix, OwnRetrieval* 
   return Status();
 }
 
-constexpr double kGiB = 1024.0 * 1024 * 1024;
 constexpr size_t kTokensPerChunk = KvLayout::kDefaultTokensPerChunk;  // llama-3.1-8b's
 constexpr std::array<size_t, 4> kLookupSizes = {1, 64, 1024, 8192};
 

@@ -39,8 +39,6 @@ struct Side {
   s3::S3Endpoint endpoint;
 };
 
-constexpr double kGiB = 1024.0 * 1024 * 1024;
-
 struct Run {
   double gbps = 0;
   double server_cpu_s_per_gib = 0;  // the server process's CPU

@@ -12,13 +12,18 @@ int HexValue(char c) {
 
 }  // namespace
 
-std::string EncodeHex(const uint8_t* data, size_t size) {
+char* EncodeHexTo(const uint8_t* data, size_t size, char* out) {
   static constexpr char kDigits[] = "0123456789abcdef";
-  std::string out(2 * size, '0');
   for (size_t i = 0; i < size; ++i) {
-    out[2 * i] = kDigits[data[i] >> 4];
-    out[2 * i + 1] = kDigits[data[i] & 0xf];
+    *out++ = kDigits[data[i] >> 4];
+    *out++ = kDigits[data[i] & 0xf];
   }
+  return out;
+}
+
+std::string EncodeHex(const uint8_t* data, size_t size) {
+  std::string out(2 * size, '0');
+  EncodeHexTo(data, size, out.data());
   return out;
 }
 

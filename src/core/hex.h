@@ -9,6 +9,8 @@
 namespace objectcache {
 
 std::string EncodeHex(const uint8_t* data, size_t size);
+// Writes the 2 * size digits at `out`; returns their end.
+char* EncodeHexTo(const uint8_t* data, size_t size, char* out);
 
 // Decodes exactly 2 * N digits into out[0..N). False (out unspecified) on any non-hex digit
 // or an odd length.

@@ -27,6 +27,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "core/hex.h"
 #include "objectcache/chunk_key.h"
 #include "objectcache/kv_layout.h"
 #include "objectcache/store.h"
@@ -148,14 +149,9 @@ inline size_t ChunkObjectKeyBytes(const std::string& bucket) {
   return bucket.size() + 1 + 2 * sizeof(ChunkKey{}.bytes());
 }
 inline char* WriteChunkObjectKey(char* out, const std::string& bucket, const ChunkKey& key) {
-  static constexpr char kHex[] = "0123456789abcdef";
   out = std::copy(bucket.begin(), bucket.end(), out);
   *out++ = '/';
-  for (uint8_t b : key.bytes()) {
-    *out++ = kHex[b >> 4];
-    *out++ = kHex[b & 0xf];
-  }
-  return out;
+  return EncodeHexTo(key.bytes().data(), key.bytes().size(), out);
 }
 
 // The store objects holding chunk objects `keys` of `bucket`, one string each.

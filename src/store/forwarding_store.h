@@ -1,5 +1,6 @@
-// ForwardingStore: a Store that hands every call to another one. Tests derive from it to change
-// one behaviour of a real store (a failing commit, a slow read) and keep the rest.
+// ForwardingStore: a Store that hands every call to another one. A store that changes one
+// behaviour of another and keeps the rest derives from it: the quota store (its writes), and
+// tests' stores (a failing commit, a slow read).
 #pragma once
 
 #include <memory>

@@ -28,51 +28,21 @@ class QuotaWriter final : public ObjectWriter {
 class QuotaStoreImpl final : public QuotaStore {
  public:
   QuotaStoreImpl(std::unique_ptr<Store> inner, uint64_t quota_bytes)
-      : inner_(std::move(inner)), quota_(quota_bytes) {}
+      : QuotaStore(std::move(inner)), quota_(quota_bytes) {}
 
   void SetQuota(uint64_t quota_bytes) override { quota_ = quota_bytes; }
   uint64_t quota() const override { return quota_; }
   uint64_t rejections() const override { return rejections_; }
 
-  StoreCapabilities Capabilities() const override { return inner_->Capabilities(); }
-  StoreUsage Usage() const override { return inner_->Usage(); }
-  std::string Uri() const override { return inner_->Uri(); }
-
+  // Writes are checked; everything else is the inner store's.
   Status Put(std::string_view key, std::span<const std::byte> value,
              const PutOptions& options) override {
-    return Committed(key, value.size(), [&] { return inner_->Put(key, value, options); });
+    return Committed(key, value.size(), [&] { return base().Put(key, value, options); });
   }
   Result<std::unique_ptr<ObjectWriter>> NewWriter(std::string_view key,
                                                   const PutOptions& options) override {
-    OC_ASSIGN_OR_RETURN(std::unique_ptr<ObjectWriter> w, inner_->NewWriter(key, options));
+    OC_ASSIGN_OR_RETURN(std::unique_ptr<ObjectWriter> w, base().NewWriter(key, options));
     return std::unique_ptr<ObjectWriter>(new QuotaWriter(this, std::string(key), std::move(w)));
-  }
-
-  Result<ObjectInfo> Stat(std::string_view key) override { return inner_->Stat(key); }
-  Result<size_t> Retrieve(std::string_view key, std::span<std::byte> dest) override {
-    return inner_->Retrieve(key, dest);
-  }
-  Status RetrieveRanges(std::span<RangeRead> reads) override {
-    return inner_->RetrieveRanges(reads);
-  }
-  using Store::Exist;
-  Result<std::vector<bool>> Exist(std::span<const std::string_view> keys) override {
-    return inner_->Exist(keys);
-  }
-  Result<size_t> CountPresentPrefix(std::span<const std::string> keys) override {
-    return inner_->CountPresentPrefix(keys);
-  }
-  Status Delete(std::string_view key) override { return inner_->Delete(key); }
-  Status DeleteIf(std::string_view key, std::string_view attributes) override {
-    return inner_->DeleteIf(key, attributes);
-  }
-  Status Pin(std::string_view key, int64_t until) override { return inner_->Pin(key, until); }
-  Result<ListPage> List(const ListOptions& options) override { return inner_->List(options); }
-  Result<std::unique_ptr<ObjectReader>> OpenReader(std::string_view key) override {
-    return inner_->OpenReader(key);
-  }
-  Result<std::unique_ptr<ObjectReader>> OpenReaderIfCached(std::string_view key) override {
-    return inner_->OpenReaderIfCached(key);
   }
 
   // Runs `commit` (which makes `bytes` bytes under `key` visible) if the usage after it stays
@@ -80,11 +50,11 @@ class QuotaStoreImpl final : public QuotaStore {
   template <typename F>
   Status Committed(std::string_view key, uint64_t bytes, F commit) {
     std::lock_guard lock(commit_mu_);
-    const uint64_t used = inner_->Usage().bytes;
+    const uint64_t used = base().Usage().bytes;
     const uint64_t quota = quota_;
     if (bytes > quota || used > quota - bytes) {
       // Over, unless the object replaces one at least this much of it.
-      Result<ObjectInfo> old = inner_->Stat(key);
+      Result<ObjectInfo> old = base().Stat(key);
       const uint64_t freed = old.has_value() ? old->size : 0;
       const uint64_t after = used - std::min(used, freed);
       if (bytes > quota || after > quota - bytes) {
@@ -99,7 +69,6 @@ class QuotaStoreImpl final : public QuotaStore {
   }
 
  private:
-  const std::unique_ptr<Store> inner_;
   std::atomic<uint64_t> quota_;
   std::atomic<uint64_t> rejections_{0};
   std::mutex commit_mu_;  // a commit and the check before it, one at a time

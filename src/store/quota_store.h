@@ -14,6 +14,7 @@
 #include <string_view>
 
 #include "objectcache/store.h"
+#include "store/forwarding_store.h"
 
 namespace objectcache {
 
@@ -25,8 +26,9 @@ class QuotaStore;
 Result<std::unique_ptr<QuotaStore>> NewQuotaStore(std::unique_ptr<Store> inner,
                                                   uint64_t quota_bytes);
 
-class QuotaStore : public Store {
+class QuotaStore : public ForwardingStore {
  public:
+  using ForwardingStore::ForwardingStore;
   // The quota from now on (a reload); writes already committed stay.
   virtual void SetQuota(uint64_t quota_bytes) = 0;
   virtual uint64_t quota() const = 0;
