@@ -87,6 +87,13 @@ S3Result<LayerwiseRequest> ParseRequest(std::string_view body, size_t max_keys) 
   return r;
 }
 
+// What a window's read found: OK, or the first failure and how many of the window's layers
+// before it were read whole.
+struct WindowReadResult {
+  Status status;
+  uint32_t whole_layers = 0;
+};
+
 // One window's read, run on the store pool while the coroutine sends the previous window.
 // Shared with the pool task, so a coroutine that ends early (the client went away) leaves the
 // buffer alive until the read is done with it.
@@ -98,23 +105,23 @@ class WindowRead : public std::enable_shared_from_this<WindowRead> {
   void Start(asio::thread_pool& pool, F read) {
     done_ = false;
     asio::post(pool, [self = shared_from_this(), read = std::move(read)]() mutable {
-      Status s = read();
-      asio::post(self->timer_.get_executor(), [self, s = std::move(s)]() mutable {
-        self->status_ = std::move(s);
+      WindowReadResult r = read();
+      asio::post(self->timer_.get_executor(), [self, r = std::move(r)]() mutable {
+        self->result_ = std::move(r);
         self->done_ = true;
         self->timer_.cancel();
       });
     });
   }
 
-  // The read's status, once it is done. done_ and the timer live on the coroutine's executor.
-  asio::awaitable<Status> Await() {
+  // The read's result, once it is done. done_ and the timer live on the coroutine's executor.
+  asio::awaitable<WindowReadResult> Await() {
     while (!done_) {
       timer_.expires_at(asio::steady_timer::time_point::max());
       boost::system::error_code ec;
       co_await timer_.async_wait(asio::redirect_error(asio::use_awaitable, ec));
     }
-    co_return status_;
+    co_return result_;
   }
 
   std::string buf;
@@ -122,7 +129,7 @@ class WindowRead : public std::enable_shared_from_this<WindowRead> {
  private:
   asio::steady_timer timer_;
   bool done_ = false;
-  Status status_;
+  WindowReadResult result_;
 };
 
 // A layerwise response's place in the bandwidth scheduler, for as long as the response lasts
@@ -331,88 +338,121 @@ asio::awaitable<bool> SendFramesFromFiles(HttpExchange& ex, const FrameSource& s
   co_return true;
 }
 
-// The frames copied, in windows of `group` chunks of one layer (`window_bytes` each): the store
-// reads the next window on `pool` while this one is sent, two windows at most. v1 verifies
-// each slice against its header as it is read, and the frame's checksum is computed as it is
-// sent; v2 leaves verification to the client. A failed read fills the rest of its frame with
-// zeros (the stream stays parseable), marks the frame failed and ends the frames; it is left in
-// `*failure` for the caller's error record. False when the connection failed.
+// Which chunks and layers each read window of a copied response holds. When one layer of every
+// hit chunk fits a window, a window holds that many whole layers (each chunk's consecutive
+// layers are one range of its object: one read from RADOS), except the first, which holds one
+// layer, the one the requester waits for. Otherwise a window holds a group of chunks of one layer.
+struct WindowPlan {
+  struct Window {
+    uint32_t layer, layers;  // layers [layer, layer + layers)
+    size_t start, n;         // hit chunks [start, start + n)
+  };
+  uint32_t first, last;
+  size_t hits;
+  size_t chunks_per_window;  // `hits` when whole layers fit
+  uint32_t layers_per_window;
+
+  WindowPlan(uint32_t first_layer, uint32_t last_layer, size_t hit_chunks, uint64_t slice,
+             uint64_t window_bytes)
+      : first(first_layer), last(last_layer), hits(hit_chunks) {
+    const uint64_t per_layer = uint64_t{hits} * slice;
+    chunks_per_window =
+        static_cast<size_t>(std::max<uint64_t>(1, std::min<uint64_t>(hits, window_bytes / slice)));
+    layers_per_window = static_cast<uint32_t>(std::max<uint64_t>(
+        1, per_layer == 0 ? 1 : std::min<uint64_t>(last - first, window_bytes / per_layer)));
+  }
+  // The most bytes a window holds.
+  uint64_t WindowBytes(uint64_t slice) const {
+    return uint64_t{chunks_per_window} * layers_per_window * slice;
+  }
+  Window First() const { return {first, 1, 0, std::min(chunks_per_window, hits)}; }
+  std::optional<Window> Next(const Window& w) const {
+    const size_t start = w.start + w.n;
+    if (start < hits) return Window{w.layer, 1, start, std::min(chunks_per_window, hits - start)};
+    const uint32_t layer = w.layer + w.layers;
+    if (layer >= last) return std::nullopt;
+    return Window{layer, std::min(layers_per_window, last - layer), 0,
+                  std::min(chunks_per_window, hits)};
+  }
+};
+
+// The frames of every requested layer, read by the store a window at a time into memory (v1,
+// TLS, stores without files) and sent from there; a window's layers lie one after the other in
+// its buffer, each layer's chunks in request order. The store reads the next window while this
+// one is sent. False when the connection failed; `failure` is the first read that failed (its
+// layer is sent zeroed with the failure in its trailer, and no layer after it).
 asio::awaitable<bool> SendFramesCopied(HttpExchange& ex, Store& store, asio::thread_pool& pool,
-                                       const FrameSource& src, size_t group, size_t window_bytes,
+                                       const FrameSource& src, const WindowPlan& plan,
                                        PacedTransfer& paced, Status* failure) {
   const uint32_t hits = src.hits();
   const uint64_t slice = src.slice;
-  const size_t groups_per_layer = (hits + group - 1) / group;
-  const size_t steps = groups_per_layer * (src.req.last - src.req.first);
   const auto home = co_await asio::this_coro::executor;
+  const size_t window_bytes = plan.WindowBytes(slice);
   std::shared_ptr<WindowRead> windows[2] = {std::make_shared<WindowRead>(home, window_bytes),
                                             std::make_shared<WindowRead>(home, window_bytes)};
-  // Step i: layer first + i / groups_per_layer, chunks [start, start + n) of it.
-  struct Step {
-    uint32_t layer;
-    size_t start, n;
-  };
-  auto step = [&](size_t i) {
-    const size_t start = (i % groups_per_layer) * group;
-    return Step{src.req.first + static_cast<uint32_t>(i / groups_per_layer), start,
-                std::min<size_t>(group, hits - start)};
-  };
-  auto start_read = [&](size_t i) {
-    const Step at = step(i);
-    std::vector<RangeRead> reads(at.n);
-    for (size_t k = 0; k < at.n; ++k) {
-      reads[k] = {.key = (*src.names)[at.start + k],
-                  .offset = src.prefix.headers[at.start + k].LayerOffset(at.layer),
-                  .dest = AsWritableBytes(windows[i % 2]->buf).subspan(k * slice, slice)};
-    }
-    std::vector<ChunkKey> keys(src.req.keys.begin() + at.start,
-                               src.req.keys.begin() + at.start + at.n);
+  auto start_read = [&](const WindowPlan::Window& w, WindowRead& into) {
+    std::vector<RangeRead> reads(size_t{w.layers} * w.n);
+    std::vector<std::pair<ChunkKey, uint32_t>> what(reads.size());  // for errors
     // The headers are copied for the read only in v1, which verifies against them.
     std::vector<ChunkHeader> hs;
-    if (!src.v2) {
-      hs.assign(src.prefix.headers.begin() + at.start,
-                src.prefix.headers.begin() + at.start + at.n);
+    for (uint32_t l = 0; l < w.layers; ++l) {
+      for (size_t k = 0; k < w.n; ++k) {
+        const size_t i = size_t{l} * w.n + k;
+        const ChunkHeader& h = src.prefix.headers[w.start + k];
+        reads[i] = {.key = (*src.names)[w.start + k],
+                    .offset = h.LayerOffset(w.layer + l),
+                    .dest = AsWritableBytes(into.buf).subspan(i * slice, slice)};
+        what[i] = {src.req.keys[w.start + k], w.layer + l};
+        if (!src.v2) hs.push_back(h);
+      }
     }
-    windows[i % 2]->Start(
-        pool,
-        [&store, layer = at.layer, v2 = src.v2, names = src.names, reads = std::move(reads),
-         keys = std::move(keys), hs = std::move(hs)]() mutable -> Status {
-          OC_RETURN_IF_ERROR(store.RetrieveRanges(reads));
-          for (size_t k = 0; k < reads.size(); ++k) {
-            OC_RETURN_IF_ERROR(reads[k].status.Annotate("chunk " + keys[k].ToHex()));
-            if (!v2) OC_RETURN_IF_ERROR(VerifyLayerSlice(hs[k], layer, reads[k].dest));
-          }
-          return Status();
-        });
+    into.Start(pool,
+               [&store, v2 = src.v2, n = w.n, names = src.names, reads = std::move(reads),
+                what = std::move(what), hs = std::move(hs)]() mutable -> WindowReadResult {
+                 if (Status s = store.RetrieveRanges(reads); !s.ok()) return {s, 0};
+                 for (size_t i = 0; i < reads.size(); ++i) {
+                   Status s = reads[i].status.Annotate("chunk " + what[i].first.ToHex());
+                   if (s.ok() && !v2) s = VerifyLayerSlice(hs[i], what[i].second, reads[i].dest);
+                   if (!s.ok()) return {s, static_cast<uint32_t>(i / n)};
+                 }
+                 return {};
+               });
   };
   XXH3_state_t checksum;
-  if (steps > 0) start_read(0);
-  for (size_t i = 0; i < steps; ++i) {
-    const Step at = step(i);
-    if (i + 1 < steps && failure->ok()) start_read(i + 1);
-    Status read = co_await windows[i % 2]->Await();
-    if (failure->ok() && !read.ok()) {
-      *failure = read;
-      LogWarn("layerwise: " + failure->ToString());
+  std::optional<WindowPlan::Window> w = hits > 0 ? std::optional(plan.First()) : std::nullopt;
+  if (w) start_read(*w, *windows[0]);
+  for (size_t i = 0; w; ++i) {
+    const std::optional<WindowPlan::Window> next = plan.Next(*w);
+    if (next && failure->ok()) start_read(*next, *windows[(i + 1) % 2]);
+    WindowRead& window = *windows[i % 2];
+    const WindowReadResult read = co_await window.Await();
+    for (uint32_t l = 0; l < w->layers; ++l) {
+      const uint32_t layer = w->layer + l;
+      if (failure->ok() && !read.status.ok() && l >= read.whole_layers) {
+        *failure = read.status;
+        LogWarn("layerwise: " + failure->ToString());
+      }
+      if (w->start == 0) {
+        ByteWriter fh;
+        PutFrameHeaderAndChecksums(layer, src.prefix.headers, slice, src.v2, &fh);
+        if (!(co_await ex.WriteBody(AsBytes(fh.str()))).ok()) co_return false;
+        XXH3_64bits_reset(&checksum);
+      }
+      std::span<std::byte> dest =
+          AsWritableBytes(window.buf).subspan(l * w->n * slice, w->n * slice);
+      if (!failure->ok()) std::fill(dest.begin(), dest.end(), std::byte{0});
+      if (!src.v2) XXH3_64bits_update(&checksum, dest.data(), dest.size());
+      if (!(co_await paced.Write(ex, dest)).ok()) co_return false;
+      if (w->start + w->n == hits) {
+        ByteWriter ft;
+        wire::PutFrameTrailer({.status = static_cast<uint32_t>(failure->code()),
+                               .checksum = src.v2 ? 0 : XXH3_64bits_digest(&checksum)},
+                              &ft);
+        if (!(co_await ex.WriteBody(AsBytes(ft.str()))).ok()) co_return false;
+        if (!failure->ok()) co_return true;  // no later layer follows a failed one
+      }
     }
-    if (at.start == 0) {
-      ByteWriter fh;
-      PutFrameHeaderAndChecksums(at.layer, src.prefix.headers, slice, src.v2, &fh);
-      if (!(co_await ex.WriteBody(AsBytes(fh.str()))).ok()) co_return false;
-      XXH3_64bits_reset(&checksum);
-    }
-    std::span<std::byte> dest = AsWritableBytes(windows[i % 2]->buf).first(at.n * slice);
-    if (!failure->ok()) std::fill(dest.begin(), dest.end(), std::byte{0});
-    if (!src.v2) XXH3_64bits_update(&checksum, dest.data(), dest.size());
-    if (!(co_await paced.Write(ex, dest)).ok()) co_return false;
-    if (at.start + at.n == hits) {
-      ByteWriter ft;
-      wire::PutFrameTrailer({.status = static_cast<uint32_t>(failure->code()),
-                             .checksum = src.v2 ? 0 : XXH3_64bits_digest(&checksum)},
-                            &ft);
-      if (!(co_await ex.WriteBody(AsBytes(ft.str()))).ok()) co_return false;
-      if (!failure->ok()) break;  // no later layer follows a failed one
-    }
+    w = next;
   }
   co_return true;
 }
@@ -474,15 +514,17 @@ asio::awaitable<S3Result<void>> S3Handler::LayerwiseRetrieve(Ctx& c) {
   metrics_->store_misses += req->keys.size() - hits;
 
   // Per layer: the frame header, the payload, the trailer. Sent from files, the payload is one
-  // sendfile per slice. Else (v1, TLS, stores without files) a window of chunks at a time: the
-  // store reads the next window while this one is sent, two windows per response at most.
+  // sendfile per slice. Else (v1, TLS, stores without files) a window at a time (WindowPlan):
+  // the store reads the next window while this one is sent, two windows per response at most.
+  // Windows only for copied hits (a response with none allocates nothing), within the budget;
+  // when it cannot lend windows of several layers, windows of one layer.
   const bool send_files = !prefix->readers.empty();
-  const size_t group = static_cast<size_t>(
-      std::max<uint64_t>(1, std::min<uint64_t>(hits, options_.layerwise_window_bytes / slice)));
-  // Windows only for copied hits (a response with none allocates nothing), within the budget.
-  const size_t window_bytes = hits == 0 || send_files ? 0 : group * slice;
+  WindowPlan plan(req->first, req->last, hits, slice, options_.layerwise_window_bytes);
   MemoryBudget::Lease lease = memory_.NewLease();
-  if (!lease.GrowTo(2 * uint64_t{window_bytes})) co_return MemoryBudgetExhausted();
+  if (hits > 0 && !send_files && !lease.GrowTo(2 * plan.WindowBytes(slice))) {
+    plan.layers_per_window = 1;
+    if (!lease.GrowTo(2 * plan.WindowBytes(slice))) co_return MemoryBudgetExhausted();
+  }
 
   ByteWriter head;
   wire::PutResponseHeader({.version = req->version,
@@ -509,9 +551,9 @@ asio::awaitable<S3Result<void>> S3Handler::LayerwiseRetrieve(Ctx& c) {
   const FrameSource source{
       .req = *req, .names = names, .prefix = *prefix, .slice = slice, .v2 = v2};
   Status failure;
-  const bool sent = send_files ? co_await SendFramesFromFiles(c.ex, source, paced)
-                               : co_await SendFramesCopied(c.ex, *store_, pool_, source, group,
-                                                           window_bytes, paced, &failure);
+  const bool sent =
+      send_files ? co_await SendFramesFromFiles(c.ex, source, paced)
+                 : co_await SendFramesCopied(c.ex, *store_, pool_, source, plan, paced, &failure);
   if (!sent) co_return S3Result<void>();
   // With no hits every frame is empty.
   for (uint32_t layer = req->first; hits == 0 && layer < req->last; ++layer) {

@@ -68,9 +68,11 @@ struct S3Options {
   size_t max_uploads_per_bucket = 1000;
   // Seconds since the epoch; injected so tests can move time.
   std::function<int64_t()> now = [] { return static_cast<int64_t>(std::time(nullptr)); };
-  // Read-ahead per layerwise response (two windows in flight); also the largest layer slice a
-  // layout may have in a layerwise request.
-  size_t layerwise_window_bytes = 4 << 20;
+  // Read-ahead per layerwise response read into memory (two windows in flight): whole layers of
+  // every hit chunk when one fits, so that each chunk's consecutive layers are one read of its
+  // object (layerwise.cc, WindowPlan). Also the largest layer slice a layout may have in a
+  // layerwise request.
+  size_t layerwise_window_bytes = 32 << 20;
   // One cap for all layerwise responses together (bytes/s), shared by `policy`
   // (docs/scheduler.md). Unlimited: no pacing.
   double bandwidth_cap = sched::kUnlimited;

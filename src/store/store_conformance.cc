@@ -120,6 +120,44 @@ TEST_P(StoreConformanceTest, ManyRangesOfManyObjectsInOneCall) {
   EXPECT_EQ(past.status.code(), StatusCode::kOutOfRange);
 }
 
+// Ranges of one object that touch, overlap, lie a little or far apart, in any order, with some
+// past the end (a store may read nearby ones in one read: each still gets exactly its bytes).
+TEST_P(StoreConformanceTest, NearbyAndOverlappingRangesOfOneObjectGetTheirOwnBytes) {
+  const std::string a = Pattern(300000, 6);
+  ASSERT_TRUE(store_->Put("a", AsBytes(a)).ok());
+  struct Want {
+    uint64_t offset;
+    size_t size;
+    StatusCode code = StatusCode::kOk;
+  };
+  const std::vector<Want> wants = {
+      {8192, 4096},
+      {0, 4096},
+      {4096, 4096},  // touching, out of order
+      {6000, 5000},
+      {16384, 1000},  // overlapping; a small gap
+      {200000, 65536},
+      {299000, 1000},                                  // far apart; up to the end
+      {299500, 1000, StatusCode::kOutOfRange},         // passes the end
+      {20000, 0},                                      // empty
+      {UINT64_MAX - 10, 20, StatusCode::kOutOfRange},  // its end passes 2^64
+      {UINT64_MAX, 0, StatusCode::kOutOfRange},
+  };
+  std::vector<std::string> dests;
+  for (const Want& w : wants) dests.emplace_back(w.size, '\0');
+  std::vector<RangeRead> reads;
+  for (size_t i = 0; i < wants.size(); ++i) {
+    reads.push_back({.key = "a", .offset = wants[i].offset, .dest = AsWritableBytes(dests[i])});
+  }
+  ASSERT_TRUE(store_->RetrieveRanges(reads).ok());
+  for (size_t i = 0; i < wants.size(); ++i) {
+    EXPECT_EQ(reads[i].status.code(), wants[i].code) << i << ": " << reads[i].status.ToString();
+    if (wants[i].code == StatusCode::kOk) {
+      EXPECT_EQ(dests[i], a.substr(wants[i].offset, wants[i].size)) << i;
+    }
+  }
+}
+
 TEST_P(StoreConformanceTest, ExistAndPresentPrefix) {
   std::vector<std::string> keys;
   for (int i = 0; i < 10; ++i) keys.push_back("chunk-" + std::to_string(i));

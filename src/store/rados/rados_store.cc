@@ -71,10 +71,17 @@ librados::bufferlist StaticBuffer(std::span<const std::byte> bytes) {
   return bl;
 }
 
-void CopyOut(librados::bufferlist& bl, std::span<std::byte> dest) {
-  auto it = bl.cbegin();
+// Copies dest.size() bytes from `offset` of `bl` into dest.
+void CopyOut(const librados::bufferlist& bl, std::span<std::byte> dest, uint64_t offset = 0) {
+  auto it = bl.cbegin(offset);
   it.copy(static_cast<unsigned>(dest.size()), reinterpret_cast<char*>(dest.data()));
 }
+
+// Ranges of one object that overlap, touch or lie at most this far apart are read by one read
+// of the span they cover (a chunk object's consecutive layers, docs/object-format.md, are
+// separated only by alignment padding), up to kMaxExtentBytes a read.
+constexpr uint64_t kMaxExtentGap = 16 << 10;
+constexpr uint64_t kMaxExtentBytes = 64 << 20;
 
 struct Completion {
   std::unique_ptr<librados::AioCompletion, void (*)(librados::AioCompletion*)> c{
@@ -115,12 +122,41 @@ struct ObjectRead {
   std::string AccessTime() {
     return atime_rval < 0 ? std::string() : std::string(atime.c_str(), atime.length());
   }
-  struct Range {
-    RangeRead* read;
+  // One read of [offset, offset + length) that serves `reads`.
+  struct Extent {
+    uint64_t offset = 0, length = 0;
+    std::vector<RangeRead*> reads;
     librados::bufferlist bl;
     int rval = 0;
   };
-  std::vector<Range> ranges;
+  std::vector<RangeRead*> ranges;  // the caller's ranges of this object
+  std::vector<Extent> extents;
+
+  // Groups `ranges` into extents and adds their reads to the operation. A range that needs no
+  // bytes (empty, or its end past 2^64 and so past any object) joins no extent.
+  void ReadRanges() {
+    std::vector<RangeRead*> sorted;
+    for (RangeRead* r : ranges) {
+      if (!r->dest.empty() && r->dest.size() <= UINT64_MAX - r->offset) sorted.push_back(r);
+    }
+    std::ranges::sort(sorted, {}, &RangeRead::offset);
+    for (RangeRead* r : sorted) {
+      const uint64_t end = r->offset + r->dest.size();
+      Extent* e = extents.empty() ? nullptr : &extents.back();
+      if (e && r->offset - e->offset <= e->length + kMaxExtentGap &&
+          end - e->offset <= kMaxExtentBytes) {
+        e->length = std::max(e->length, end - e->offset);
+      } else {
+        e = &extents.emplace_back();
+        e->offset = r->offset;
+        e->length = r->dest.size();
+      }
+      e->reads.push_back(r);
+    }
+    // A range past the end of the object comes back short; the size read with it tells
+    // OutOfRange.
+    for (Extent& e : extents) op.read(e.offset, e.length, &e.bl, &e.rval);
+  }
 };
 
 class RadosObjectReader;
@@ -237,7 +273,8 @@ class RadosStore final : public Store {
   }
 
   Status RetrieveRanges(std::span<RangeRead> reads) override {
-    // One operation per distinct object: its size and all its ranges from one version.
+    // One operation per distinct object: its size and all its ranges from one version, nearby
+    // ranges in one read (ObjectRead::ReadRanges).
     std::map<std::string_view, std::unique_ptr<ObjectRead>> by_key;
     for (RangeRead& r : reads) {
       r.status = ValidateKey(r.key);
@@ -247,31 +284,27 @@ class RadosStore final : public Store {
         slot = std::make_unique<ObjectRead>();
         if (capacity_) slot->ReadAccess();
       }
-      slot->ranges.push_back({&r, {}, 0});
+      slot->ranges.push_back(&r);
     }
-    for (auto& [key, read] : by_key) {
-      for (ObjectRead::Range& range : read->ranges) {
-        // A range past the end comes back short; the size read with it tells OutOfRange.
-        read->op.read(range.read->offset, range.read->dest.size(), &range.bl, &range.rval);
-      }
-    }
+    for (auto& [key, read] : by_key) read->ReadRanges();
     return RunReads(by_key, [this](std::string_view key, ObjectRead& read, int r) {
       if (r >= 0 && capacity_) {
         capacity_->TouchIfStale(std::string(key), read.Generation(), read.AccessTime());
       }
-      for (ObjectRead::Range& range : read.ranges) {
-        RangeRead& out = *range.read;
-        if (r < 0) {
-          out.status = RadosError(Context("reading", key), r);
-          continue;
+      for (RangeRead* out : read.ranges) {
+        out->status = r < 0 ? RadosError(Context("reading", key), r) : CheckRange(*out, read.size);
+      }
+      if (r < 0) return;
+      for (ObjectRead::Extent& e : read.extents) {
+        for (RangeRead* out : e.reads) {
+          if (!out->status.ok()) continue;
+          const uint64_t at = out->offset - e.offset;
+          if (e.rval < 0 || e.bl.length() < at || e.bl.length() - at < out->dest.size()) {
+            out->status = InternalError(Context("reading", key) + ": short read");
+            continue;
+          }
+          CopyOut(e.bl, out->dest, at);
         }
-        out.status = CheckRange(out, read.size);
-        if (!out.status.ok()) continue;
-        if (range.rval < 0 || range.bl.length() != out.dest.size()) {
-          out.status = InternalError(Context("reading", key) + ": short read");
-          continue;
-        }
-        CopyOut(range.bl, out.dest);
       }
     });
   }
