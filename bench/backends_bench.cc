@@ -3,11 +3,16 @@
 // NIXL read object stores today (a GET per chunk; a ranged GET per chunk per layer) against
 // `objectcache serve` over RADOS with aggregated layerwise retrieval, and against our gateway
 // over the local store. Throughput of whole prefixes and the TTFT of an emulated prefill with
-// half the prompt cached; every byte received is checked against what was stored.
+// half the prompt cached; every byte received is checked against what was stored. Beside them,
+// the cluster's own rate for the same objects: read whole through librados as `rados bench seq`
+// reads (16 in flight), the ceiling of any gateway over it.
+#include <sys/resource.h>
+
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <thread>
 
 #include "bench/bench_command.h"
 #include "bench/bench_report.h"
@@ -16,6 +21,8 @@
 #include "engine/prefill.h"
 #include "objectcache/chunk_object.h"
 #include "objectcache/client.h"
+#include "objectcache/store_registry.h"
+#include "store/rados/rados_store.h"
 #include "store/s3/s3_store.h"
 
 namespace objectcache::bench {
@@ -31,7 +38,8 @@ struct BackendsFlags {
   int parallel = 8;
   bool ttft = true;
   std::string gpu = "h100";
-  std::string dir;  // empty: a temporary directory (ScratchRoot)
+  std::string layerwise_window;  // our RADOS gateway's --layerwise-window; empty: its default
+  std::string dir;               // empty: a temporary directory (ScratchRoot)
   std::string json;
 };
 
@@ -47,6 +55,8 @@ struct ReadPath {
 constexpr char kBaseline[] = "radosgw S3-LW";
 constexpr uint32_t kGranularity = 16;
 constexpr char kBucket[] = "bench-backends";
+constexpr int kRadosBenchInFlight = 16;  // `rados bench`'s default
+constexpr char kSeq[] = "librados seq (16)";
 
 // DIR/env as written by scripts/ceph-dev: NAME=VALUE lines, values maybe single-quoted.
 Result<std::map<std::string, std::string>> ReadCephEnv(const std::string& dir) {
@@ -77,16 +87,67 @@ std::string ContextTag(uint64_t tokens) {
   return tokens % 1024 == 0 ? std::to_string(tokens / 1024) + "k" : std::to_string(tokens);
 }
 
-// Reads the first `chunks` chunks of every layer in `mode`; seconds, after checking every byte.
-Result<double> TimeRetrieval(Client* client, RetrievalMode mode, PrefixSet* p, size_t chunks) {
+// The CPU seconds used so far by each process of the run: this one (the client) and the
+// cluster's and gateways' processes, everything a read costs on the machine.
+class RunCpu {
+ public:
+  struct Process {
+    std::string name;
+    pid_t pid;  // 0: this process; -1: not found (counts nothing)
+  };
+  explicit RunCpu(std::vector<Process> processes) : processes_(std::move(processes)) {}
+  std::vector<double> Now() const {
+    std::vector<double> s;
+    for (const Process& p : processes_) {
+      s.push_back(p.pid == 0 ? CpuSeconds(RUSAGE_SELF) : p.pid > 0 ? ProcessCpuSeconds(p.pid) : 0);
+    }
+    return s;
+  }
+  // Per GiB of `bytes`, each process's CPU between `before` and `after`, and their "total".
+  std::map<std::string, double> PerGiB(const std::vector<double>& before,
+                                       const std::vector<double>& after, double bytes) const {
+    std::map<std::string, double> out;
+    double total = 0;
+    for (size_t i = 0; i < processes_.size(); ++i) {
+      out[processes_[i].name] = (after[i] - before[i]) / (bytes / kGiB);
+      total += out[processes_[i].name];
+    }
+    out["total"] = total;
+    return out;
+  }
+
+ private:
+  std::vector<Process> processes_;
+};
+
+// What one timed read took: wall seconds, and CPU seconds per GiB of each process in the run.
+struct Timed {
+  double seconds = 0;
+  std::map<std::string, double> cpu_per_gib;
+};
+
+// Reads the first `chunks` chunks of every layer in `mode`, checking every byte afterwards.
+Result<Timed> TimeRetrieval(Client* client, RetrievalMode mode, PrefixSet* p, size_t chunks,
+                            const RunCpu& cpu) {
   p->ClearRegions(chunks);
   const double t0 = NowSeconds();
+  const std::vector<double> c0 = cpu.Now();
   OC_ASSIGN_OR_RETURN(std::unique_ptr<LayerwiseRetrieval> retrieval,
                       p->StartRetrieval(client, mode, chunks));
   OC_RETURN_IF_ERROR(retrieval->Wait());
   const double seconds = NowSeconds() - t0;
+  const Timed t{seconds, cpu.PerGiB(c0, cpu.Now(),
+                                    static_cast<double>(chunks) * p->model.layout.ChunkKvBytes())};
   OC_RETURN_IF_ERROR(p->CheckRetrieved(*retrieval, chunks));
-  return seconds;
+  return t;
+}
+
+// DIR/pid/NAME as scripts/ceph-dev writes it; -1 when absent.
+pid_t CephDaemonPid(const std::string& dir, const char* name) {
+  std::ifstream in(fs::path(dir) / "pid" / name);
+  long pid = -1;
+  in >> pid;
+  return static_cast<pid_t>(pid);
 }
 
 Status RunBackends(const BackendsFlags& f) {
@@ -111,9 +172,13 @@ Status RunBackends(const BackendsFlags& f) {
 
   OC_ASSIGN_OR_RETURN(ScratchRoot scratch, ScratchRoot::Make(f.dir, "objectcache-bench-backends"));
   const fs::path& root = scratch.path();
+  std::vector<std::string> rados_args = {"--store", env["RADOS_URI"] + "&namespace=bench-backends"};
+  if (!f.layerwise_window.empty()) {
+    rados_args.insert(rados_args.end(),
+                      {"--layerwise-window", f.layerwise_window, "--request-memory", "4GiB"});
+  }
   OC_ASSIGN_OR_RETURN(ServerChild rados_gw,
-                      StartServer(root / "rados-gateway", /*fresh=*/true,
-                                  {"--store", env["RADOS_URI"] + "&namespace=bench-backends"}));
+                      StartServer(root / "rados-gateway", /*fresh=*/true, rados_args));
   OC_ASSIGN_OR_RETURN(ServerChild local_gw, StartServer(root / "local-gateway", /*fresh=*/true));
   const std::string rgw = env["RGW_ENDPOINT"];
   for (const std::string& endpoint : {rgw, rados_gw.endpoint, local_gw.endpoint}) {
@@ -150,6 +215,11 @@ Status RunBackends(const BackendsFlags& f) {
   OC_ASSIGN_OR_RETURN(auto rgw_reader, client_for(rgw, 0));
   OC_ASSIGN_OR_RETURN(auto rados_reader, client_for(rados_gw.endpoint, 0));
   OC_ASSIGN_OR_RETURN(auto local_reader, client_for(local_gw.endpoint, 0));
+  // The objects our RADOS gateway stored, as it names them (docs/object-format.md).
+  OC_ASSIGN_OR_RETURN(std::unique_ptr<Store> rados,
+                      OpenStore(env["RADOS_URI"] + "&namespace=bench-backends"));
+  std::vector<std::string> rados_names;
+  for (const ChunkKey& key : prefix.keys) rados_names.push_back(kBucket + ("/" + key.ToHex()));
   const std::vector<ReadPath> paths = {
       {"radosgw S3-CW", "radosgw", RetrievalMode::kPlainChunkwise, rgw_reader.get()},
       {kBaseline, "radosgw", RetrievalMode::kPlainLayerwise, rgw_reader.get()},
@@ -179,18 +249,52 @@ Status RunBackends(const BackendsFlags& f) {
   report.Param("ttft_hit", f.hit);
   report.Param("dilation", dilation);
   nlohmann::ordered_json rows = nlohmann::ordered_json::array();
-  std::printf("\n%-6s %-22s %9s %10s %10s %10s %11s\n", "ctx", "path", "Gbit/s", "vs radosgw",
-              "ttft ms", "added ms", "ttft vs rgw");
+  // Every process of the run, for the CPU per GiB each path costs the machine.
+  const RunCpu run_cpu({{"client", 0},
+                        {"ours/rados gateway", rados_gw.process->pid()},
+                        {"ours/local gateway", local_gw.process->pid()},
+                        {"ceph-osd", CephDaemonPid(f.ceph_dir, "osd.0")},
+                        {"radosgw", CephDaemonPid(f.ceph_dir, "rgw")},
+                        {"ceph-mon", CephDaemonPid(f.ceph_dir, "mon.a")}});
+  std::printf("\n%-6s %-22s %9s %10s %10s %10s %11s %8s\n", "ctx", "path", "Gbit/s", "vs radosgw",
+              "ttft ms", "added ms", "ttft vs rgw", "cpu s/GiB");
   for (uint64_t context : f.contexts) {
     const size_t chunks = context / kGranularity;
     const double bytes = static_cast<double>(chunks) * model.layout.ChunkKvBytes();
-    // Throughput: whole prefixes, the paths in a rotating order each repeat.
+    // Throughput: whole prefixes, the paths (and the librados read, kSeq) in a rotating order
+    // each repeat. The CPU of every process per GiB delivered, for each.
     std::map<std::string, std::vector<double>> seconds;
+    // path -> process (or "total") -> CPU seconds per GiB, one a repeat.
+    std::map<std::string, std::map<std::string, std::vector<double>>> cpu_per_gib;
+    auto cpu_by_process = [&](const std::string& path) {
+      nlohmann::ordered_json j = nlohmann::ordered_json::object();
+      for (const auto& [process, v] : cpu_per_gib[path]) {
+        if (process != "total") j[process] = Median(v);
+      }
+      return j;
+    };
+    std::vector<double> rados_seq_gbps;
     for (int r = 0; r < f.repeats; ++r) {
-      for (size_t k = 0; k < paths.size(); ++k) {
-        const ReadPath& p = paths[(k + r) % paths.size()];
-        OC_ASSIGN_OR_RETURN(double s, TimeRetrieval(p.client, p.mode, &prefix, chunks));
-        seconds[p.name].push_back(s);
+      for (size_t k = 0; k <= paths.size(); ++k) {
+        const size_t at = (k + r) % (paths.size() + 1);
+        if (at == paths.size()) {
+          // The whole objects: layers and headers, slightly more than `bytes`.
+          const std::vector<double> c0 = run_cpu.Now();
+          OC_ASSIGN_OR_RETURN(
+              RadosSequentialRead seq,
+              ReadRadosObjectsSequentially(*rados, std::span(rados_names).first(chunks),
+                                           kRadosBenchInFlight));
+          for (const auto& [process, c] :
+               run_cpu.PerGiB(c0, run_cpu.Now(), static_cast<double>(seq.bytes))) {
+            cpu_per_gib[kSeq][process].push_back(c);
+          }
+          rados_seq_gbps.push_back(static_cast<double>(seq.bytes) * 8 / seq.seconds / 1e9);
+          continue;
+        }
+        const ReadPath& p = paths[at];
+        OC_ASSIGN_OR_RETURN(Timed t, TimeRetrieval(p.client, p.mode, &prefix, chunks, run_cpu));
+        seconds[p.name].push_back(t.seconds);
+        for (const auto& [process, c] : t.cpu_per_gib) cpu_per_gib[p.name][process].push_back(c);
       }
     }
     // TTFT: the first `hit` of the prompt cached, the rest computed.
@@ -220,28 +324,66 @@ Status RunBackends(const BackendsFlags& f) {
     for (const ReadPath& p : paths) {
       const double gbps = bytes * 8 / Median(seconds[p.name]) / 1e9;
       const double t = Median(ttft[p.name]);
-      nlohmann::ordered_json row = {{"context", context},   {"path", p.name},
-                                    {"backend", p.backend}, {"mode", RetrievalModeName(p.mode)},
-                                    {"gbps", gbps},         {"ratio_vs_radosgw", gbps / base_gbps}};
+      nlohmann::ordered_json row = {{"context", context},
+                                    {"path", p.name},
+                                    {"backend", p.backend},
+                                    {"mode", RetrievalModeName(p.mode)},
+                                    {"gbps", gbps},
+                                    {"ratio_vs_radosgw", gbps / base_gbps},
+                                    {"cpu_s_per_gib", Median(cpu_per_gib[p.name]["total"])},
+                                    {"cpu_s_per_gib_by_process", cpu_by_process(p.name)}};
       if (f.ttft) {
         row["ttft_ms"] = t;
         row["added_ms"] = t - base_ttft;
         row["ttft_ratio_vs_radosgw"] = rgw_ttft / t;
       }
-      std::printf("%-6s %-22s %9.2f %9.2fx %10.1f %10.1f %10.2fx\n", ContextTag(context).c_str(),
-                  p.name.c_str(), gbps, gbps / base_gbps, t, t - base_ttft,
-                  f.ttft ? rgw_ttft / t : 0.0);
+      std::printf("%-6s %-22s %9.2f %9.2fx %10.1f %10.1f %10.2fx %8.2f\n",
+                  ContextTag(context).c_str(), p.name.c_str(), gbps, gbps / base_gbps, t,
+                  t - base_ttft, f.ttft ? rgw_ttft / t : 0.0, Median(cpu_per_gib[p.name]["total"]));
       rows.push_back(row);
     }
     const std::string tag = ContextTag(context);
     const double agg_gbps = bytes * 8 / Median(seconds["ours/rados S3Agg-LW"]) / 1e9;
+    const double cw_gbps = bytes * 8 / Median(seconds["radosgw S3-CW"]) / 1e9;
+    const double seq_gbps = Median(rados_seq_gbps);
+    const double seq_cpu = Median(cpu_per_gib[kSeq]["total"]);
+    std::printf("%-6s %-22s %9.2f %9.2fx %43.2f\n", tag.c_str(), kSeq, seq_gbps,
+                seq_gbps / base_gbps, seq_cpu);
+    rows.push_back({{"context", context},
+                    {"path", kSeq},
+                    {"backend", "rados"},
+                    {"mode", "whole objects, 16 in flight"},
+                    {"gbps", seq_gbps},
+                    {"ratio_vs_radosgw", seq_gbps / base_gbps},
+                    {"cpu_s_per_gib", seq_cpu},
+                    {"cpu_s_per_gib_by_process", cpu_by_process(kSeq)}});
+    // Were our gateway free, a read over RADOS would still cost the machine what the librados
+    // read costs (the OSD, and librados receiving) plus what a read from our gateway over the
+    // local store costs (sending and receiving through the gateway: an overestimate by the
+    // local store's own reads, an underestimate by the one copy out of librados's buffers).
+    // With every core busy, that bounds the rate on this machine.
+    const double cores = std::max(1u, std::thread::hardware_concurrency());
+    const double ceiling_gbps =
+        cores / (seq_cpu + Median(cpu_per_gib["ours/local S3Agg-LW"]["total"])) * kGiB * 8 / 1e9;
     report.Metric("gbps_radosgw_lw_" + tag, base_gbps, "Gbit/s", "radosgw, ranged GET per layer");
     report.Metric("gbps_rados_agg_lw_" + tag, agg_gbps, "Gbit/s", "ours over RADOS, S3Agg-LW");
     report.Metric("ratio_vs_radosgw_" + tag, agg_gbps / base_gbps, "x", "target >= 5x at G=16");
+    report.Metric("rados_seq_gbps_" + tag, seq_gbps, "Gbit/s",
+                  "the same objects whole through librados, 16 in flight");
+    report.Metric("agg_lw_vs_radosgw_cw_" + tag, agg_gbps / cw_gbps, "x", "target >= 2x");
+    report.Metric("agg_lw_vs_rados_seq_" + tag, agg_gbps / seq_gbps, "x", "target >= 0.8x");
+    report.Metric("rados_agg_lw_ceiling_gbps_" + tag, ceiling_gbps, "Gbit/s",
+                  "cores / (CPU-s per GiB of librados seq + of ours/local S3Agg-LW)");
+    report.Metric("rados_agg_lw_cpu_s_per_gib_" + tag,
+                  Median(cpu_per_gib["ours/rados S3Agg-LW"]["total"]), "s/GiB",
+                  "every process of the run");
     if (f.ttft) {
       report.Metric("ttft_ms_local_dram_" + tag, base_ttft, "ms", "baseline");
       report.Metric("ttft_ms_radosgw_lw_" + tag, rgw_ttft, "ms");
-      report.Metric("ttft_ms_rados_agg_lw_" + tag, Median(ttft["ours/rados S3Agg-LW"]), "ms");
+      const double agg_ttft = Median(ttft["ours/rados S3Agg-LW"]);
+      report.Metric("ttft_ms_rados_agg_lw_" + tag, agg_ttft, "ms");
+      report.Metric("rados_agg_lw_added_pct_" + tag, (agg_ttft - base_ttft) / base_ttft * 100, "%",
+                    "TTFT added over the local DRAM tier; target <= 5 at 16K");
     }
   }
   std::printf("\n");
@@ -272,6 +414,9 @@ void AddBackendsBenchCommand(CLI::App* bench) {
       ->capture_default_str();
   s->add_flag("!--no-ttft", f->ttft, "Throughput only");
   s->add_option("--gpu", f->gpu, "GPU profile of the TTFT runs: h100, h200")->capture_default_str();
+  s->add_option("--layerwise-window", f->layerwise_window,
+                "Our RADOS gateway's serve --layerwise-window (with --request-memory 4GiB); "
+                "default: serve's own");
   s->add_option(
        "--dir", f->dir,
        "Scratch directory for our local gateway's store (default: a temporary one, removed)")

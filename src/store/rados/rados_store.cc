@@ -4,9 +4,13 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
+#include <condition_variable>
 #include <cstring>
+#include <deque>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <utility>
 #include <vector>
 
@@ -83,9 +87,40 @@ void CopyOut(const librados::bufferlist& bl, std::span<std::byte> dest, uint64_t
 constexpr uint64_t kMaxExtentGap = 16 << 10;
 constexpr uint64_t kMaxExtentBytes = 64 << 20;
 
+// Counts a batch of asynchronous operations down: whoever waits wakes once, when the last of
+// them completes, not once an operation (librados calls OnComplete from its finisher thread).
+class Countdown {
+ public:
+  static void OnComplete(librados::completion_t, void* self) {
+    static_cast<Countdown*>(self)->Done();
+  }
+  void Add() {
+    std::lock_guard lock(mu_);
+    ++left_;
+  }
+  void Done() {
+    std::lock_guard lock(mu_);
+    if (--left_ == 0) cv_.notify_all();
+  }
+  void Wait() {
+    std::unique_lock lock(mu_);
+    cv_.wait(lock, [this] { return left_ == 0; });
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  size_t left_ = 0;
+};
+
 struct Completion {
-  std::unique_ptr<librados::AioCompletion, void (*)(librados::AioCompletion*)> c{
-      librados::Rados::aio_create_completion(), [](librados::AioCompletion* p) { p->release(); }};
+  Completion() : c(librados::Rados::aio_create_completion(), Release) {}
+  // Counted down by `countdown` when it completes.
+  explicit Completion(Countdown* countdown)
+      : c(librados::Rados::aio_create_completion(countdown, Countdown::OnComplete), Release) {}
+  static void Release(librados::AioCompletion* p) { p->release(); }
+
+  std::unique_ptr<librados::AioCompletion, void (*)(librados::AioCompletion*)> c;
   int Wait() {
     c->wait_for_complete();
     return c->get_return_value();
@@ -201,6 +236,48 @@ class RadosStore final : public Store {
   }
 
   RadosCapacity* capacity() { return capacity_.get(); }
+
+  // ReadRadosObjectsSequentially (rados_store.h): like `rados bench seq`, a new read is started
+  // as soon as the oldest one completes.
+  Result<RadosSequentialRead> ReadSequentially(std::span<const std::string> names, int in_flight) {
+    if (in_flight < 1) return InvalidArgumentError("at least one read in flight");
+    struct Read {
+      Completion done;
+      librados::bufferlist bl;
+      size_t index = 0;
+    };
+    std::deque<Read> reads;
+    RadosSequentialRead out;
+    size_t next = 0;
+    auto start = [&]() -> Status {
+      OC_RETURN_IF_ERROR(ValidateKey(names[next]));
+      Read& read = reads.emplace_back();
+      read.index = next++;
+      const int r =
+          io_.aio_read(names[read.index], read.done.c.get(), &read.bl, kMaxRadosObjectBytes, 0);
+      if (r < 0) {
+        reads.pop_back();
+        return RadosError(Context("reading", names[read.index]), r);
+      }
+      return Status();
+    };
+    const auto t0 = std::chrono::steady_clock::now();
+    Status failed;
+    while (failed.ok() && next < names.size() && reads.size() < static_cast<size_t>(in_flight)) {
+      failed = start();
+    }
+    while (!reads.empty()) {
+      Read& oldest = reads.front();
+      const int r = oldest.done.Wait();
+      if (r < 0 && failed.ok()) failed = RadosError(Context("reading", names[oldest.index]), r);
+      out.bytes += oldest.bl.length();
+      reads.pop_front();
+      if (failed.ok() && next < names.size()) failed = start();
+    }
+    out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    OC_RETURN_IF_ERROR(failed);
+    return out;
+  }
 
   Status Put(std::string_view key, std::span<const std::byte> value,
              const PutOptions& options) override {
@@ -446,19 +523,24 @@ class RadosStore final : public Store {
   librados::IoCtx& io() { return io_; }
 
  private:
-  // Starts every operation (at most kMaxInFlight at a time), waits for each and calls
+  // Starts every operation (at most kMaxInFlight at a time), waits for them and calls
   // done(key, read, return value) in key order. Fails only if an operation cannot be started.
   template <typename Done>
   Status RunReads(std::map<std::string_view, std::unique_ptr<ObjectRead>>& by_key, Done done) {
     std::vector<std::pair<std::string_view, ObjectRead*>> pending;
     Status started;
+    Countdown countdown;
     auto drain = [&] {
-      for (auto& [key, read] : pending) done(key, *read, read->done.Wait());
+      countdown.Wait();
+      for (auto& [key, read] : pending) done(key, *read, read->done.c->get_return_value());
       pending.clear();
     };
     for (auto& [key, read] : by_key) {
+      read->done = Completion(&countdown);
+      countdown.Add();
       const int r = io_.aio_operate(std::string(key), read->done.c.get(), &read->op, nullptr);
       if (r < 0) {
+        countdown.Done();
         if (started.ok()) started = RadosError(Context("reading", key), r);
         break;
       }
@@ -543,6 +625,14 @@ Result<std::unique_ptr<ObjectReader>> RadosStore::OpenReader(std::string_view ke
 }  // namespace
 
 bool RadosStoreAvailable() { return true; }
+
+Result<RadosSequentialRead> ReadRadosObjectsSequentially(Store& store,
+                                                         std::span<const std::string> names,
+                                                         int in_flight) {
+  auto* rados = dynamic_cast<RadosStore*>(&store);
+  if (rados == nullptr) return InvalidArgumentError("not a RADOS store: " + store.Uri());
+  return rados->ReadSequentially(names, in_flight);
+}
 
 Result<std::unique_ptr<Store>> OpenRadosStore(const RadosStoreOptions& options) {
   if (options.pool.empty()) return InvalidArgumentError("rados:// store: no pool named");

@@ -23,6 +23,7 @@
 
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 
@@ -53,5 +54,18 @@ Result<std::unique_ptr<Store>> OpenRadosStore(const RadosStoreOptions& options);
 
 // Parses a rados:// URI (above) and opens it.
 Result<std::unique_ptr<Store>> OpenRadosUri(std::string_view uri);
+
+// What `rados bench seq` measures, on objects of the caller's choosing: `names` read whole, in
+// order, `in_flight` reads outstanding at a time, through librados alone (each into a buffer of
+// librados's, nothing copied out or verified). For `bench backends`: the rate at which the
+// cluster delivers these objects, which no gateway over it can pass.
+struct RadosSequentialRead {
+  uint64_t bytes = 0;
+  double seconds = 0;
+};
+// `store` must be a RADOS store (OpenRadosStore, OpenRadosUri); InvalidArgument otherwise.
+Result<RadosSequentialRead> ReadRadosObjectsSequentially(Store& store,
+                                                         std::span<const std::string> names,
+                                                         int in_flight);
 
 }  // namespace objectcache

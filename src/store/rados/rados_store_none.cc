@@ -10,4 +10,9 @@ Result<std::unique_ptr<Store>> OpenRadosStore(const RadosStoreOptions&) {
       "this build has no RADOS backend: install librados-dev and libradospp-dev and rebuild");
 }
 
+Result<RadosSequentialRead> ReadRadosObjectsSequentially(Store&, std::span<const std::string>,
+                                                         int) {
+  return UnimplementedError("this build has no RADOS backend");
+}
+
 }  // namespace objectcache

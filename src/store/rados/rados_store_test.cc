@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "objectcache/store_registry.h"
+#include "store/memory/memory_store.h"
 #include "store/store_conformance.h"
 
 namespace objectcache {
@@ -84,6 +85,37 @@ TEST_F(RadosStoreTest, NamespacesKeepTenantsApart) {
   EXPECT_EQ(listed->objects[0].size, 16u);
   ASSERT_TRUE(a->Delete("shared-name").ok());
   EXPECT_EQ(*ReadWholeObject(*b, "shared-name"), "tenant b's value");
+}
+
+// The `rados bench seq` reader of bench backends: every object whole, however many reads are in
+// flight; a missing object fails the run naming it; only a RADOS store can run it.
+TEST_F(RadosStoreTest, SequentialReadsBringEveryObjectWhole) {
+  auto store = Open(ns_);
+  ASSERT_TRUE(store);
+  std::vector<std::string> names;
+  uint64_t total = 0;
+  for (int i = 0; i < 7; ++i) {
+    names.push_back("object-" + std::to_string(i));
+    const std::string value(1000 * (i + 1) + 5, static_cast<char>('a' + i));
+    total += value.size();
+    ASSERT_TRUE(store->Put(names.back(), AsBytes(value)).ok());
+  }
+  for (int in_flight : {1, 3, 16}) {
+    Result<RadosSequentialRead> read = ReadRadosObjectsSequentially(*store, names, in_flight);
+    ASSERT_TRUE(read.has_value()) << read.error().ToString();
+    EXPECT_EQ(read->bytes, total) << in_flight;
+    EXPECT_GE(read->seconds, 0) << in_flight;
+  }
+  names.insert(names.begin() + 3, "missing");
+  Result<RadosSequentialRead> missing = ReadRadosObjectsSequentially(*store, names, 2);
+  ASSERT_FALSE(missing.has_value());
+  EXPECT_EQ(missing.error().code(), StatusCode::kNotFound);
+  EXPECT_NE(missing.error().message().find("missing"), std::string::npos);
+  EXPECT_EQ(ReadRadosObjectsSequentially(*store, names, 0).error().code(),
+            StatusCode::kInvalidArgument);
+  std::unique_ptr<Store> memory = NewMemoryStore();
+  EXPECT_EQ(ReadRadosObjectsSequentially(*memory, names, 2).error().code(),
+            StatusCode::kInvalidArgument);
 }
 
 std::string Pattern(size_t n, std::string_view key) {
