@@ -11,8 +11,10 @@ import tempfile
 
 PATHS = ["radosgw S3-CW", "radosgw S3-LW", "ours/rados S3-LW", "ours/rados S3Agg-LW",
          "ours/local S3Agg-LW"]
-FIELDS = ["context", "path", "backend", "mode", "gbps", "ratio_vs_radosgw", "ttft_ms",
-          "added_ms"]
+SEQ = "librados seq (16)"  # the same objects whole through librados, no TTFT
+FIELDS = ["context", "path", "backend", "mode", "gbps", "ratio_vs_radosgw", "cpu_s_per_gib",
+          "cpu_s_per_gib_by_process"]
+TTFT_FIELDS = ["ttft_ms", "added_ms"]
 
 
 def main():
@@ -29,14 +31,18 @@ def main():
         report = json.load(open(out))
         rows = report["rows"]
         assert [(r["context"], r["path"]) for r in rows] == \
-            [(c, p) for c in (256, 512) for p in PATHS], rows
+            [(c, p) for c in (256, 512) for p in PATHS + [SEQ]], rows
         for r in rows:
-            for f in FIELDS:
+            for f in FIELDS + (TTFT_FIELDS if r["path"] != SEQ else []):
                 assert f in r, (f, r)
-            assert r["gbps"] > 0 and r["ttft_ms"] > 0, r
+            assert r["gbps"] > 0 and r.get("ttft_ms", 1) > 0, r
+            # Every path costs CPU somewhere: at least this process's, which reads.
+            assert r["cpu_s_per_gib"] > 0 and r["cpu_s_per_gib_by_process"]["client"] > 0, r
         assert all(r["ratio_vs_radosgw"] == 1 for r in rows if r["path"] == "radosgw S3-LW")
         for metric in ["gbps_radosgw_lw_512", "gbps_rados_agg_lw_512", "ratio_vs_radosgw_512",
-                       "ttft_ms_rados_agg_lw_512"]:
+                       "ttft_ms_rados_agg_lw_512", "rados_seq_gbps_512",
+                       "agg_lw_vs_radosgw_cw_512", "agg_lw_vs_rados_seq_512",
+                       "rados_agg_lw_ceiling_gbps_512", "rados_agg_lw_added_pct_512"]:
             assert metric in report["metrics"], report["metrics"]
         # No cluster there: a clear error, nonzero exit.
         bad = subprocess.run([binary, "bench", "backends", "--ceph", os.path.join(tmp, "none"),
