@@ -70,6 +70,7 @@ asio::awaitable<Status> MemoryHttpExchange::WriteBodyFiles(std::span<const FileP
   if (!sends_files_) co_return InternalError("this exchange does not send files");
   if (!streaming_ || complete_) co_return InternalError("writing a body that was never begun");
   for (const FilePiece& p : pieces) {
+    if (response_body_.size() + p.length > write_limit_) co_return UnavailableError("gone");
     std::string bytes(p.length, '\0');
     const ssize_t n = ::pread(p.fd, bytes.data(), bytes.size(), static_cast<off_t>(p.offset));
     if (n < 0 || static_cast<uint64_t>(n) != p.length) {

@@ -38,8 +38,8 @@ class MemoryHttpExchange final : public HttpExchange {
   // Reads the pieces (pread) into the recorded body: the handlers' file path, without a socket.
   asio::awaitable<Status> WriteBodyFiles(std::span<const FilePiece> pieces) override;
 
-  // Body writes fail (Unavailable) once the recorded body would pass `bytes`: a client that
-  // went away mid-response.
+  // Body writes (and file pieces) fail (Unavailable) once the recorded body would pass `bytes`:
+  // a client that went away mid-response.
   void FailWritesAfter(uint64_t bytes) { write_limit_ = bytes; }
 
   // Offer WriteBodyFiles to the handler (as a plain TCP connection does).

@@ -405,6 +405,38 @@ TEST_F(S3HandlerFilesTest, LayerwiseResponsesAreTheSameBytesFromFiles) {
   }
 }
 
+// A response from files whose client goes away after the first layer: the read-ahead of the
+// other layers, started on the store pool once that layer is sent, shares the open files with
+// the response and may outlive it (under ASan, scripts/sanitize, a freed reader is an error). The
+// handler then serves the request whole.
+TEST_F(S3HandlerFilesTest, AResponseEndingAfterItsFirstLayerLeavesItsReadAheadTheFiles) {
+  const ModelPreset tiny{"tiny", KvLayout{4, 2, 8, KvDtype::kBf16, 16}};
+  const uint64_t slice = tiny.layout.LayerSliceBytes();  // 1 KiB
+  ASSERT_EQ(Answer("PUT", "/early", "", {{"x-objectcache-kv-layout", ModelToJson(tiny)}}), "200");
+  std::string body = "{\"version\":2,\"layers\":[0,4],\"keys\":[";
+  for (int c = 0; c < 8; ++c) {
+    char hex[33];
+    std::snprintf(hex, sizeof(hex), "%032x", c + 1);
+    const ChunkKey key = *ChunkKey::FromHex(hex);
+    const std::string kv(tiny.layout.ChunkKvBytes(), static_cast<char>(c * 3 + 1));
+    Put("/early/" + key.ToHex(), *EncodeChunkObject(tiny.layout, key, AsBytes(kv)));
+    body += std::string(c ? "," : "") + "\"" + key.ToHex() + "\"";
+  }
+  body += "]}";
+  auto cut = std::make_unique<MemoryHttpExchange>("POST", "/early?layerwise",
+                                                  Headers{{"host", "127.0.0.1"}}, body, 7000);
+  cut->SetSendsFiles(true);
+  cut->FailWritesAfter(8 * slice + 1024);  // the first layer and its framing, not the second
+  RunExchange(io_, handler_, *cut);
+  EXPECT_EQ(cut->status(), 200u);
+  EXPECT_FALSE(cut->complete());
+  EXPECT_EQ(cut->file_bytes_sent(), 8 * slice);
+  sends_files_ = true;
+  auto whole = Call("POST", "/early?layerwise", body);
+  sends_files_ = false;
+  EXPECT_EQ(whole->file_bytes_sent(), 4 * 8 * slice);
+}
+
 // A memory store whose range reads take `delay` before they start: a slow store, so that a
 // response can end while one of its window reads is still running on the pool.
 class SlowRangeStore final : public ForwardingStore {
