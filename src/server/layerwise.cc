@@ -27,6 +27,9 @@ using namespace ::objectcache::s3;
 namespace {
 
 constexpr size_t kHeaderGroup = 256;  // chunk headers read per trip to the store
+// The window a copied layerwise response falls back to when the memory budget cannot lend two of
+// the configured size (64 Llama-3.1-8B slices).
+constexpr uint64_t kSmallWindow = 4 << 20;
 
 struct LayerwiseRequest {
   uint16_t version = wire::kLayerwiseV1;  // of the response (docs/wire-format.md)
@@ -539,12 +542,15 @@ asio::awaitable<S3Result<void>> S3Handler::LayerwiseRetrieve(Ctx& c) {
   // sendfile per slice. Else (v1, TLS, stores without files) a window at a time (WindowPlan):
   // the store reads the next window while this one is sent, two windows per response at most.
   // Windows only for copied hits (a response with none allocates nothing), within the budget;
-  // when it cannot lend windows of several layers, windows of one layer.
+  // when it cannot lend two windows of the configured size, windows of at most kSmallWindow, so
+  // that many responses still fit where a few large ones would.
   const bool send_files = !prefix->readers.empty();
   WindowPlan plan(req->first, req->last, hits, slice, options_.layerwise_window_bytes);
   MemoryBudget::Lease lease = memory_.NewLease();
   if (hits > 0 && !send_files && !lease.GrowTo(2 * plan.WindowBytes(slice))) {
-    plan.layers_per_window = 1;
+    plan = WindowPlan(req->first, req->last, hits, slice,
+                      std::min<uint64_t>(options_.layerwise_window_bytes,
+                                         std::max<uint64_t>(kSmallWindow, slice)));
     if (!lease.GrowTo(2 * plan.WindowBytes(slice))) co_return MemoryBudgetExhausted();
   }
 

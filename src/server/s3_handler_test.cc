@@ -515,5 +515,53 @@ TEST(S3HandlerLayerwiseTest, AResponseEndingEarlyLeavesItsRunningReadsTheirNames
   EXPECT_GT(whole->response_body().size(), 4 * 4 * slice);
 }
 
+// Windows of several layers come from the request memory budget. A budget that cannot lend two
+// of the configured size serves the response with small windows (groups of chunks of one
+// layer), byte for byte the same; one that cannot lend even those answers 503 SlowDown.
+TEST(S3HandlerLayerwiseTest, ABudgetShortOfLargeWindowsServesWithSmallOnes) {
+  std::unique_ptr<Store> store = NewMemoryStore();
+  const ModelPreset model{"wide", KvLayout{4, 8, 128, KvDtype::kBf16, 16}};  // 64 KiB slices
+  std::string body = "{\"version\":1,\"layers\":[0,4],\"keys\":[";
+  for (int c = 0; c < 128; ++c) {  // 8 MiB a layer: 4 MiB windows hold half of one
+    char hex[33];
+    std::snprintf(hex, sizeof(hex), "%032x", c + 1);
+    const ChunkKey key = *ChunkKey::FromHex(hex);
+    std::string kv(model.layout.ChunkKvBytes(), '\0');
+    for (size_t i = 0; i < kv.size(); i += 4096) kv[i] = static_cast<char>(c + i / 4096);
+    ASSERT_TRUE(store
+                    ->Put("budget/" + key.ToHex(),
+                          AsBytes(*EncodeChunkObject(model.layout, key, AsBytes(kv))))
+                    .ok());
+    body += std::string(c ? "," : "") + "\"" + key.ToHex() + "\"";
+  }
+  body += "]}";
+  auto respond = [&](uint64_t budget) {
+    ServerMetrics metrics;
+    S3Options options;
+    options.anonymous = true;
+    options.layerwise_window_bytes = 64 << 20;  // all four layers in a window: 32 MiB
+    options.request_memory_bytes = budget;
+    S3Handler handler(store.get(), &metrics, options);
+    asio::io_context io;
+    MemoryHttpExchange put("PUT", "/budget",
+                           {{"host", "127.0.0.1"}, {"x-objectcache-kv-layout", ModelToJson(model)}},
+                           "");
+    RunExchange(io, handler, put);
+    EXPECT_TRUE(put.status() == 200u || put.status() == 409u) << put.response_body();
+    MemoryHttpExchange ex("POST", "/budget?layerwise", {{"host", "127.0.0.1"}}, body);
+    RunExchange(io, handler, ex);
+    return std::make_pair(ex.status(), ex.response_body());
+  };
+  const auto [large_status, large] = respond(1ull << 30);  // two windows of 32 MiB
+  ASSERT_EQ(large_status, 200u) << large;
+  EXPECT_GT(large.size(), 4 * 128 * model.layout.LayerSliceBytes());
+  const auto [small_status, small] = respond(12 << 20);  // two of 4 MiB, not of 8 or 32
+  EXPECT_EQ(small_status, 200u);
+  EXPECT_EQ(small, large);
+  const auto [none_status, none] = respond(6 << 20);  // not even two of 4 MiB
+  EXPECT_EQ(none_status, 503u);
+  EXPECT_NE(none.find("SlowDown"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace objectcache::server
