@@ -165,6 +165,18 @@ class MemoryBudgetTest(ServerCase):
                 s.close()
         self.assertLess(grown, budget, f"RSS grew by {grown >> 20} MiB for 60 idle lookups")
 
+    def test_layerwise_windows_outside_their_bounds_are_refused_at_start(self):
+        # A response holds two windows of the request budget: an explicit window beyond half of
+        # it, or under 64 KiB, stops serve with a message (the default shrinks to fit instead).
+        with tempfile.TemporaryDirectory() as tmp:
+            for extra in (["--layerwise-window", "1KiB"],
+                          ["--request-memory", "64MiB", "--layerwise-window", "33MiB"]):
+                run = subprocess.run([base.OC, "serve", "--anonymous", "--listen", "127.0.0.1:0",
+                                      "--store", os.path.join(tmp, "store")] + extra,
+                                     capture_output=True, text=True, timeout=30)
+                self.assertNotEqual(run.returncode, 0, extra)
+                self.assertIn("--layerwise-window", run.stderr, extra)
+
     def test_bodies_over_the_budget_get_slow_down(self):
         server = self.start("--request-memory", "1MiB", "--io-buffer", "1MiB")
         self.s3.create_bucket(Bucket="mem")

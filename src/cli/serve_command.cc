@@ -45,7 +45,7 @@ struct ServeFlags {
   std::string bandwidth_cap = "unlimited";
   std::string sched_policy = "compute-aware";
   std::string request_memory = "1GiB";
-  std::string layerwise_window = "32MiB";
+  std::string layerwise_window;  // empty: 32 MiB, or half of --request-memory if less
   std::string metrics_listen;
   std::string tls_cert, tls_key;
   std::string credentials_file;
@@ -108,12 +108,17 @@ Status RunServe(const ServeFlags& f) {
   s3.anonymous = f.anonymous;
   s3.sigv2 = !f.no_sigv2;
   OC_ASSIGN_OR_RETURN(s3.request_memory_bytes, ParseByteSize(f.request_memory));
-  OC_ASSIGN_OR_RETURN(uint64_t window, ParseByteSize(f.layerwise_window));
-  if (window < (64 << 10) || window > s3.request_memory_bytes / 2) {
-    return InvalidArgumentError("--layerwise-window: from 64KiB to half of --request-memory (" +
-                                f.request_memory + "); a response holds two windows");
+  if (f.layerwise_window.empty()) {
+    s3.layerwise_window_bytes = static_cast<size_t>(
+        std::max<uint64_t>(64 << 10, std::min<uint64_t>(32 << 20, s3.request_memory_bytes / 2)));
+  } else {
+    OC_ASSIGN_OR_RETURN(uint64_t window, ParseByteSize(f.layerwise_window));
+    if (window < (64 << 10) || window > s3.request_memory_bytes / 2) {
+      return InvalidArgumentError("--layerwise-window: from 64KiB to half of --request-memory (" +
+                                  f.request_memory + "); a response holds two windows");
+    }
+    s3.layerwise_window_bytes = static_cast<size_t>(window);
   }
-  s3.layerwise_window_bytes = static_cast<size_t>(window);
   s3.upload_expiry = std::chrono::seconds(f.upload_expiry_s);
   s3.max_uploads_per_bucket = f.max_uploads_per_bucket;
   s3.serve_metrics = f.metrics_listen.empty();
@@ -326,8 +331,8 @@ void AddServeCommand(CLI::App* app) {
   cmd->add_option("--layerwise-window", f->layerwise_window,
                   "Read-ahead of a layerwise response the store reads into memory (v1, TLS, "
                   "RADOS, S3): whole layers of every hit chunk when they fit, two windows per "
-                  "response (docs/wire-format.md)")
-      ->capture_default_str();
+                  "response (docs/wire-format.md); default 32MiB, or half of --request-memory "
+                  "if less");
   cmd->add_option("--metrics-listen", f->metrics_listen,
                   "Serve GET /metrics on this HOST:PORT only (e.g. 127.0.0.1:9100) instead of "
                   "unauthenticated on --listen")
