@@ -115,6 +115,8 @@ class Countdown {
 
 struct Completion {
   Completion() : c(librados::Rados::aio_create_completion(), Release) {}
+  // None yet: for operations that may run synchronously.
+  explicit Completion(std::nullptr_t) : c(nullptr, Release) {}
   // Counted down by `countdown` when it completes.
   explicit Completion(Countdown* countdown)
       : c(librados::Rados::aio_create_completion(countdown, Countdown::OnComplete), Release) {}
@@ -135,7 +137,7 @@ struct ObjectRead {
   ObjectRead& operator=(const ObjectRead&) = delete;
 
   librados::ObjectReadOperation op;
-  Completion done;
+  Completion done{nullptr};  // set by whoever runs `op` asynchronously
   uint64_t size = 0;
   time_t mtime = 0;
   int stat_rval = 0;
@@ -513,6 +515,7 @@ class RadosStore final : public Store {
     read->op.set_op_flags2(LIBRADOS_OP_FLAG_FAILOK);
     read->ReadAccess();
     const std::string oid(key);
+    read->done = Completion();
     int r = io_.aio_operate(oid, read->done.c.get(), &read->op, nullptr);
     if (r >= 0) r = read->done.Wait();
     if (r < 0) return RadosError(Context("opening", key), r);
