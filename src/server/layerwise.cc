@@ -406,7 +406,7 @@ asio::awaitable<bool> SendFramesCopied(HttpExchange& ex, Store& store, asio::thr
   const uint32_t hits = src.hits();
   const uint64_t slice = src.slice;
   const auto home = co_await asio::this_coro::executor;
-  const size_t window_bytes = plan.WindowBytes(slice);
+  const size_t window_bytes = hits == 0 ? 0 : plan.WindowBytes(slice);  // none without hits
   std::shared_ptr<WindowRead> windows[2] = {std::make_shared<WindowRead>(home, window_bytes),
                                             std::make_shared<WindowRead>(home, window_bytes)};
   auto start_read = [&](const WindowPlan::Window& w, WindowRead& into) {
