@@ -155,6 +155,125 @@ S3Connection::S3Connection(S3Endpoint endpoint, S3Credentials credentials,
 
 S3Connection::~S3Connection() { impl_->Disconnect(); }
 
+namespace {
+
+// Reads a 2xx body straight from the socket into a BodyReceiver's room. Beast's parser would
+// read every byte into the connection's buffer first and copy it out from there; here only the
+// framing (chunk size lines, RFC 9112 section 7.1) and the few bytes that come in with it pass
+// through that buffer. After the receiver fails, the rest of the body is read and dropped, so
+// the connection stays usable.
+template <typename Stream>
+class DirectBodyReader {
+ public:
+  DirectBodyReader(Stream& stream, beast::tcp_stream& tcp, beast::flat_buffer& buffer,
+                   std::chrono::seconds timeout, BodyReceiver* receiver)
+      : stream_(stream), tcp_(tcp), buffer_(buffer), timeout_(timeout), receiver_(receiver) {}
+
+  beast::error_code ReadLength(uint64_t length) { return Body(length); }
+
+  beast::error_code ReadChunked() {
+    std::string_view line;
+    for (;;) {
+      if (auto ec = Line(&line)) return ec;
+      // The size in hex, then optional extensions (";name=value"), which mean nothing here.
+      uint64_t size = 0;
+      size_t digits = 0;
+      for (; digits < line.size(); ++digits) {
+        const char c = line[digits];
+        const int v = c >= '0' && c <= '9'   ? c - '0'
+                      : c >= 'a' && c <= 'f' ? c - 'a' + 10
+                      : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                                             : -1;
+        if (v < 0) break;
+        if (size >> 60 != 0) return http::error::bad_chunk;  // past 2^64
+        size = size << 4 | static_cast<uint64_t>(v);
+      }
+      if (digits == 0 || (digits < line.size() && line[digits] != ';' && line[digits] != ' ' &&
+                          line[digits] != '\t')) {
+        return http::error::bad_chunk;
+      }
+      if (size == 0) break;
+      if (auto ec = Body(size)) return ec;
+      if (auto ec = Line(&line)) return ec;
+      if (!line.empty()) return http::error::bad_chunk;  // the chunk's data ends with CRLF
+    }
+    // Trailer fields, up to the empty line.
+    for (int fields = 0;; ++fields) {
+      if (fields > kMaxTrailerFields) return http::error::bad_chunk;
+      if (auto ec = Line(&line)) return ec;
+      if (line.empty()) return {};
+    }
+  }
+
+  const Status& sink() const { return sink_; }
+
+ private:
+  static constexpr size_t kMaxLine = 4096;
+  static constexpr int kMaxTrailerFields = 64;
+
+  // `n` bytes of body: to the receiver while it accepts them, then dropped.
+  beast::error_code Body(uint64_t n) {
+    while (n > 0) {
+      std::span<std::byte> room;
+      if (sink_.ok()) {
+        room = receiver_->NextBuffer();
+        if (room.empty()) sink_ = InternalError("the body's receiver has no room for it");
+      }
+      const bool to_receiver = sink_.ok();
+      if (!to_receiver) {
+        if (dropped_.empty()) dropped_.resize(256 << 10);
+        room = std::as_writable_bytes(std::span(dropped_));
+      }
+      const size_t want = static_cast<size_t>(std::min<uint64_t>(room.size(), n));
+      size_t got = 0;
+      if (buffer_.size() > 0) {
+        got = asio::buffer_copy(asio::buffer(room.data(), want), buffer_.data());
+        buffer_.consume(got);
+      } else {
+        beast::error_code ec;
+        tcp_.expires_after(timeout_);
+        got = stream_.read_some(asio::buffer(room.data(), want), ec);
+        if (ec) return ec;
+      }
+      if (to_receiver) sink_ = receiver_->Commit(got);
+      n -= got;
+    }
+    return {};
+  }
+
+  // The next line, without its CRLF; valid until the next read. Reads a little at a time, so
+  // that little of the body after the line comes in through the buffer.
+  beast::error_code Line(std::string_view* line) {
+    for (;;) {
+      const auto data = buffer_.data();
+      const std::string_view seen(static_cast<const char*>(data.data()), data.size());
+      if (const size_t end = seen.find("\r\n"); end != std::string_view::npos) {
+        line_.assign(seen.substr(0, end));
+        buffer_.consume(end + 2);
+        *line = line_;
+        return {};
+      }
+      if (seen.size() > kMaxLine) return http::error::bad_chunk;
+      beast::error_code ec;
+      tcp_.expires_after(timeout_);
+      const size_t got = stream_.read_some(buffer_.prepare(512), ec);
+      if (ec) return ec;
+      buffer_.commit(got);
+    }
+  }
+
+  Stream& stream_;
+  beast::tcp_stream& tcp_;
+  beast::flat_buffer& buffer_;
+  std::chrono::seconds timeout_;
+  BodyReceiver* receiver_;
+  Status sink_;
+  std::string line_;
+  std::string dropped_;  // room for the bytes after the receiver failed
+};
+
+}  // namespace
+
 template <typename Stream>
 Result<S3Response> S3Connection::Impl::Exchange(
     Stream& stream, std::string_view method, http::request<http::string_body>& req,
@@ -181,8 +300,17 @@ Result<S3Response> S3Connection::Impl::Exchange(
     out.headers.emplace_back(std::move(name), std::string(field.value()));
   }
   const bool ok = out.status >= 200 && out.status < 300;
-  // The parser copies body bytes to where body().data points: the receiver's place for them
-  // when there is one, else this buffer (then handed to on_body, or kept as the error body).
+  if (ok && receiver && !parser.is_done() && (parser.chunked() || parser.content_length())) {
+    DirectBodyReader<Stream> body(stream, tcp(), buffer, timeout, receiver);
+    ec = parser.chunked() ? body.ReadChunked() : body.ReadLength(*parser.content_length());
+    if (ec) return fail("reading the response body of");
+    if (!parser.get().keep_alive()) Disconnect();
+    if (!body.sink().ok()) return body.sink();
+    return out;
+  }
+  // Any other body (an error's, one for on_body, one that ends with the connection): the parser
+  // copies its bytes to where body().data points, the receiver's place for them when there is
+  // one, else this buffer (then handed to on_body, or kept as the error body).
   std::string chunk(receiver ? 0 : 256 << 10, '\0');
   Status sink;
   while (!parser.is_done()) {
