@@ -5,12 +5,16 @@
 // the server and the client spend on it; and lookups of 1 to 8192 keys. Every retrieved byte is
 // checked, outside the timing.
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <sys/resource.h>
+#include <sys/sendfile.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <array>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <sstream>
@@ -71,8 +75,44 @@ struct RawStream {
   double gbps = 0, sender_cpu = 0, receiver_cpu = 0;
 };
 
-// `bytes` sent over one TCP connection on 127.0.0.1, 4 MiB writes and reads.
-Result<RawStream> RunRawStream(uint64_t bytes) {
+// What a raw stream carries. With no files: `bytes` from one 4 MiB buffer sent over and over and
+// received into another (both stay in the CPU's cache: the link's ceiling). With files: those
+// files whole, sent by sendfile from the page cache, each byte received once into `region`
+// (as the retrieval's bytes leave the page cache and land in regions that are not in cache).
+struct RawSource {
+  uint64_t bytes = 0;
+  std::vector<std::filesystem::path> files;
+  std::span<std::byte> region;
+};
+
+// Sends `source` over one TCP connection on 127.0.0.1, in pieces of up to 4 MiB; false if the
+// connection failed.
+bool SendRaw(int s, const RawSource& source) {
+  constexpr size_t kPiece = 4 << 20;
+  if (source.files.empty()) {
+    std::string buf(kPiece, 'x');
+    for (uint64_t sent = 0; sent < source.bytes;) {
+      const ssize_t n = send(s, buf.data(), std::min<uint64_t>(kPiece, source.bytes - sent), 0);
+      if (n <= 0) return false;
+      sent += static_cast<uint64_t>(n);
+    }
+    return true;
+  }
+  for (const std::filesystem::path& file : source.files) {
+    const int fd = open(file.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return false;
+    struct stat st {};
+    bool ok = fstat(fd, &st) == 0;
+    for (off_t at = 0; ok && at < st.st_size;) {
+      ok = sendfile(s, fd, &at, std::min<uint64_t>(kPiece, st.st_size - at)) > 0;
+    }
+    close(fd);
+    if (!ok) return false;
+  }
+  return true;
+}
+
+Result<RawStream> RunRawStream(const RawSource& source) {
   const int listener = socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
@@ -86,28 +126,23 @@ Result<RawStream> RunRawStream(uint64_t bytes) {
   }
   constexpr size_t kPiece = 4 << 20;
   RawStream out;
-  const double gib = static_cast<double>(bytes) / kGiB;
+  const double gib = static_cast<double>(source.bytes) / kGiB;
   std::thread sender([&] {
     const double cpu0 = CpuSeconds(RUSAGE_THREAD);
     const int s = socket(AF_INET, SOCK_STREAM, 0);
-    if (connect(s, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0) {
-      std::string buf(kPiece, 'x');
-      for (uint64_t sent = 0; sent < bytes;) {
-        const ssize_t n = send(s, buf.data(), std::min<uint64_t>(kPiece, bytes - sent), 0);
-        if (n <= 0) break;
-        sent += static_cast<uint64_t>(n);
-      }
-    }
+    if (connect(s, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0) SendRaw(s, source);
     close(s);
     out.sender_cpu = (CpuSeconds(RUSAGE_THREAD) - cpu0) / gib;
   });
   const int conn = accept(listener, nullptr, nullptr);
   close(listener);
-  std::string buf(kPiece, '\0');
+  std::string buf(source.region.empty() ? kPiece : 0, '\0');
   uint64_t got = 0;
   const double t0 = NowSeconds(), cpu0 = CpuSeconds(RUSAGE_THREAD);
-  while (conn >= 0 && got < bytes) {
-    const ssize_t n = recv(conn, buf.data(), buf.size(), 0);
+  while (conn >= 0 && got < source.bytes) {
+    char* into =
+        source.region.empty() ? buf.data() : reinterpret_cast<char*>(source.region.data() + got);
+    const ssize_t n = recv(conn, into, std::min<uint64_t>(kPiece, source.bytes - got), 0);
     if (n <= 0) break;
     got += static_cast<uint64_t>(n);
   }
@@ -115,9 +150,23 @@ Result<RawStream> RunRawStream(uint64_t bytes) {
   out.receiver_cpu = (CpuSeconds(RUSAGE_THREAD) - cpu0) / gib;
   if (conn >= 0) close(conn);
   sender.join();
-  if (got != bytes) return UnavailableError("raw stream: the connection ended early");
-  out.gbps = static_cast<double>(bytes) * 8 / seconds / 1e9;
+  if (got != source.bytes) return UnavailableError("raw stream: the connection ended early");
+  out.gbps = static_cast<double>(source.bytes) * 8 / seconds / 1e9;
   return out;
+}
+
+// The files of a local store under `root` that hold chunk objects of at least `min_bytes`.
+std::vector<std::filesystem::path> ChunkFiles(const std::filesystem::path& root, uint64_t min_bytes,
+                                              uint64_t* total) {
+  std::vector<std::filesystem::path> files;
+  *total = 0;
+  for (const auto& entry : std::filesystem::recursive_directory_iterator(root)) {
+    if (entry.is_regular_file() && entry.file_size() >= min_bytes) {
+      files.push_back(entry.path());
+      *total += entry.file_size();
+    }
+  }
+  return files;
 }
 
 struct Runs {
@@ -260,19 +309,33 @@ Status RunPathBench(const PathBenchFlags& f) {
     OC_RETURN_IF_ERROR(retrieve(c));
     c.runs = {};
   }
-  constexpr int kCases = 1 + std::size(cases);  // the raw stream, then each case
-  std::vector<double> raw, raw_sender_cpu, raw_receiver_cpu;
+  // The raw streams: from cache to cache, and the prefix's chunk files into one region.
+  RawSource files_source;
+  files_source.files =
+      ChunkFiles(scratch.path() / "sendfile",
+                 model.layout.LayerSliceBytes() * model.layout.num_layers, &files_source.bytes);
+  if (files_source.files.size() != f.chunks) {
+    return InternalError("found " + std::to_string(files_source.files.size()) + " of " +
+                         std::to_string(f.chunks) + " chunk files in the store");
+  }
+  std::string files_region(files_source.bytes, '\0');
+  files_source.region = std::as_writable_bytes(std::span(files_region));
+  const RawSource sources[] = {{.bytes = bytes}, files_source};
+  struct RawRuns {
+    std::vector<double> gbps, sender_cpu, receiver_cpu;
+  } raw[std::size(sources)];
+  constexpr int kCases = std::size(sources) + std::size(cases);  // raw streams, then each case
   for (int round = 0; round < f.rounds; ++round) {
-    // Rotating order: raw, v1, v2, copied; then v1, v2, copied, raw; and so on.
+    // Rotating order: raw, raw files, v1, v2, copied; then raw files, v1, ..., raw; and so on.
     for (int k = 0; k < kCases; ++k) {
-      const int which = (round + k) % kCases;
-      if (which == 0) {
-        OC_ASSIGN_OR_RETURN(RawStream r, RunRawStream(bytes));
-        raw.push_back(r.gbps);
-        raw_sender_cpu.push_back(r.sender_cpu);
-        raw_receiver_cpu.push_back(r.receiver_cpu);
+      const size_t which = (round + k) % kCases;
+      if (which < std::size(sources)) {
+        OC_ASSIGN_OR_RETURN(RawStream r, RunRawStream(sources[which]));
+        raw[which].gbps.push_back(r.gbps);
+        raw[which].sender_cpu.push_back(r.sender_cpu);
+        raw[which].receiver_cpu.push_back(r.receiver_cpu);
       } else {
-        OC_RETURN_IF_ERROR(retrieve(cases[which - 1]));
+        OC_RETURN_IF_ERROR(retrieve(cases[which - std::size(sources)]));
       }
     }
     OC_RETURN_IF_ERROR(lookups());
@@ -288,29 +351,44 @@ Status RunPathBench(const PathBenchFlags& f) {
   report.Param("rounds", f.rounds);
   report.Param("server", "objectcache serve --anonymous, local store, page cache warm");
   report.Param("client", "the client library, S3Agg-LW, one stream, into host memory");
-  const double raw_gbps = Median(raw);
-  report.Metric("raw_stream_gbps", raw_gbps, "Gbit/s", "one TCP stream over 127.0.0.1");
-  report.Metric("raw_sender_cpu_s_per_gib", Median(raw_sender_cpu), "s/GiB",
+  const double raw_gbps = Median(raw[0].gbps), files_gbps = Median(raw[1].gbps);
+  report.Metric("raw_stream_gbps", raw_gbps, "Gbit/s",
+                "one TCP stream over 127.0.0.1, from cache to cache");
+  report.Metric("raw_sender_cpu_s_per_gib", Median(raw[0].sender_cpu), "s/GiB",
                 "the raw stream's sender: a server's floor on loopback");
-  report.Metric("raw_receiver_cpu_s_per_gib", Median(raw_receiver_cpu), "s/GiB",
+  report.Metric("raw_receiver_cpu_s_per_gib", Median(raw[0].receiver_cpu), "s/GiB",
                 "the raw stream's receiver: a client's floor on loopback");
+  report.Metric("raw_files_gbps", files_gbps, "Gbit/s",
+                "the prefix's chunk files by sendfile, each byte received once into memory");
+  report.Metric("raw_files_sender_cpu_s_per_gib", Median(raw[1].sender_cpu), "s/GiB");
+  report.Metric("raw_files_receiver_cpu_s_per_gib", Median(raw[1].receiver_cpu), "s/GiB");
   nlohmann::ordered_json rows = nlohmann::ordered_json::array();
-  std::printf("\n%-10s %10s %12s %22s %22s\n", "wire", "Gbit/s", "vs raw", "server CPU s/GiB",
-              "client CPU s/GiB");
+  std::printf("\n%-10s %10s %12s %12s %22s %22s\n", "wire", "Gbit/s", "vs raw", "vs files",
+              "server CPU s/GiB", "client CPU s/GiB");
+  std::printf("%-10s %10.2f %12.2f %12.2f %22.3f %22.3f\n", "raw", raw_gbps, 1.0,
+              files_gbps > 0 ? raw_gbps / files_gbps : 0, Median(raw[0].sender_cpu),
+              Median(raw[0].receiver_cpu));
+  std::printf("%-10s %10.2f %12.2f %12.2f %22.3f %22.3f\n", "raw files", files_gbps,
+              raw_gbps > 0 ? files_gbps / raw_gbps : 0, 1.0, Median(raw[1].sender_cpu),
+              Median(raw[1].receiver_cpu));
   for (const Case& c : cases) {
     const double g = Median(c.runs.gbps), s = Median(c.runs.server_cpu),
                  cpu = Median(c.runs.client_cpu);
     const double ratio = raw_gbps > 0 ? g / raw_gbps : 0;
-    std::printf("%-10s %10.2f %12.2f %22.3f %22.3f\n", c.name, g, ratio, s, cpu);
+    const double ratio_files = files_gbps > 0 ? g / files_gbps : 0;
+    std::printf("%-10s %10.2f %12.2f %12.2f %22.3f %22.3f\n", c.name, g, ratio, ratio_files, s,
+                cpu);
     rows.push_back({{"case", c.name},
                     {"wire_version", c.wire_version},
                     {"agg_gbps", g},
                     {"ratio_vs_raw", ratio},
+                    {"ratio_vs_raw_files", ratio_files},
                     {"server_cpu_s_per_gib", s},
                     {"client_cpu_s_per_gib", cpu}});
     report.Metric(std::string("agg_gbps") + c.suffix, g, "Gbit/s",
                   std::string("S3Agg-LW, ") + c.name);
     report.Metric(std::string("ratio_vs_raw") + c.suffix, ratio, "x");
+    report.Metric(std::string("ratio_vs_raw_files") + c.suffix, ratio_files, "x");
     report.Metric(std::string("server_cpu_s_per_gib") + c.suffix, s, "s/GiB");
     report.Metric(std::string("client_cpu_s_per_gib") + c.suffix, cpu, "s/GiB");
   }

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """`objectcache bench path` end to end on a small prefix: it exits 0 (every retrieved byte is
-checked), and the JSON has the promised metrics and a row per case (v1; v2 by sendfile; v2
-copied). The numbers are not
+checked), and the JSON has the promised metrics (the raw streams from cache and from the chunk
+files among them) and a row per case (v1; v2 by sendfile; v2 copied). The numbers are not
 asserted (they are measurements)."""
 import json
 import os
@@ -15,7 +15,9 @@ METRICS = ["raw_stream_gbps", "agg_gbps", "ratio_vs_raw", "server_cpu_s_per_gib"
            "server_cpu_v2_vs_v1", "lookup_ms_1", "lookup_ms_64",
            "lookup_ms_1024", "lookup_ms_8192", "raw_sender_cpu_s_per_gib",
            "raw_receiver_cpu_s_per_gib", "agg_gbps_c1", "agg_gbps_c3", "first_layer_ms_64",
-           "first_layer_ms_1024"]
+           "first_layer_ms_1024", "raw_files_gbps", "raw_files_sender_cpu_s_per_gib",
+           "raw_files_receiver_cpu_s_per_gib", "ratio_vs_raw_files", "ratio_vs_raw_files_v1",
+           "ratio_vs_raw_files_copied"]
 
 
 def main():
@@ -35,6 +37,7 @@ def main():
         for m in METRICS:
             assert m in report["metrics"], m
         assert report["metrics"]["raw_stream_gbps"] > 0
+        assert report["metrics"]["raw_files_gbps"] > 0
         versions = [r for r in report["rows"] if "wire_version" in r]
         assert [r["case"] for r in versions] == ["v1", "v2", "v2 copied"], report["rows"]
         assert all(r["agg_gbps"] > 0 for r in versions), report["rows"]

@@ -44,35 +44,56 @@ Status LayerStreamDecoder::Fail(Status s) {
   return s;
 }
 
+std::byte* LayerStreamDecoder::SliceAt(uint64_t chunk) const {
+  return placement_.slot ? placement_.slot(layers_done_, chunk)
+                         : placement_.regions[layers_done_].data() + ChunkOffset(chunk);
+}
+
 std::byte* LayerStreamDecoder::PayloadAt() const {
-  const uint64_t chunk = payload_pos_ / header_.slice_bytes;
-  const uint64_t within = payload_pos_ % header_.slice_bytes;
-  std::byte* slice = placement_.slot ? placement_.slot(layers_done_, chunk)
-                                     : placement_.regions[layers_done_].data() + ChunkOffset(chunk);
-  return slice + within;
+  return SliceAt(payload_pos_ / header_.slice_bytes) + payload_pos_ % header_.slice_bytes;
+}
+
+std::span<std::byte> LayerStreamDecoder::PayloadRoom() const {
+  const uint64_t slice = header_.slice_bytes;
+  std::byte* const at = PayloadAt();
+  uint64_t room = std::min<uint64_t>(payload_left_, slice - payload_pos_ % slice);
+  // The slices after it that lie right after it in memory join it, up to kMaxPayloadRead: one
+  // read then fills several (a read per 64 KiB slice costs the receiver as much again as the
+  // copy), and they are still in cache when they are verified.
+  for (uint64_t next = payload_pos_ / slice + 1; room < kMaxPayloadRead && room < payload_left_;
+       ++next) {
+    if (SliceAt(next) != at + room) break;
+    room += std::min<uint64_t>(slice, payload_left_ - room);
+  }
+  return {at, static_cast<size_t>(std::min<uint64_t>(room, kMaxPayloadRead))};
 }
 
 void LayerStreamDecoder::PayloadLanded(size_t n) {
-  const uint64_t chunk = payload_pos_ / header_.slice_bytes;
-  const uint64_t within = payload_pos_ % header_.slice_bytes;
-  const std::byte* landed = PayloadAt();
-  if (header_.version == wire::kLayerwiseV2) {
-    // The slice is checked where it landed, while the bytes are still in cache.
-    if (within == 0) XXH3_64bits_reset(&hash_->state);
-    XXH3_64bits_update(&hash_->state, landed, n);
-    if (within + n == header_.slice_bytes && slice_mismatch_.ok() &&
-        XXH3_64bits_digest(&hash_->state) != slice_checksums_[chunk]) {
-      slice_mismatch_ =
-          DataLossError("layer " + std::to_string(frame_layer_) + ": " +
-                        (placement_.chunk_name ? "chunk " + placement_.chunk_name(chunk)
-                                               : "chunk " + std::to_string(chunk)) +
-                        ": slice checksum mismatch (damaged on disk or in flight)");
+  const uint64_t slice = header_.slice_bytes;
+  while (n > 0) {
+    const uint64_t chunk = payload_pos_ / slice;
+    const uint64_t within = payload_pos_ % slice;
+    const size_t k = static_cast<size_t>(std::min<uint64_t>(n, slice - within));
+    const std::byte* landed = PayloadAt();
+    if (header_.version == wire::kLayerwiseV2) {
+      // The slice is checked where it landed, while the bytes are still in cache.
+      if (within == 0) XXH3_64bits_reset(&hash_->state);
+      XXH3_64bits_update(&hash_->state, landed, k);
+      if (within + k == slice && slice_mismatch_.ok() &&
+          XXH3_64bits_digest(&hash_->state) != slice_checksums_[chunk]) {
+        slice_mismatch_ =
+            DataLossError("layer " + std::to_string(frame_layer_) + ": " +
+                          (placement_.chunk_name ? "chunk " + placement_.chunk_name(chunk)
+                                                 : "chunk " + std::to_string(chunk)) +
+                          ": slice checksum mismatch (damaged on disk or in flight)");
+      }
+    } else {
+      XXH3_64bits_update(&hash_->state, landed, k);
     }
-  } else {
-    XXH3_64bits_update(&hash_->state, landed, n);
+    payload_pos_ += k;
+    payload_left_ -= k;
+    n -= k;
   }
-  payload_pos_ += n;
-  payload_left_ -= n;
   if (payload_left_ == 0) state_ = State::kTrailer;
 }
 
@@ -101,11 +122,7 @@ size_t LayerStreamDecoder::RecordBytes() const {
 
 std::span<std::byte> LayerStreamDecoder::NextBuffer() {
   next_is_payload_ = failure_.ok() && state_ == State::kPayload;
-  if (next_is_payload_) {
-    const uint64_t within = payload_pos_ % header_.slice_bytes;
-    return {PayloadAt(),
-            static_cast<size_t>(std::min<uint64_t>(payload_left_, header_.slice_bytes - within))};
-  }
+  if (next_is_payload_) return PayloadRoom();
   // Exactly the rest of the record, so that the payload after it lands in place; after the end
   // (or a failure) any room: Feed then says what is wrong with more bytes.
   const size_t record = RecordBytes();

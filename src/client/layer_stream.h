@@ -74,10 +74,17 @@ class LayerStreamDecoder {
   };
   Status Fail(Status s);
   uint64_t ChunkOffset(uint64_t chunk) const;
+  // Where hit `chunk`'s slice of the current layer goes.
+  std::byte* SliceAt(uint64_t chunk) const;
   // Where the current payload byte goes.
   std::byte* PayloadAt() const;
-  // `n` payload bytes landed at PayloadAt(): checks them and moves on.
+  // The room from PayloadAt() on that the next payload bytes fill in place.
+  std::span<std::byte> PayloadRoom() const;
+  // `n` payload bytes landed at PayloadAt() (through PayloadRoom() or one slice's rest): checks
+  // them and moves on.
   void PayloadLanded(size_t n);
+
+  static constexpr uint64_t kMaxPayloadRead = 512 << 10;
   // The size the record being assembled in pending_ will have (kPayload: none).
   size_t RecordBytes() const;
 

@@ -163,10 +163,65 @@ TEST_P(LayerStreamTest, ChunkOffsetsScatterSlicesInAnyPieces) {
   }
 }
 
+// A pulled room holds the current slice's rest and the slices that follow it in memory, up to
+// 512 KiB; a slice placed elsewhere starts a room of its own.
+TEST_P(LayerStreamTest, PulledRoomsSpanOnlySlicesThatFollowInMemory) {
+  struct Case {
+    uint64_t slice;
+    uint32_t hits;
+    std::vector<uint64_t> slots;      // of each hit, in slices; empty: back to back
+    std::vector<size_t> first_rooms;  // the sizes of layer 0's payload rooms, in order
+  };
+  const Case cases[] = {
+      {300, 4, {4, 0, 1, 2}, {300, 900}},
+      {300, 4, {}, {1200}},
+      {200 << 10, 4, {}, {512 << 10, 288 << 10}},  // at most 512 KiB a read
+  };
+  for (const Case& c : cases) {
+    Encoded e = Encode(c.hits, 0, 2, c.slice);
+    const uint64_t slots = c.slots.empty() ? c.hits : 5;
+    std::vector<std::string> regions(2, std::string(slots * c.slice, '\0'));
+    LayerStreamDecoder d(
+        [&](const LayerStreamHeader&) -> Result<LayerPlacement> {
+          LayerPlacement p;
+          for (std::string& r : regions) p.regions.push_back(std::as_writable_bytes(std::span(r)));
+          for (uint64_t s : c.slots) p.chunk_offsets.push_back(s * c.slice);
+          return p;
+        },
+        [](uint32_t, const Status&) {});
+    std::vector<size_t> rooms;
+    for (size_t off = 0; off < e.bytes.size();) {
+      const std::span<std::byte> room = d.NextBuffer();
+      const auto* at = reinterpret_cast<const char*>(room.data());
+      if (at >= regions[0].data() && at < regions[0].data() + regions[0].size()) {
+        rooms.push_back(room.size());
+      }
+      const size_t n = std::min(room.size(), e.bytes.size() - off);
+      std::memcpy(room.data(), e.bytes.data() + off, n);
+      ASSERT_TRUE(d.Commit(n).ok());
+      off += n;
+    }
+    ASSERT_TRUE(d.Finish().ok());
+    EXPECT_EQ(rooms, c.first_rooms) << c.slice;
+    for (uint32_t layer = 0; layer < 2; ++layer) {
+      for (uint32_t j = 0; j < c.hits; ++j) {
+        const uint64_t slot = c.slots.empty() ? j : c.slots[j];
+        EXPECT_TRUE(regions[layer].substr(slot * c.slice, c.slice) ==
+                    e.layers[layer].substr(j * c.slice, c.slice))
+            << c.slice << " " << layer << " " << j;
+      }
+    }
+  }
+}
+
 TEST_P(LayerStreamTest, CorruptFrameIsNeverReportedReady) {
   Encoded e = Encode(2, 0, 4, 512, -1, /*corrupt_layer=*/2);  // the first byte of chunk 1
-  for (Intake intake : kIntakes) {
-    DecodeRun r = Decode(e.bytes, 100, intake);
+  // Pieces within a slice, and pulled rooms that span every slice of a frame.
+  for (auto [intake, piece] : {std::pair{Intake::kPush, size_t{100}},
+                               {Intake::kPull, size_t{100}},
+                               {Intake::kMixed, size_t{100}},
+                               {Intake::kPull, e.bytes.size()}}) {
+    DecodeRun r = Decode(e.bytes, piece, intake);
     EXPECT_EQ(r.finish.code(), StatusCode::kDataLoss);
     if (GetParam() == wire::kLayerwiseV2) {  // the slice, by chunk and layer
       EXPECT_NE(r.finish.message().find("layer 2: chunk 1: slice checksum mismatch"),
