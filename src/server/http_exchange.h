@@ -88,6 +88,19 @@ class HttpExchange {
     co_return InternalError("this exchange does not send files");
   }
 
+  // A whole response whose body is `piece` of a file. REQUIRES: sends_files(), and no response
+  // begun yet. A connection may hold the header back to send it with the file's bytes.
+  virtual asio::awaitable<Status> RespondWithFile(unsigned status, Headers headers,
+                                                  FilePiece piece) {
+    if (Status s = co_await BeginResponse(status, std::move(headers), piece.length); !s.ok()) {
+      co_return s;
+    }
+    if (Status s = co_await WriteBodyFiles(std::span<const FilePiece>(&piece, 1)); !s.ok()) {
+      co_return s;
+    }
+    co_return co_await EndResponse();
+  }
+
   // The handler may ask to close the connection after the response.
   virtual void CloseAfterResponse() = 0;
 };

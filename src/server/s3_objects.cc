@@ -42,6 +42,10 @@ void ResizeForOverwrite(std::string* s, size_t n) {
   s->resize_and_overwrite(n, [n](char*, size_t) { return n; });
 }
 
+// A body of at least this many bytes is sent from its file when it can be: below it, the copy
+// through memory costs less than the system calls of a separate header and sendfile.
+constexpr uint64_t kMinSendFileBytes = 16 << 10;
+
 // Whether the page cache holds the first and the last byte of [first, last) of `obj`: the cheap
 // sign that sending the range will not wait for a device.
 bool InPageCache(const ObjectReader& obj, uint64_t first, uint64_t last) {
@@ -58,17 +62,24 @@ asio::awaitable<S3Result<void>> S3Handler::GetObject(Ctx& c, bool head) {
   const size_t piece = options_.io_buffer_bytes;
   const std::string store_key = ObjectKey(r.bucket, r.key);
   const bool want_small = !head && !r.Header("range");
+  // Whether the bytes of `rd` go from its file to the socket (below) rather than through memory.
+  auto by_file = [&](const ObjectReader& rd, uint64_t bytes) {
+    return bytes >= kMinSendFileBytes && c.ex.sends_files() && rd.file_extent().has_value();
+  };
+  auto small_wanted = [&](const ObjectReader& rd) {
+    return want_small && rd.size() <= piece && !by_file(rd, rd.size());
+  };
   std::string small_body;
   auto read_small = [&](const ObjectReader& rd, bool blocking) -> Status {
-    if (!want_small || rd.size() > piece) return Status();
+    if (!small_wanted(rd)) return Status();
     ResizeForOverwrite(&small_body, rd.size());
     auto dest = AsWritableBytes(small_body);
     return blocking ? rd.ReadAt(0, dest) : rd.ReadAtIfCached(0, dest);
   };
   Result<std::unique_ptr<ObjectReader>> reader = store_->OpenReaderIfCached(store_key);
   if (reader && !read_small(**reader, false).ok()) small_body.clear();
-  const bool fast = reader.has_value() && (small_body.size() == (*reader)->size() || !want_small ||
-                                           (*reader)->size() > piece);
+  const bool fast =
+      reader.has_value() && (small_body.size() == (*reader)->size() || !small_wanted(**reader));
   if (!fast && (reader || reader.error().code() == StatusCode::kUnavailable)) {
     reader = co_await Blocking([&]() -> Result<std::unique_ptr<ObjectReader>> {
       OC_ASSIGN_OR_RETURN(std::unique_ptr<ObjectReader> rd, store_->OpenReader(store_key));
@@ -129,6 +140,17 @@ asio::awaitable<S3Result<void>> S3Handler::GetObject(Ctx& c, bool head) {
     (void)co_await c.ex.Respond(status, std::move(h), std::move(small_body));
     co_return S3Result<void>();
   }
+  // On a connection that sends files, from a store that keeps its bytes in a file: from the page
+  // cache to the socket without a copy (as nginx sends static files). Only when the page cache
+  // holds the range's ends (a cold object is read on the pool, below, so the event loop never
+  // waits for a disk).
+  if (std::optional<ObjectReader::FileExtent> file = obj.file_extent();
+      file && by_file(obj, last - first) && InPageCache(obj, first, last)) {
+    (void)co_await c.ex.RespondWithFile(
+        status, std::move(h),
+        {.fd = file->fd, .offset = file->base + first, .length = last - first});
+    co_return S3Result<void>();
+  }
   if (last - first <= piece) {
     std::string body;
     ResizeForOverwrite(&body, last - first);
@@ -136,20 +158,6 @@ asio::awaitable<S3Result<void>> S3Handler::GetObject(Ctx& c, bool head) {
     if (!s.ok()) s = co_await Blocking([&] { return obj.ReadAt(first, AsWritableBytes(body)); });
     if (!s.ok()) co_return std::unexpected(FromStatus(s));
     (void)co_await c.ex.Respond(status, std::move(h), std::move(body));
-    co_return S3Result<void>();
-  }
-  // Large, on a connection that sends files, from a store that keeps its bytes in a file: from
-  // the page cache to the socket without a copy. Only when the page cache holds the range's
-  // ends (a cold object is read on the pool, below, so the event loop never waits for a disk).
-  if (std::optional<ObjectReader::FileExtent> file = obj.file_extent();
-      file && c.ex.sends_files() && InPageCache(obj, first, last)) {
-    if (!(co_await c.ex.BeginResponse(status, std::move(h), last - first)).ok()) {
-      co_return S3Result<void>();
-    }
-    const FilePiece whole{.fd = file->fd, .offset = file->base + first, .length = last - first};
-    if ((co_await c.ex.WriteBodyFiles(std::span<const FilePiece>(&whole, 1))).ok()) {
-      (void)co_await c.ex.EndResponse();
-    }
     co_return S3Result<void>();
   }
   // Large: stream it through one buffer, a piece at a time.
