@@ -172,7 +172,9 @@ Status RunBackends(const BackendsFlags& f) {
 
   OC_ASSIGN_OR_RETURN(ScratchRoot scratch, ScratchRoot::Make(f.dir, "objectcache-bench-backends"));
   const fs::path& root = scratch.path();
-  std::vector<std::string> rados_args = {"--store", env["RADOS_URI"] + "&namespace=bench-backends"};
+  // Our RADOS gateway's store; the librados reader below opens the same.
+  const std::string rados_uri = env["RADOS_URI"] + "&namespace=" + kBucket;
+  std::vector<std::string> rados_args = {"--store", rados_uri};
   if (!f.layerwise_window.empty()) {
     rados_args.insert(rados_args.end(),
                       {"--layerwise-window", f.layerwise_window, "--request-memory", "4GiB"});
@@ -216,8 +218,7 @@ Status RunBackends(const BackendsFlags& f) {
   OC_ASSIGN_OR_RETURN(auto rados_reader, client_for(rados_gw.endpoint, 0));
   OC_ASSIGN_OR_RETURN(auto local_reader, client_for(local_gw.endpoint, 0));
   // The objects our RADOS gateway stored, as it names them (docs/object-format.md).
-  OC_ASSIGN_OR_RETURN(std::unique_ptr<Store> rados,
-                      OpenStore(env["RADOS_URI"] + "&namespace=bench-backends"));
+  OC_ASSIGN_OR_RETURN(std::unique_ptr<Store> rados, OpenStore(rados_uri));
   std::vector<std::string> rados_names;
   for (const ChunkKey& key : prefix.keys) rados_names.push_back(kBucket + ("/" + key.ToHex()));
   const std::vector<ReadPath> paths = {
