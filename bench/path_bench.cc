@@ -85,10 +85,12 @@ struct RawSource {
   std::span<std::byte> region;
 };
 
-// Sends `source` over one TCP connection on 127.0.0.1, in pieces of up to 4 MiB; false if the
+// A raw stream's writes and reads are at most this long.
+constexpr size_t kPiece = 4 << 20;
+
+// Sends `source` over one TCP connection on 127.0.0.1, in pieces of up to kPiece; false if the
 // connection failed.
 bool SendRaw(int s, const RawSource& source) {
-  constexpr size_t kPiece = 4 << 20;
   if (source.files.empty()) {
     std::string buf(kPiece, 'x');
     for (uint64_t sent = 0; sent < source.bytes;) {
@@ -124,7 +126,6 @@ Result<RawStream> RunRawStream(const RawSource& source) {
     if (listener >= 0) close(listener);
     return UnavailableError("raw stream: no listening socket on 127.0.0.1");
   }
-  constexpr size_t kPiece = 4 << 20;
   RawStream out;
   const double gib = static_cast<double>(source.bytes) / kGiB;
   std::thread sender([&] {
@@ -363,21 +364,22 @@ Status RunPathBench(const PathBenchFlags& f) {
   report.Metric("raw_files_sender_cpu_s_per_gib", Median(raw[1].sender_cpu), "s/GiB");
   report.Metric("raw_files_receiver_cpu_s_per_gib", Median(raw[1].receiver_cpu), "s/GiB");
   nlohmann::ordered_json rows = nlohmann::ordered_json::array();
+  // A row of the table: its rate against both raw streams, and the CPU of each end.
+  auto print_row = [&](const char* name, double gbps, double sender_cpu, double receiver_cpu) {
+    std::printf("%-10s %10.2f %12.2f %12.2f %22.3f %22.3f\n", name, gbps,
+                raw_gbps > 0 ? gbps / raw_gbps : 0, files_gbps > 0 ? gbps / files_gbps : 0,
+                sender_cpu, receiver_cpu);
+  };
   std::printf("\n%-10s %10s %12s %12s %22s %22s\n", "wire", "Gbit/s", "vs raw", "vs files",
               "server CPU s/GiB", "client CPU s/GiB");
-  std::printf("%-10s %10.2f %12.2f %12.2f %22.3f %22.3f\n", "raw", raw_gbps, 1.0,
-              files_gbps > 0 ? raw_gbps / files_gbps : 0, Median(raw[0].sender_cpu),
-              Median(raw[0].receiver_cpu));
-  std::printf("%-10s %10.2f %12.2f %12.2f %22.3f %22.3f\n", "raw files", files_gbps,
-              raw_gbps > 0 ? files_gbps / raw_gbps : 0, 1.0, Median(raw[1].sender_cpu),
-              Median(raw[1].receiver_cpu));
+  print_row("raw", raw_gbps, Median(raw[0].sender_cpu), Median(raw[0].receiver_cpu));
+  print_row("raw files", files_gbps, Median(raw[1].sender_cpu), Median(raw[1].receiver_cpu));
   for (const Case& c : cases) {
     const double g = Median(c.runs.gbps), s = Median(c.runs.server_cpu),
                  cpu = Median(c.runs.client_cpu);
     const double ratio = raw_gbps > 0 ? g / raw_gbps : 0;
     const double ratio_files = files_gbps > 0 ? g / files_gbps : 0;
-    std::printf("%-10s %10.2f %12.2f %12.2f %22.3f %22.3f\n", c.name, g, ratio, ratio_files, s,
-                cpu);
+    print_row(c.name, g, s, cpu);
     rows.push_back({{"case", c.name},
                     {"wire_version", c.wire_version},
                     {"agg_gbps", g},

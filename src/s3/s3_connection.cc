@@ -175,21 +175,13 @@ class DirectBodyReader {
     std::string_view line;
     for (;;) {
       if (auto ec = Line(&line)) return ec;
-      // The size in hex, then optional extensions (";name=value"), which mean nothing here.
+      // The size in hex (no digits, or past 2^64: an error), then optional extensions
+      // (";name=value"), which mean nothing here.
       uint64_t size = 0;
-      size_t digits = 0;
-      for (; digits < line.size(); ++digits) {
-        const char c = line[digits];
-        const int v = c >= '0' && c <= '9'   ? c - '0'
-                      : c >= 'a' && c <= 'f' ? c - 'a' + 10
-                      : c >= 'A' && c <= 'F' ? c - 'A' + 10
-                                             : -1;
-        if (v < 0) break;
-        if (size >> 60 != 0) return http::error::bad_chunk;  // past 2^64
-        size = size << 4 | static_cast<uint64_t>(v);
-      }
-      if (digits == 0 || (digits < line.size() && line[digits] != ';' && line[digits] != ' ' &&
-                          line[digits] != '\t')) {
+      const char* const end = line.data() + line.size();
+      const auto [after, parsed] = std::from_chars(line.data(), end, size, 16);
+      if (parsed != std::errc() ||
+          (after != end && *after != ';' && *after != ' ' && *after != '\t')) {
         return http::error::bad_chunk;
       }
       if (size == 0) break;
