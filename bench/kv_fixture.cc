@@ -31,14 +31,21 @@ void FillKv(std::string* kv, uint64_t seed) {
 
 }  // namespace
 
+std::vector<PageBuffer> MakeRegions(uint32_t layers, size_t bytes, size_t offset) {
+  std::vector<PageBuffer> out;
+  out.reserve(layers);
+  for (uint32_t l = 0; l < layers; ++l) out.emplace_back(bytes, offset);
+  return out;
+}
+
 Status PrefixSet::Check(size_t chunks) const { return CheckRegions(regions, chunks); }
 
-Status PrefixSet::CheckRegions(std::span<const std::string> into, size_t chunks) const {
+Status PrefixSet::CheckRegions(std::span<const PageBuffer> into, size_t chunks) const {
   const uint64_t slice = model.layout.LayerSliceBytes();
   const uint32_t layers = model.layout.num_layers;
   for (size_t l = 0; l < into.size(); ++l) {
     for (size_t c = 0; c < chunks; ++c) {
-      if (LayerChecksum(AsBytes(into[l]).subspan(c * slice, slice)) !=
+      if (LayerChecksum(into[l].bytes().subspan(c * slice, slice)) !=
           checksums[(c % keys.size()) * layers + l]) {
         return DataLossError("layer " + std::to_string(l) + " of chunk " + std::to_string(c) +
                              " differs from what was stored");
@@ -49,19 +56,19 @@ Status PrefixSet::CheckRegions(std::span<const std::string> into, size_t chunks)
 }
 
 void PrefixSet::AllocateRegions(size_t chunks) {
-  regions.assign(model.layout.num_layers,
-                 std::string(chunks * model.layout.LayerSliceBytes(), '\0'));
+  regions = MakeRegions(model.layout.num_layers, chunks * model.layout.LayerSliceBytes(),
+                        region_offset);
 }
 
 void PrefixSet::ClearRegions(size_t chunks) {
-  for (std::string& r : regions) std::memset(r.data(), 0, chunks * model.layout.LayerSliceBytes());
+  for (PageBuffer& r : regions) std::memset(r.data(), 0, chunks * model.layout.LayerSliceBytes());
 }
 
 LayerwiseRequest PrefixSet::Request(size_t chunks) {
   LayerwiseRequest req{.model = model,
                        .keys = {keys.begin(), keys.begin() + static_cast<long>(chunks)},
                        .layers = {0, model.layout.num_layers}};
-  for (std::string& r : regions) req.regions.push_back(AsWritableBytes(r));
+  for (PageBuffer& r : regions) req.regions.push_back(r.bytes());
   return req;
 }
 

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "bench/bench_report.h"
+#include "core/page_buffer.h"
 #include "objectcache/client.h"
 #include "objectcache/store.h"
 
@@ -22,13 +23,16 @@ struct PrefixSet {
   ModelPreset model;
   std::vector<ChunkKey> keys;
   std::vector<uint64_t> checksums;   // [chunk * layers + layer]
-  std::vector<std::string> regions;  // one per layer, room for every chunk's slice
+  // One per layer, room for every chunk's slice; page-aligned, as an engine's KV buffers are,
+  // unless region_offset says otherwise.
+  std::vector<PageBuffer> regions;
+  size_t region_offset = 0;  // bytes past a page boundary where each region starts
 
   // DataLoss unless the first `chunks` chunks' slices in the regions are what was stored.
   Status Check(size_t chunks) const;
   // The same for the first `chunks` chunks in regions of another retrieval (one per layer from
   // layer 0, chunk i's slice at i x slice bytes), whose chunk i is stored chunk i % keys.size().
-  Status CheckRegions(std::span<const std::string> into, size_t chunks) const;
+  Status CheckRegions(std::span<const PageBuffer> into, size_t chunks) const;
   // Regions with room for the first `chunks` chunks (regions.clear() frees them).
   void AllocateRegions(size_t chunks);
   // Zeroes the first `chunks` chunks' slices, so a run that misses one cannot pass Check.
@@ -43,6 +47,9 @@ struct PrefixSet {
   // was stored.
   Status CheckRetrieved(LayerwiseRetrieval& retrieval, size_t chunks) const;
 };
+
+// `layers` regions of `bytes` each, zeroed, each starting `offset` bytes past a page boundary.
+std::vector<PageBuffer> MakeRegions(uint32_t layers, size_t bytes, size_t offset = 0);
 
 // Where StorePrefix puts each chunk object: put(key, object) per chunk, then finish().
 struct ChunkSink {

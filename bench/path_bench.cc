@@ -37,6 +37,9 @@ struct PathBenchFlags {
   size_t concurrency_chunks = 16;
   // Prompts whose first layer is timed (tokens; 16 per chunk).
   std::vector<size_t> first_layer_tokens = {4096, 16384, 65536};
+  // Where the retrievals' regions start past a page boundary (16: where glibc puts a large
+  // malloc'd block).
+  size_t region_offset = 0;
   std::string json;
 };
 
@@ -44,13 +47,14 @@ struct PathBenchFlags {
 // i is the stored prefix's chunk i % its length, so that a prompt longer than what is stored still
 // names present chunks (the server reads and sends them as it would distinct ones).
 struct OwnRetrieval {
-  std::vector<std::string> regions;
+  std::vector<PageBuffer> regions;
   std::unique_ptr<LayerwiseRetrieval> retrieval;
 };
 
 OwnRetrieval AllocateOwnRetrieval(const PrefixSet& prefix, size_t count, uint32_t layers) {
   OwnRetrieval own;
-  own.regions.assign(layers, std::string(count * prefix.model.layout.LayerSliceBytes(), '\0'));
+  own.regions =
+      MakeRegions(layers, count * prefix.model.layout.LayerSliceBytes(), prefix.region_offset);
   return own;
 }
 
@@ -60,7 +64,7 @@ Status StartOwnRetrieval(Client* client, const PrefixSet& prefix, OwnRetrieval* 
   LayerwiseRequest req{.model = prefix.model,
                        .layers = {0, static_cast<uint32_t>(own->regions.size())}};
   for (size_t i = 0; i < count; ++i) req.keys.push_back(prefix.keys[i % prefix.keys.size()]);
-  for (std::string& r : own->regions) req.regions.push_back(AsWritableBytes(r));
+  for (PageBuffer& r : own->regions) req.regions.push_back(r.bytes());
   OC_ASSIGN_OR_RETURN(own->retrieval, client->RetrieveLayerwise(std::move(req)));
   return Status();
 }
@@ -200,6 +204,9 @@ Status RunPathBench(const PathBenchFlags& f) {
     }
   }
   if (f.concurrency_chunks == 0) return InvalidArgumentError("--concurrency-chunks must be >= 1");
+  if (f.region_offset >= kPageBytes) {
+    return InvalidArgumentError("--region-offset takes 0 to " + std::to_string(kPageBytes - 1));
+  }
   OC_ASSIGN_OR_RETURN(ScratchRoot scratch, ScratchRoot::Make(f.dir, "objectcache-bench-path"));
   const ModelPreset model = *FindModelPreset("llama-3.1-8b");
   OC_ASSIGN_OR_RETURN(ServerChild server, StartServer(scratch.path() / "sendfile", true));
@@ -217,6 +224,8 @@ Status RunPathBench(const PathBenchFlags& f) {
   OC_ASSIGN_OR_RETURN(PrefixSet prefix, StorePrefix(model, f.chunks, 17,
                                                     {ClientSink(cases[1].client.get()),
                                                      ClientSink(cases[2].client.get())}));
+  prefix.region_offset = f.region_offset;
+  prefix.AllocateRegions(f.chunks);
   const uint64_t bytes =
       uint64_t{f.chunks} * model.layout.LayerSliceBytes() * model.layout.num_layers;
   const double gib = static_cast<double>(bytes) / kGiB;
@@ -319,8 +328,8 @@ Status RunPathBench(const PathBenchFlags& f) {
     return InternalError("found " + std::to_string(files_source.files.size()) + " of " +
                          std::to_string(f.chunks) + " chunk files in the store");
   }
-  std::string files_region(files_source.bytes, '\0');
-  files_source.region = std::as_writable_bytes(std::span(files_region));
+  PageBuffer files_region(files_source.bytes, f.region_offset);
+  files_source.region = files_region.bytes();
   const RawSource sources[] = {{.bytes = bytes}, files_source};
   struct RawRuns {
     std::vector<double> gbps, sender_cpu, receiver_cpu;
@@ -352,6 +361,7 @@ Status RunPathBench(const PathBenchFlags& f) {
   report.Param("rounds", f.rounds);
   report.Param("server", "objectcache serve --anonymous, local store, page cache warm");
   report.Param("client", "the client library, S3Agg-LW, one stream, into host memory");
+  report.Param("region_offset", std::to_string(f.region_offset) + " bytes past a page boundary");
   const double raw_gbps = Median(raw[0].gbps), files_gbps = Median(raw[1].gbps);
   report.Metric("raw_stream_gbps", raw_gbps, "Gbit/s",
                 "one TCP stream over 127.0.0.1, from cache to cache");
@@ -440,6 +450,10 @@ void AddPathBenchCommand(CLI::App* bench) {
       ->capture_default_str();
   p->add_option("--first-layer-tokens", f->first_layer_tokens,
                 "Prompt lengths whose first layer is timed (first_layer_ms_N)")
+      ->capture_default_str();
+  p->add_option("--region-offset", f->region_offset,
+                "Bytes past a page boundary where each destination region starts (16: as malloc "
+                "places a large block)")
       ->capture_default_str();
   p->add_option("--json", f->json, "Write the metrics and rows to this JSON file");
   p->callback([f] { RunBench([&] { return RunPathBench(*f); }); });

@@ -14,6 +14,7 @@
 #include <fcntl.h>
 
 #include "core/byte_order.h"
+#include "core/page_buffer.h"
 #include "objectcache/chunk_object.h"
 #include "server/bounded_json.h"
 #include "server/log.h"
@@ -102,7 +103,7 @@ struct WindowReadResult {
 // buffer alive until the read is done with it.
 class WindowRead : public std::enable_shared_from_this<WindowRead> {
  public:
-  WindowRead(asio::any_io_executor home, size_t bytes) : buf(bytes, '\0'), timer_(home) {}
+  WindowRead(asio::any_io_executor home, size_t bytes) : buf(bytes), timer_(home) {}
 
   template <typename F>
   void Start(asio::thread_pool& pool, F read) {
@@ -127,7 +128,7 @@ class WindowRead : public std::enable_shared_from_this<WindowRead> {
     co_return result_;
   }
 
-  std::string buf;
+  PageBuffer buf;  // page-aligned: the kernel copies into it at full speed (page_buffer.h)
 
  private:
   asio::steady_timer timer_;
@@ -420,7 +421,7 @@ asio::awaitable<bool> SendFramesCopied(HttpExchange& ex, Store& store, asio::thr
         const ChunkHeader& h = src.prefix->headers[w.start + k];
         reads[i] = {.key = (*src.names)[w.start + k],
                     .offset = h.LayerOffset(w.layer + l),
-                    .dest = AsWritableBytes(into.buf).subspan(i * slice, slice)};
+                    .dest = into.buf.bytes().subspan(i * slice, slice)};
         what[i] = {src.req.keys[w.start + k], w.layer + l};
         if (!src.v2) hs.push_back(h);
       }
@@ -458,7 +459,7 @@ asio::awaitable<bool> SendFramesCopied(HttpExchange& ex, Store& store, asio::thr
         XXH3_64bits_reset(&checksum);
       }
       std::span<std::byte> dest =
-          AsWritableBytes(window.buf).subspan(l * w->n * slice, w->n * slice);
+          window.buf.bytes().subspan(l * w->n * slice, w->n * slice);
       if (!failure->ok()) std::fill(dest.begin(), dest.end(), std::byte{0});
       if (!src.v2) XXH3_64bits_update(&checksum, dest.data(), dest.size());
       if (!(co_await paced.Write(ex, dest)).ok()) co_return false;
