@@ -56,8 +56,8 @@ Status PrefixSet::CheckRegions(std::span<const PageBuffer> into, size_t chunks) 
 }
 
 void PrefixSet::AllocateRegions(size_t chunks) {
-  regions = MakeRegions(model.layout.num_layers, chunks * model.layout.LayerSliceBytes(),
-                        region_offset);
+  regions =
+      MakeRegions(model.layout.num_layers, chunks * model.layout.LayerSliceBytes(), region_offset);
 }
 
 void PrefixSet::ClearRegions(size_t chunks) {

@@ -25,10 +25,11 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "path.json")
         # Concurrency and first layers small here; a first layer of 1024 tokens (64 chunks)
-        # names the 8 stored chunks over and over.
+        # names the 8 stored chunks over and over. The regions start 16 bytes past a page
+        # boundary, so every byte is checked where it landed at that placement too.
         run = subprocess.run([binary, "bench", "path", "--chunks", "8", "--rounds", "1",
                               "--concurrency", "1", "3", "--concurrency-chunks", "4",
-                              "--first-layer-tokens", "64", "1024",
+                              "--first-layer-tokens", "64", "1024", "--region-offset", "16",
                               "--json", out, "--dir", os.path.join(tmp, "scratch")],
                              capture_output=True, text=True, timeout=300)
         print(run.stdout)
@@ -36,6 +37,7 @@ def main():
         report = json.load(open(out))
         for m in METRICS:
             assert m in report["metrics"], m
+        assert report["params"]["region_offset"].startswith("16 bytes"), report["params"]
         assert report["metrics"]["raw_stream_gbps"] > 0
         assert report["metrics"]["raw_files_gbps"] > 0
         versions = [r for r in report["rows"] if "wire_version" in r]
@@ -44,7 +46,8 @@ def main():
         lookups = [r["lookup_keys"] for r in report["rows"] if "lookup_keys" in r]
         assert lookups == [1, 64, 1024, 8192], report["rows"]
         for args, flag in [(["--chunks", "0"], "--chunks"), (["--concurrency", "0"], "--concurrency"),
-                           (["--first-layer-tokens", "0"], "--first-layer-tokens")]:
+                           (["--first-layer-tokens", "0"], "--first-layer-tokens"),
+                           (["--region-offset", "4096"], "--region-offset")]:
             bad = subprocess.run([binary, "bench", "path", *args, "--dir",
                                   os.path.join(tmp, "bad")], capture_output=True, text=True)
             assert bad.returncode != 0 and flag in bad.stderr, bad.stderr

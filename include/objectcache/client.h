@@ -100,7 +100,10 @@ struct LayerwiseRequest {
   LayerRange layers;           // [first, last)
   // One region per layer of the range, each at least keys.size() x LayerSliceBytes: layer
   // first + i lands in regions[i], chunk j's slice at j x LayerSliceBytes. Must outlive the
-  // retrieval. Leave empty when `destination` is given.
+  // retrieval. Leave empty when `destination` is given. Start them on a page boundary or at
+  // least 32 bytes past one, as torch and cudaHostAlloc do: on AMD EPYC the kernel copies into
+  // memory 1-31 bytes past a page boundary (where malloc puts a large block) at half speed
+  // (docs/decisions.md).
   std::vector<std::span<std::byte>> regions;
   LayerReadyFn on_layer;  // optional
   RetrievalMode mode = RetrievalMode::kAggregatedLayerwise;
