@@ -22,7 +22,7 @@ namespace objectcache::bench {
 struct PrefixSet {
   ModelPreset model;
   std::vector<ChunkKey> keys;
-  std::vector<uint64_t> checksums;   // [chunk * layers + layer]
+  std::vector<uint64_t> checksums;  // [chunk * layers + layer]
   // One per layer, room for every chunk's slice; page-aligned, as an engine's KV buffers are,
   // unless region_offset says otherwise.
   std::vector<PageBuffer> regions;
