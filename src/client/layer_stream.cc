@@ -1,11 +1,9 @@
 #include "client/layer_stream.h"
 
-#define XXH_STATIC_LINKING_ONLY  // XXH3_state_t: the running frame checksum
-#include <xxhash.h>
-
 #include <algorithm>
 #include <cstring>
 
+#include "core/xxh3.h"
 #include "objectcache/store.h"
 
 namespace objectcache::client {
@@ -16,7 +14,7 @@ Status Malformed(const std::string& why) { return DataLossError("layerwise respo
 }  // namespace
 
 struct LayerStreamDecoder::Hash {
-  XXH3_state_t state;
+  Xxh3Stream state;
 };
 
 LayerStreamDecoder::LayerStreamDecoder(RegionsFn regions, LayerFn on_layer)
@@ -77,10 +75,10 @@ void LayerStreamDecoder::PayloadLanded(size_t n) {
     const std::byte* landed = PayloadAt();
     if (header_.version == wire::kLayerwiseV2) {
       // The slice is checked where it landed, while the bytes are still in cache.
-      if (within == 0) XXH3_64bits_reset(&hash_->state);
-      XXH3_64bits_update(&hash_->state, landed, k);
+      if (within == 0) hash_->state.Reset();
+      hash_->state.Update(landed, k);
       if (within + k == slice && slice_mismatch_.ok() &&
-          XXH3_64bits_digest(&hash_->state) != slice_checksums_[chunk]) {
+          hash_->state.Digest() != slice_checksums_[chunk]) {
         slice_mismatch_ =
             DataLossError("layer " + std::to_string(frame_layer_) + ": " +
                           (placement_.chunk_name ? "chunk " + placement_.chunk_name(chunk)
@@ -88,7 +86,7 @@ void LayerStreamDecoder::PayloadLanded(size_t n) {
                           ": slice checksum mismatch (damaged on disk or in flight)");
       }
     } else {
-      XXH3_64bits_update(&hash_->state, landed, k);
+      hash_->state.Update(landed, k);
     }
     payload_pos_ += k;
     payload_left_ -= k;
@@ -204,7 +202,7 @@ Status LayerStreamDecoder::Feed(std::span<const std::byte> bytes) {
         pending_.clear();
         payload_pos_ = 0;
         slice_mismatch_ = Status();
-        XXH3_64bits_reset(&hash_->state);
+        hash_->state.Reset();
         state_ = payload_left_ == 0                      ? State::kTrailer
                  : header_.version == wire::kLayerwiseV2 ? State::kChecksums
                                                          : State::kPayload;
@@ -249,8 +247,7 @@ Status LayerStreamDecoder::Feed(std::span<const std::byte> bytes) {
         }
         // A damaged slice fails its layer here, before the layer could be reported ready.
         if (!slice_mismatch_.ok()) return Fail(slice_mismatch_);
-        if (header_.version == wire::kLayerwiseV1 &&
-            XXH3_64bits_digest(&hash_->state) != checksum) {
+        if (header_.version == wire::kLayerwiseV1 && hash_->state.Digest() != checksum) {
           return Fail(
               DataLossError("layer " + std::to_string(frame_layer_) + ": frame checksum mismatch"));
         }

@@ -1,12 +1,10 @@
 #include "objectcache/chunk_object.h"
 
-#define XXH_STATIC_LINKING_ONLY  // XXH3_state_t: streaming layer checksums
-#include <xxhash.h>
-
 #include <algorithm>
 #include <cstring>
 
 #include "core/byte_order.h"
+#include "core/xxh3.h"
 
 namespace objectcache {
 namespace {
@@ -30,7 +28,7 @@ std::string KeyContext(const ChunkExpectation& expect) {
 }  // namespace
 
 uint64_t LayerChecksum(std::span<const std::byte> slice) {
-  return XXH3_64bits(slice.data(), slice.size());
+  return Xxh3(slice.data(), slice.size());
 }
 
 ChunkHeader ChunkGeometry(const KvLayout& layout, const ChunkKey& key) {
@@ -244,7 +242,7 @@ Result<std::string> DecodeChunkObject(std::span<const std::byte> object,
 }
 
 struct ChunkStreamVerifier::LayerHash {
-  XXH3_state_t state;
+  Xxh3Stream state;
 };
 
 ChunkStreamVerifier::ChunkStreamVerifier(ChunkExpectation expect)
@@ -258,7 +256,7 @@ ChunkStreamVerifier::ChunkStreamVerifier(ChunkExpectation expect)
     key_copy_ = *expect_.key;
     expect_.key = &key_copy_;
   }
-  XXH3_64bits_reset(&hash_->state);
+  hash_->state.Reset();
 }
 
 ChunkStreamVerifier::~ChunkStreamVerifier() = default;
@@ -309,13 +307,13 @@ Status ChunkStreamVerifier::FeedBody(std::span<const std::byte> bytes) {
     std::span<const std::byte> part = bytes.first(take);
     if (in_layer < slice) {
       const size_t data = static_cast<size_t>(std::min<uint64_t>(take, slice - in_layer));
-      XXH3_64bits_update(&hash_->state, part.data(), data);
+      hash_->state.Update(part.data(), data);
       if (in_layer + data == slice) {
-        if (XXH3_64bits_digest(&hash_->state) != h.layer_checksums[layer]) {
+        if (hash_->state.Digest() != h.layer_checksums[layer]) {
           return DataLossError("chunk " + h.key.ToHex() + ": checksum mismatch in layer " +
                                std::to_string(layer));
         }
-        XXH3_64bits_reset(&hash_->state);
+        hash_->state.Reset();
       }
       part = part.subspan(data);
     }

@@ -1,8 +1,6 @@
 // Layerwise aggregated retrieval (docs/wire-format.md): one request names the ordered chunk
 // keys, the layer range and the layout; the response streams the hit count and then one frame
 // per layer, every hit chunk's slice of that layer in request order, with a checksum per frame.
-#define XXH_STATIC_LINKING_ONLY  // XXH3_state_t: the running frame checksum
-#include <xxhash.h>
 
 #include <boost/asio/post.hpp>
 #include <boost/asio/redirect_error.hpp>
@@ -15,6 +13,7 @@
 
 #include "core/byte_order.h"
 #include "core/page_buffer.h"
+#include "core/xxh3.h"
 #include "objectcache/chunk_object.h"
 #include "server/bounded_json.h"
 #include "server/log.h"
@@ -438,7 +437,7 @@ asio::awaitable<bool> SendFramesCopied(HttpExchange& ex, Store& store, asio::thr
                  return {};
                });
   };
-  XXH3_state_t checksum;
+  Xxh3Stream checksum;
   std::optional<WindowPlan::Window> w = hits > 0 ? std::optional(plan.First()) : std::nullopt;
   if (w) start_read(*w, *windows[0]);
   for (size_t i = 0; w; ++i) {
@@ -456,17 +455,16 @@ asio::awaitable<bool> SendFramesCopied(HttpExchange& ex, Store& store, asio::thr
         ByteWriter fh;
         PutFrameHeaderAndChecksums(layer, src.prefix->headers, slice, src.v2, &fh);
         if (!(co_await ex.WriteBody(AsBytes(fh.str()))).ok()) co_return false;
-        XXH3_64bits_reset(&checksum);
+        checksum.Reset();
       }
-      std::span<std::byte> dest =
-          window.buf.bytes().subspan(l * w->n * slice, w->n * slice);
+      std::span<std::byte> dest = window.buf.bytes().subspan(l * w->n * slice, w->n * slice);
       if (!failure->ok()) std::fill(dest.begin(), dest.end(), std::byte{0});
-      if (!src.v2) XXH3_64bits_update(&checksum, dest.data(), dest.size());
+      if (!src.v2) checksum.Update(dest.data(), dest.size());
       if (!(co_await paced.Write(ex, dest)).ok()) co_return false;
       if (w->start + w->n == hits) {
         ByteWriter ft;
         wire::PutFrameTrailer({.status = static_cast<uint32_t>(failure->code()),
-                               .checksum = src.v2 ? 0 : XXH3_64bits_digest(&checksum)},
+                               .checksum = src.v2 ? 0 : checksum.Digest()},
                               &ft);
         if (!(co_await ex.WriteBody(AsBytes(ft.str()))).ok()) co_return false;
         if (!failure->ok()) co_return true;  // no later layer follows a failed one
@@ -587,7 +585,7 @@ asio::awaitable<S3Result<void>> S3Handler::LayerwiseRetrieve(Ctx& c) {
   for (uint32_t layer = req->first; hits == 0 && layer < req->last; ++layer) {
     ByteWriter frame;
     wire::PutFrameHeader({.layer = layer}, &frame);
-    wire::PutFrameTrailer({.checksum = v2 ? 0 : XXH3_64bits(nullptr, 0)}, &frame);
+    wire::PutFrameTrailer({.checksum = v2 ? 0 : Xxh3(nullptr, 0)}, &frame);
     if (!(co_await c.ex.WriteBody(AsBytes(frame.str()))).ok()) co_return S3Result<void>();
   }
   if (!failure.ok()) {

@@ -7,8 +7,6 @@
 #include <sys/uio.h>
 #include <sys/xattr.h>
 #include <unistd.h>
-#define XXH_STATIC_LINKING_ONLY  // XXH3_state_t on the stack: streaming checksums
-#include <xxhash.h>
 
 #include <algorithm>
 #include <array>
@@ -26,6 +24,7 @@
 
 #include "core/byte_order.h"
 #include "core/hex.h"
+#include "core/xxh3.h"
 #include "store/backend_util.h"
 #include "store/local/index.h"
 #include "store/local/object_file.h"
@@ -164,7 +163,7 @@ class LocalObjectWriter final : public ObjectWriter {
         if_absent_(if_absent),
         if_attributes_(std::move(if_attributes)),
         attributes_(std::move(attributes)) {
-    XXH3_64bits_reset(&checksum_);
+    checksum_.Reset();
   }
   ~LocalObjectWriter() override {
     if (!done_) Discard();
@@ -182,7 +181,7 @@ class LocalObjectWriter final : public ObjectWriter {
       Discard();
       return ErrnoError("storing '" + key_ + "': writing", e);
     }
-    XXH3_64bits_update(&checksum_, bytes.data(), bytes.size());
+    checksum_.Update(bytes.data(), bytes.size());
     written_ += bytes.size();
     return Status();
   }
@@ -196,7 +195,7 @@ class LocalObjectWriter final : public ObjectWriter {
   Status Commit() override {
     if (done_) return FailedPreconditionError("storing '" + key_ + "': writer already closed");
     const std::string what = "storing '" + key_ + "'";
-    const std::string trailer = MakeTrailer(key_, written_, XXH3_64bits_digest(&checksum_));
+    const std::string trailer = MakeTrailer(key_, written_, checksum_.Digest());
     int err = WriteAll(fd_.get(), trailer.data(), trailer.size());
     if (err == 0 && !attributes_.empty()) err = WriteAttributesXattr(fd_.get(), key_, attributes_);
     if (err == 0 && durable_ && ::fdatasync(fd_.get()) != 0) err = errno;
@@ -225,7 +224,7 @@ class LocalObjectWriter final : public ObjectWriter {
   bool if_absent_;
   std::optional<std::string> if_attributes_;
   std::string attributes_;
-  XXH3_state_t checksum_;
+  Xxh3Stream checksum_;
   uint64_t written_ = 0;
   bool done_ = false;
 };
@@ -503,7 +502,7 @@ Result<size_t> LocalStore::Retrieve(std::string_view key, std::span<std::byte> d
     if (e > 0) return ErrnoError(what, e);
     return DropDamaged(key, obj.inode, DataLossError(what + ": file shorter than its footer says"));
   }
-  if (XXH3_64bits(out.data(), out.size()) != obj.checksum) {
+  if (Xxh3(out.data(), out.size()) != obj.checksum) {
     return DropDamaged(key, obj.inode, DataLossError(what + ": payload checksum mismatch"));
   }
   return obj.size;
