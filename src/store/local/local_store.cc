@@ -438,7 +438,7 @@ Result<OpenObjectRef> LocalStore::OpenForRead(std::string_view key) {
   }
   auto opened = std::make_shared<OpenObject>();
   OpenObject& obj = *opened;
-  obj.fd = Fd(::openat(DirFor(key), LocalStoreFileName(key).c_str(), O_RDONLY | O_CLOEXEC));
+  obj.fd = Fd(OpenForReading(DirFor(key), LocalStoreFileName(key).c_str()));
   if (!obj.fd.valid()) {
     // Deleted or evicted since the lookup: a miss like any other.
     if (errno == ENOENT) return NotFoundError(what + ": no such object");

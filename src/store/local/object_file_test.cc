@@ -94,6 +94,21 @@ TEST_F(ObjectFileTest, AttributesAreCheckedAgainstTheirKey) {
   EXPECT_EQ(GetAttributes(fd.get(), "k").error().code(), StatusCode::kDataLoss);
 }
 
+TEST_F(ObjectFileTest, FilesOpenForReadingWithoutAccessTimeUpdates) {
+  File("bytes");  // f0, ours
+  Fd dir(::open(dir_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  ASSERT_TRUE(dir.valid());
+  Fd f(OpenForReading(dir.get(), "f0"));
+  ASSERT_TRUE(f.valid());
+  EXPECT_NE(::fcntl(f.get(), F_GETFL) & O_NOATIME, 0);
+  char c[5];
+  EXPECT_EQ(PreadAll(f.get(), std::as_writable_bytes(std::span(c)), 0), 0);
+  EXPECT_EQ(std::string_view(c, 5), "bytes");
+  errno = 0;
+  EXPECT_LT(OpenForReading(dir.get(), "absent"), 0);
+  EXPECT_EQ(errno, ENOENT);
+}
+
 TEST_F(ObjectFileTest, FileNamesDecodeBackToTheirKeys) {
   for (std::string key : {"plain", "bucket/with space", ".bucket/b", "ünïcode", "%41", "a.b-c_d"}) {
     const std::string name = LocalStoreFileName(key);

@@ -32,6 +32,12 @@ int PreadAll(int fd, std::span<std::byte> dest, uint64_t offset) {
   return 0;
 }
 
+int OpenForReading(int dir, const char* name) {
+  const int fd = ::openat(dir, name, O_RDONLY | O_CLOEXEC | O_NOATIME);
+  if (fd >= 0 || errno != EPERM) return fd;
+  return ::openat(dir, name, O_RDONLY | O_CLOEXEC);
+}
+
 Status EnsureDir(int parent, const char* name) {
   if (::mkdirat(parent, name, 0755) != 0 && errno != EEXIST) {
     return ErrnoError(std::string("creating directory ") + name, errno);

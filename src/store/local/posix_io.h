@@ -52,6 +52,10 @@ int WriteAll(int fd, const char* p, size_t n);
 
 // Reads exactly dest.size() bytes at `offset`. Returns 0, the errno, or -1 for end of file.
 int PreadAll(int fd, std::span<std::byte> dest, uint64_t offset);
+// Opens `name` under `dir` to read, without access-time updates (O_NOATIME: a response from
+// files makes a sendfile call per slice, each of which would look at the access time) where the
+// file is ours to open so; a plain read-only open where it is not (EPERM).
+int OpenForReading(int dir, const char* name);
 
 // Calls on(name) for each entry of a directory but "." and "..".
 template <typename F>
