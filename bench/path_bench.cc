@@ -224,8 +224,10 @@ Status RunPathBench(const PathBenchFlags& f) {
   OC_ASSIGN_OR_RETURN(PrefixSet prefix, StorePrefix(model, f.chunks, 17,
                                                     {ClientSink(cases[1].client.get()),
                                                      ClientSink(cases[2].client.get())}));
-  prefix.region_offset = f.region_offset;
-  prefix.AllocateRegions(f.chunks);
+  if (f.region_offset != 0) {  // StorePrefix allocated them on a page boundary
+    prefix.region_offset = f.region_offset;
+    prefix.AllocateRegions(f.chunks);
+  }
   const uint64_t bytes =
       uint64_t{f.chunks} * model.layout.LayerSliceBytes() * model.layout.num_layers;
   const double gib = static_cast<double>(bytes) / kGiB;
