@@ -10,7 +10,6 @@
 #include <nlohmann/json.hpp>
 
 #include <fcntl.h>
-#include <sys/uio.h>
 
 #include "core/byte_order.h"
 #include "core/page_buffer.h"
@@ -303,16 +302,6 @@ Result<std::optional<HitPrefix>> ReadHitPrefixFromFiles(Store& store,
   return out;
 }
 
-// Whether the page cache holds the byte at `offset` of `fd`: a one-byte read that does not wait
-// for the device.
-bool PageCached(int fd, uint64_t offset) {
-  std::byte b;
-  struct iovec iov {
-    &b, 1
-  };
-  return ::preadv2(fd, &iov, 1, static_cast<off_t>(offset), RWF_NOWAIT) == 1;
-}
-
 // Asks the kernel to read ahead layers [first, last) of every chunk of `prefix` (read from
 // files): one range per chunk, chunk objects being layer-major. Blocking, and not cheap even when
 // the pages are cached (the kernel walks them: about 25 us per 2 MiB chunk), so beyond the first
@@ -320,13 +309,13 @@ bool PageCached(int fd, uint64_t offset) {
 // has both ends in the page cache is left alone (written or read whole before, as chunks are).
 void ReadAheadFiles(const HitPrefix& prefix, uint32_t first, uint32_t last, uint64_t slice) {
   for (size_t k = 0; k < prefix.readers.size(); ++k) {
-    const ObjectReader::FileExtent file = *prefix.readers[k]->file_extent();
+    const ObjectReader& reader = *prefix.readers[k];
     const ChunkHeader& h = prefix.headers[k];
-    const uint64_t from = file.base + h.LayerOffset(first);
-    const uint64_t to = file.base + h.LayerOffset(last - 1) + slice;
-    if (PageCached(file.fd, from) && PageCached(file.fd, to - 1)) continue;
-    (void)::posix_fadvise(file.fd, static_cast<off_t>(from), static_cast<off_t>(to - from),
-                          POSIX_FADV_WILLNEED);
+    const uint64_t from = h.LayerOffset(first), to = h.LayerOffset(last - 1) + slice;
+    if (InPageCache(reader, from, to)) continue;
+    const ObjectReader::FileExtent file = *reader.file_extent();
+    (void)::posix_fadvise(file.fd, static_cast<off_t>(file.base + from),
+                          static_cast<off_t>(to - from), POSIX_FADV_WILLNEED);
   }
 }
 

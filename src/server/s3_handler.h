@@ -87,6 +87,13 @@ struct S3Options {
 // bucket: the S3 error it would answer, or OK. For tests and fuzzing.
 s3::S3Result<void> CheckLayerwiseRequestBody(std::string_view body, size_t max_keys);
 
+// Whether the page cache holds the first and the last byte of [first, last) of `obj`: the cheap
+// sign that sending the range will not wait for a device.
+inline bool InPageCache(const ObjectReader& obj, uint64_t first, uint64_t last) {
+  std::byte probe[1];
+  return obj.ReadAtIfCached(first, probe).ok() && obj.ReadAtIfCached(last - 1, probe).ok();
+}
+
 // `return Fail("NoSuchKey", "...")` from a function returning s3::S3Result<T>.
 inline std::unexpected<s3::S3Error> Fail(std::string code, std::string message) {
   return std::unexpected(s3::MakeS3Error(std::move(code), std::move(message)));

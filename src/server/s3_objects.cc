@@ -46,13 +46,6 @@ void ResizeForOverwrite(std::string* s, size_t n) {
 // through memory costs less than the system calls of a separate header and sendfile.
 constexpr uint64_t kMinSendFileBytes = 16 << 10;
 
-// Whether the page cache holds the first and the last byte of [first, last) of `obj`: the cheap
-// sign that sending the range will not wait for a device.
-bool InPageCache(const ObjectReader& obj, uint64_t first, uint64_t last) {
-  std::byte probe[1];
-  return obj.ReadAtIfCached(first, probe).ok() && obj.ReadAtIfCached(last - 1, probe).ok();
-}
-
 }  // namespace
 
 asio::awaitable<S3Result<void>> S3Handler::GetObject(Ctx& c, bool head) {
