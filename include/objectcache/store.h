@@ -138,7 +138,14 @@ struct RangeRead {
   // Set by RetrieveRanges: OK, NotFound (no such object) or OutOfRange (the range passes the
   // end of the object; dest is then unspecified).
   Status status;
+  // Set by RetrieveRangesInPlace when the status is OK: where the bytes are, `dest` or memory
+  // of the store's own.
+  std::span<const std::byte> data;
 };
+
+// Memory a store lent to RetrieveRangesInPlace's caller: its ranges' bytes stay valid until the
+// holder lets go of it.
+using HeldMemory = std::vector<std::shared_ptr<const void>>;
 
 struct ObjectInfo {
   std::string key;
@@ -181,6 +188,19 @@ class Store {
   // not OK only when the store itself failed (then no read's bytes are to be trusted). Reads of
   // one object within one call see one version of it.
   virtual Status RetrieveRanges(std::span<RangeRead> reads) = 0;
+
+  // As RetrieveRanges, for a caller that only reads the bytes: a store that reads into memory
+  // of its own (RADOS: librados's receive buffers) may leave a range's bytes there rather than
+  // copy them into `dest`, and adds that memory to `held`. `data` of each read whose status is
+  // OK says where its bytes are. The default reads into `dest`.
+  virtual Status RetrieveRangesInPlace(std::span<RangeRead> reads, HeldMemory* held) {
+    (void)held;
+    OC_RETURN_IF_ERROR(RetrieveRanges(reads));
+    for (RangeRead& r : reads) {
+      if (r.status.ok()) r.data = r.dest;
+    }
+    return Status();
+  }
 
   // Presence of each key, in order. Views, so that a caller naming thousands (a batch lookup)
   // can keep the names in one buffer; the second form is the same for strings.

@@ -45,7 +45,7 @@ struct ServeFlags {
   std::string bandwidth_cap = "unlimited";
   std::string sched_policy = "compute-aware";
   std::string request_memory = "1GiB";
-  std::string layerwise_window;  // empty: 32 MiB, or half of --request-memory if less
+  std::string layerwise_window;  // empty: 128 MiB, or half of --request-memory if less
   std::string metrics_listen;
   std::string tls_cert, tls_key;
   std::string credentials_file;
@@ -109,8 +109,9 @@ Status RunServe(const ServeFlags& f) {
   s3.sigv2 = !f.no_sigv2;
   OC_ASSIGN_OR_RETURN(s3.request_memory_bytes, ParseByteSize(f.request_memory));
   if (f.layerwise_window.empty()) {
-    s3.layerwise_window_bytes = static_cast<size_t>(
-        std::max<uint64_t>(64 << 10, std::min<uint64_t>(32 << 20, s3.request_memory_bytes / 2)));
+    s3.layerwise_window_bytes = static_cast<size_t>(std::max<uint64_t>(
+        64 << 10,
+        std::min<uint64_t>(S3Options().layerwise_window_bytes, s3.request_memory_bytes / 2)));
   } else {
     OC_ASSIGN_OR_RETURN(uint64_t window, ParseByteSize(f.layerwise_window));
     if (window < (64 << 10) || window > s3.request_memory_bytes / 2) {
@@ -331,7 +332,7 @@ void AddServeCommand(CLI::App* app) {
   cmd->add_option("--layerwise-window", f->layerwise_window,
                   "Read-ahead of a layerwise response the store reads into memory (v1, TLS, "
                   "RADOS, S3): whole layers of every hit chunk when they fit, two windows per "
-                  "response (docs/wire-format.md); default 32MiB, or half of --request-memory "
+                  "response (docs/wire-format.md); default 128MiB, or half of --request-memory "
                   "if less");
   cmd->add_option("--metrics-listen", f->metrics_listen,
                   "Serve GET /metrics on this HOST:PORT only (e.g. 127.0.0.1:9100) instead of "

@@ -18,10 +18,25 @@ TEST(PageBufferTest, StartsOnAPageBoundaryZeroed) {
 }
 
 TEST(PageBufferTest, StartsTheOffsetPastAPageBoundary) {
-  PageBuffer b(100000, 16);
-  EXPECT_EQ(reinterpret_cast<uintptr_t>(b.data()) % kPageBytes, 16u);
-  EXPECT_EQ(b.bytes().size(), 100000u);
-  b.bytes().back() = std::byte{7};  // all of it is writable
+  // Allocated and mapped blocks alike, the mapped one ending exactly on its last page.
+  for (size_t bytes : {size_t{100000}, kMappedBufferBytes - 16, size_t{5} << 20}) {
+    PageBuffer b(bytes, 16);
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(b.data()) % kPageBytes, 16u);
+    ASSERT_EQ(b.bytes().size(), bytes);
+    EXPECT_EQ(b.bytes().front(), std::byte{0});
+    EXPECT_EQ(b.bytes().back(), std::byte{0});
+    b.bytes().back() = std::byte{7};  // all of it is writable
+  }
+}
+
+TEST(PageBufferTest, AReplacedBufferGivesItsBlockBack) {
+  // Under ASan (scripts/sanitize) a block freed the wrong way, or twice, is an error.
+  PageBuffer mapped(kMappedBufferBytes), allocated(4096);
+  mapped.bytes()[0] = std::byte{1};
+  mapped = std::move(allocated);
+  EXPECT_EQ(mapped.size(), 4096u);
+  mapped = PageBuffer(kMappedBufferBytes * 2);
+  EXPECT_EQ(mapped.bytes()[kMappedBufferBytes], std::byte{0});
 }
 
 TEST(PageBufferTest, MovesItsBlock) {

@@ -74,6 +74,15 @@ class HttpExchange {
   // Both fail with Internal (and end the exchange) when no BeginResponse preceded them.
   virtual asio::awaitable<Status> WriteBody(std::span<const std::byte> bytes) = 0;
   virtual asio::awaitable<Status> EndResponse() = 0;
+  // Writes the pieces in order as body bytes; a connection may gather them into one write (one
+  // chunk of a chunked response). The default writes them one by one.
+  virtual asio::awaitable<Status> WriteBodyPieces(
+      std::span<const std::span<const std::byte>> pieces) {
+    for (std::span<const std::byte> p : pieces) {
+      if (Status s = co_await WriteBody(p); !s.ok()) co_return s;
+    }
+    co_return Status();
+  }
 
   // Whether WriteBodyFiles can be used: on plain TCP it moves file bytes to the socket without
   // copying them through user space (sendfile(2)); over TLS it cannot, and handlers read the

@@ -66,6 +66,22 @@ Status FromError(const beast::error_code& ec, const char* what) {
   return UnavailableError(std::string(what) + ": " + ec.message());
 }
 
+// The line that opens a chunk of `bytes` in a chunked body ("1f400\r\n"); empty for 0.
+class ChunkSizeLine {
+ public:
+  explicit ChunkSizeLine(uint64_t bytes) {
+    if (bytes > 0) {
+      len_ = static_cast<size_t>(
+          std::snprintf(text_, sizeof(text_), "%llx\r\n", static_cast<unsigned long long>(bytes)));
+    }
+  }
+  std::string_view text() const { return {text_, len_}; }
+
+ private:
+  char text_[24] = {};  // 16 hex digits and CRLF at most
+  size_t len_ = 0;
+};
+
 }  // namespace
 
 // ---- BeastHttpExchange -----------------------------------------------------------------------
@@ -104,6 +120,8 @@ class BeastHttpExchange final : public HttpExchange {
                                         std::optional<uint64_t> content_length) override;
   asio::awaitable<Status> WriteBody(std::span<const std::byte> bytes) override;
   asio::awaitable<Status> EndResponse() override;
+  asio::awaitable<Status> WriteBodyPieces(
+      std::span<const std::span<const std::byte>> pieces) override;
   void CloseAfterResponse() override { close_ = true; }
   bool sends_files() const override { return send_files_; }
   asio::awaitable<Status> RespondWithFile(unsigned status, Headers headers,
@@ -303,6 +321,29 @@ asio::awaitable<Status> BeastHttpExchange<Stream>::WriteBody(std::span<const std
 }
 
 template <typename Stream>
+asio::awaitable<Status> BeastHttpExchange<Stream>::WriteBodyPieces(
+    std::span<const std::span<const std::byte>> pieces) {
+  if (!streamed_) co_return NotStarted("writing a response body");
+  uint64_t total = 0;
+  for (std::span<const std::byte> p : pieces) total += p.size();
+  if (total == 0) co_return Status();
+  // Past the serializer, as WriteBodyFiles: one chunk of a chunked response, framed here, and
+  // one gathering write of the pieces (through TLS too: the stream encrypts what it is given).
+  ChunkSizeLine size_line(streamed_->chunked() ? total : 0);
+  std::vector<asio::const_buffer> buffers;
+  buffers.reserve(pieces.size() + 2);
+  buffers.emplace_back(size_line.text().data(), size_line.text().size());
+  for (std::span<const std::byte> p : pieces) buffers.emplace_back(p.data(), p.size());
+  if (streamed_->chunked()) buffers.emplace_back("\r\n", 2);
+  beast::error_code ec;
+  tcp().expires_after(limits_.io_timeout);
+  co_await asio::async_write(stream_, buffers, asio::redirect_error(asio::use_awaitable, ec));
+  if (Status s = Check(ec, "writing the response body"); !s.ok()) co_return s;
+  metrics_->bytes_sent += total;
+  co_return Status();
+}
+
+template <typename Stream>
 asio::awaitable<Status> BeastHttpExchange<Stream>::EndResponse() {
   if (!streamed_) co_return NotStarted("finishing a response");
   streamed_->body().data = nullptr;
@@ -382,10 +423,8 @@ asio::awaitable<Status> BeastHttpExchange<Stream>::WriteBodyFiles(
   // here land in order; a chunked response gets this batch as one chunk, framed here.
   const bool chunked = streamed_->chunked();
   if (chunked) {
-    char size_line[32];
-    const int len = std::snprintf(size_line, sizeof(size_line), "%llx\r\n",
-                                  static_cast<unsigned long long>(total));
-    if (Status s = co_await WriteRaw({size_line, static_cast<size_t>(len)}); !s.ok()) co_return s;
+    const ChunkSizeLine size_line(total);
+    if (Status s = co_await WriteRaw(size_line.text()); !s.ok()) co_return s;
   }
   for (const FilePiece& p : pieces) {
     if (Status s = co_await SendFile(p); !s.ok()) co_return s;

@@ -27,8 +27,8 @@ using namespace ::objectcache::s3;
 namespace {
 
 constexpr size_t kHeaderGroup = 256;  // chunk headers read per trip to the store
-// The window a copied layerwise response falls back to when the memory budget cannot lend two of
-// the configured size (64 Llama-3.1-8B slices).
+// The smallest window a copied layerwise response falls back to when the memory budget cannot
+// lend two of the configured size (64 Llama-3.1-8B slices).
 constexpr uint64_t kSmallWindow = 4 << 20;
 
 struct LayerwiseRequest {
@@ -91,10 +91,13 @@ S3Result<LayerwiseRequest> ParseRequest(std::string_view body, size_t max_keys) 
 }
 
 // What a window's read found: OK, or the first failure and how many of the window's layers
-// before it were read whole.
+// before it were read whole; and where the slices of those layers are (in the window's buffer,
+// or in memory the store lent, kept in `held`), in the window's order.
 struct WindowReadResult {
   Status status;
   uint32_t whole_layers = 0;
+  std::vector<std::span<const std::byte>> slices;
+  HeldMemory held;
 };
 
 // One window's read, run on the store pool while the coroutine sends the previous window.
@@ -117,17 +120,20 @@ class WindowRead : public std::enable_shared_from_this<WindowRead> {
     });
   }
 
-  // The read's result, once it is done. done_ and the timer live on the coroutine's executor.
+  // The read's result, once it is done (moved out: the caller holds the lent memory for as long
+  // as it sends the slices). done_ and the timer live on the coroutine's executor.
   asio::awaitable<WindowReadResult> Await() {
     while (!done_) {
       timer_.expires_at(asio::steady_timer::time_point::max());
       boost::system::error_code ec;
       co_await timer_.async_wait(asio::redirect_error(asio::use_awaitable, ec));
     }
-    co_return result_;
+    co_return std::move(result_);
   }
 
-  PageBuffer buf;  // page-aligned: the kernel copies into it at full speed (page_buffer.h)
+  // Page-aligned (the kernel copies into it at full speed, page_buffer.h) and mapped: the pages
+  // of slices the store leaves in its own memory are never touched.
+  PageBuffer buf;
 
  private:
   asio::steady_timer timer_;
@@ -160,6 +166,16 @@ class PacedTransfer {
       pacer_->WriteFinished(id_);
       if (!s.ok()) co_return s;
       bytes = bytes.subspan(piece.size());
+    }
+    co_return Status();
+  }
+
+  // As Write, for bytes in several places, sent in order (one gathering write without a cap).
+  asio::awaitable<Status> WritePieces(HttpExchange& ex,
+                                      std::span<const std::span<const std::byte>> pieces) {
+    if (!pacer_) co_return co_await ex.WriteBodyPieces(pieces);
+    for (std::span<const std::byte> p : pieces) {
+      if (Status s = co_await Write(ex, p); !s.ok()) co_return s;
     }
     co_return Status();
   }
@@ -392,8 +408,11 @@ struct WindowPlan {
     if (start < hits) return Window{w.layer, 1, start, std::min(chunks_per_window, hits - start)};
     const uint32_t layer = w.layer + w.layers;
     if (layer >= last) return std::nullopt;
-    return Window{layer, std::min(layers_per_window, last - layer), 0,
-                  std::min(chunks_per_window, hits)};
+    // Whole layers: twice the last window's, up to the bound (1, 2, 4, 8, 8, ...), so that the
+    // layers right after the first do not wait on the read of a full window.
+    const uint32_t layers = static_cast<uint32_t>(
+        std::min<uint64_t>({layers_per_window, last - layer, uint64_t{w.layers} * 2}));
+    return Window{layer, layers, 0, std::min(chunks_per_window, hits)};
   }
 };
 
@@ -430,13 +449,21 @@ asio::awaitable<bool> SendFramesCopied(HttpExchange& ex, Store& store, asio::thr
     into.Start(pool,
                [&store, v2 = src.v2, n = w.n, names = src.names, reads = std::move(reads),
                 what = std::move(what), hs = std::move(hs)]() mutable -> WindowReadResult {
-                 if (Status s = store.RetrieveRanges(reads); !s.ok()) return {s, 0};
+                 WindowReadResult r;
+                 if (Status s = store.RetrieveRangesInPlace(reads, &r.held); !s.ok()) {
+                   return {s, 0, {}, {}};
+                 }
                  for (size_t i = 0; i < reads.size(); ++i) {
                    Status s = reads[i].status.Annotate("chunk " + what[i].first.ToHex());
-                   if (s.ok() && !v2) s = VerifyLayerSlice(hs[i], what[i].second, reads[i].dest);
-                   if (!s.ok()) return {s, static_cast<uint32_t>(i / n)};
+                   if (s.ok() && !v2) s = VerifyLayerSlice(hs[i], what[i].second, reads[i].data);
+                   if (!s.ok()) {
+                     r.status = std::move(s);
+                     r.whole_layers = static_cast<uint32_t>(i / n);
+                     break;
+                   }
+                   r.slices.push_back(reads[i].data);
                  }
-                 return {};
+                 return r;
                });
   };
   Xxh3Stream checksum;
@@ -459,10 +486,21 @@ asio::awaitable<bool> SendFramesCopied(HttpExchange& ex, Store& store, asio::thr
         if (!(co_await ex.WriteBody(AsBytes(fh.str()))).ok()) co_return false;
         checksum.Reset();
       }
-      std::span<std::byte> dest = window.buf.bytes().subspan(l * w->n * slice, w->n * slice);
-      if (!failure->ok()) std::fill(dest.begin(), dest.end(), std::byte{0});
-      if (!src.v2) checksum.Update(dest.data(), dest.size());
-      if (!(co_await paced.Write(ex, dest)).ok()) co_return false;
+      // The layer's slices as read, or zeros from the failed one on.
+      std::span<const std::span<const std::byte>> pieces;
+      std::span<const std::byte> zeros;
+      if (failure->ok()) {
+        pieces = std::span(read.slices).subspan(size_t{l} * w->n, w->n);
+      } else {
+        std::span<std::byte> dest = window.buf.bytes().subspan(l * w->n * slice, w->n * slice);
+        std::fill(dest.begin(), dest.end(), std::byte{0});
+        zeros = dest;
+        pieces = std::span(&zeros, 1);
+      }
+      if (!src.v2) {
+        for (std::span<const std::byte> p : pieces) checksum.Update(p.data(), p.size());
+      }
+      if (!(co_await paced.WritePieces(ex, pieces)).ok()) co_return false;
       if (w->start + w->n == hits) {
         ByteWriter ft;
         wire::PutFrameTrailer({.status = static_cast<uint32_t>(failure->code()),
@@ -543,16 +581,20 @@ asio::awaitable<S3Result<void>> S3Handler::LayerwiseRetrieve(Ctx& c) {
   // sendfile per slice. Else (v1, TLS, stores without files) a window at a time (WindowPlan):
   // the store reads the next window while this one is sent, two windows per response at most.
   // Windows only for copied hits (a response with none allocates nothing), within the budget;
-  // when it cannot lend two windows of the configured size, windows of at most kSmallWindow, so
-  // that many responses still fit where a few large ones would.
+  // when it cannot lend two windows of the configured size, windows of half of it, a quarter,
+  // ... down to kSmallWindow, so that many responses still fit where a few large ones would.
   const bool send_files = !prefix->readers.empty();
   WindowPlan plan(req->first, req->last, hits, slice, options_.layerwise_window_bytes);
   MemoryBudget::Lease lease = memory_.NewLease();
-  if (hits > 0 && !send_files && !lease.GrowTo(2 * plan.WindowBytes(slice))) {
-    plan = WindowPlan(req->first, req->last, hits, slice,
-                      std::min<uint64_t>(options_.layerwise_window_bytes,
-                                         std::max<uint64_t>(kSmallWindow, slice)));
-    if (!lease.GrowTo(2 * plan.WindowBytes(slice))) co_return MemoryBudgetExhausted();
+  if (hits > 0 && !send_files) {
+    const uint64_t smallest = std::min<uint64_t>(options_.layerwise_window_bytes,
+                                                 std::max<uint64_t>(kSmallWindow, slice));
+    for (uint64_t bound = options_.layerwise_window_bytes;
+         !lease.GrowTo(2 * plan.WindowBytes(slice));) {
+      if (bound == smallest) co_return MemoryBudgetExhausted();
+      bound = std::max(bound / 2, smallest);
+      plan = WindowPlan(req->first, req->last, hits, slice, bound);
+    }
   }
 
   ByteWriter head;

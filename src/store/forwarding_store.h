@@ -26,6 +26,9 @@ class ForwardingStore : public Store {
     return base_->Retrieve(k, d);
   }
   Status RetrieveRanges(std::span<RangeRead> r) override { return base_->RetrieveRanges(r); }
+  // RetrieveRangesInPlace is not forwarded: its default calls RetrieveRanges above, so a store
+  // that changes reads (tests' slow store) changes those too. One that leaves reads alone
+  // forwards it itself (the quota store).
   using Store::Exist;
   Result<std::vector<bool>> Exist(std::span<const std::string_view> k) override {
     return base_->Exist(k);

@@ -29,6 +29,9 @@ Result<std::unique_ptr<QuotaStore>> NewQuotaStore(std::unique_ptr<Store> inner,
 class QuotaStore : public ForwardingStore {
  public:
   using ForwardingStore::ForwardingStore;
+  Status RetrieveRangesInPlace(std::span<RangeRead> r, HeldMemory* held) override {
+    return base().RetrieveRangesInPlace(r, held);
+  }
   // The quota from now on (a reload); writes already committed stay.
   virtual void SetQuota(uint64_t quota_bytes) = 0;
   virtual uint64_t quota() const = 0;

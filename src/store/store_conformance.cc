@@ -122,15 +122,13 @@ TEST_P(StoreConformanceTest, ManyRangesOfManyObjectsInOneCall) {
 
 // Ranges of one object that touch, overlap, lie a little or far apart, in any order, with some
 // past the end (a store may read nearby ones in one read: each still gets exactly its bytes).
-TEST_P(StoreConformanceTest, NearbyAndOverlappingRangesOfOneObjectGetTheirOwnBytes) {
-  const std::string a = Pattern(300000, 6);
-  ASSERT_TRUE(store_->Put("a", AsBytes(a)).ok());
-  struct Want {
-    uint64_t offset;
-    size_t size;
-    StatusCode code = StatusCode::kOk;
-  };
-  const std::vector<Want> wants = {
+struct WantedRange {
+  uint64_t offset;
+  size_t size;
+  StatusCode code = StatusCode::kOk;
+};
+std::vector<WantedRange> NearbyAndOverlappingRanges() {
+  return {
       {8192, 4096},
       {0, 4096},
       {4096, 4096},  // touching, out of order
@@ -143,8 +141,14 @@ TEST_P(StoreConformanceTest, NearbyAndOverlappingRangesOfOneObjectGetTheirOwnByt
       {UINT64_MAX - 10, 20, StatusCode::kOutOfRange},  // its end passes 2^64
       {UINT64_MAX, 0, StatusCode::kOutOfRange},
   };
+}
+
+TEST_P(StoreConformanceTest, NearbyAndOverlappingRangesOfOneObjectGetTheirOwnBytes) {
+  const std::string a = Pattern(300000, 6);
+  ASSERT_TRUE(store_->Put("a", AsBytes(a)).ok());
+  const std::vector<WantedRange> wants = NearbyAndOverlappingRanges();
   std::vector<std::string> dests;
-  for (const Want& w : wants) dests.emplace_back(w.size, '\0');
+  for (const WantedRange& w : wants) dests.emplace_back(w.size, '\0');
   std::vector<RangeRead> reads;
   for (size_t i = 0; i < wants.size(); ++i) {
     reads.push_back({.key = "a", .offset = wants[i].offset, .dest = AsWritableBytes(dests[i])});
@@ -154,6 +158,35 @@ TEST_P(StoreConformanceTest, NearbyAndOverlappingRangesOfOneObjectGetTheirOwnByt
     EXPECT_EQ(reads[i].status.code(), wants[i].code) << i << ": " << reads[i].status.ToString();
     if (wants[i].code == StatusCode::kOk) {
       EXPECT_EQ(dests[i], a.substr(wants[i].offset, wants[i].size)) << i;
+    }
+  }
+}
+
+// The same ranges read in place: each read's `data` has exactly its bytes, wherever the store
+// left them, and they stay as read while held, even once the object is replaced and deleted.
+TEST_P(StoreConformanceTest, RangesReadInPlaceStayAsReadWhileHeld) {
+  const std::string a = Pattern(300000, 7);
+  ASSERT_TRUE(store_->Put("a", AsBytes(a)).ok());
+  const std::vector<WantedRange> wants = NearbyAndOverlappingRanges();
+  std::vector<std::string> dests;
+  for (const WantedRange& w : wants) dests.emplace_back(w.size, '\0');
+  std::vector<RangeRead> reads;
+  for (size_t i = 0; i < wants.size(); ++i) {
+    reads.push_back({.key = "a", .offset = wants[i].offset, .dest = AsWritableBytes(dests[i])});
+  }
+  reads.push_back({.key = "missing", .offset = 0, .dest = AsWritableBytes(dests[0])});
+  HeldMemory held;
+  ASSERT_TRUE(store_->RetrieveRangesInPlace(reads, &held).ok());
+  EXPECT_EQ(reads.back().status.code(), StatusCode::kNotFound);
+  ASSERT_TRUE(store_->Put("a", AsBytes(Pattern(300000, 8))).ok());
+  ASSERT_TRUE(store_->Delete("a").ok());
+  for (size_t i = 0; i < wants.size(); ++i) {
+    EXPECT_EQ(reads[i].status.code(), wants[i].code) << i << ": " << reads[i].status.ToString();
+    if (wants[i].code == StatusCode::kOk) {
+      const std::span<const std::byte> data = reads[i].data;
+      EXPECT_EQ(std::string(reinterpret_cast<const char*>(data.data()), data.size()),
+                a.substr(wants[i].offset, wants[i].size))
+          << i;
     }
   }
 }

@@ -81,6 +81,20 @@ void CopyOut(const librados::bufferlist& bl, std::span<std::byte> dest, uint64_t
   it.copy(static_cast<unsigned>(dest.size()), reinterpret_cast<char*>(dest.data()));
 }
 
+// `length` bytes from `offset` of `bl` where they lie in one of its buffers; empty where they
+// span two (or length is 0).
+std::span<const std::byte> Contiguous(const librados::bufferlist& bl, uint64_t offset,
+                                      uint64_t length) {
+  for (const auto& piece : bl.buffers()) {
+    if (offset < piece.length()) {
+      if (length > piece.length() - offset) return {};
+      return {reinterpret_cast<const std::byte*>(piece.c_str()) + offset, length};
+    }
+    offset -= piece.length();
+  }
+  return {};
+}
+
 // Ranges of one object that overlap, touch or lie at most this far apart are read by one read
 // of the span they cover (a chunk object's consecutive layers, docs/object-format.md, are
 // separated only by alignment padding), up to kMaxExtentBytes a read.
@@ -159,12 +173,14 @@ struct ObjectRead {
   std::string AccessTime() {
     return atime_rval < 0 ? std::string() : std::string(atime.c_str(), atime.length());
   }
-  // One read of [offset, offset + length) that serves `reads`.
+  // One read of [offset, offset + length) that serves `reads`. Its bytes are shared, so that
+  // RetrieveRangesInPlace can lend them.
   struct Extent {
     uint64_t offset = 0, length = 0;
     std::vector<RangeRead*> reads;
-    librados::bufferlist bl;
+    std::shared_ptr<librados::bufferlist> bl = std::make_shared<librados::bufferlist>();
     int rval = 0;
+    bool lent = false;
   };
   std::vector<RangeRead*> ranges;  // the caller's ranges of this object
   std::vector<Extent> extents;
@@ -192,7 +208,7 @@ struct ObjectRead {
     }
     // A range past the end of the object comes back short; the size read with it tells
     // OutOfRange.
-    for (Extent& e : extents) op.read(e.offset, e.length, &e.bl, &e.rval);
+    for (Extent& e : extents) op.read(e.offset, e.length, e.bl.get(), &e.rval);
   }
 };
 
@@ -351,7 +367,16 @@ class RadosStore final : public Store {
     return static_cast<size_t>(read.size);
   }
 
-  Status RetrieveRanges(std::span<RangeRead> reads) override {
+  Status RetrieveRanges(std::span<RangeRead> reads) override { return ReadRanges(reads, nullptr); }
+
+  // Ranges that lie within one of librados's receive buffers stay there; one that spans two
+  // (the reply's data arrived in pieces) is copied into its dest.
+  Status RetrieveRangesInPlace(std::span<RangeRead> reads, HeldMemory* held) override {
+    return ReadRanges(reads, held);
+  }
+
+  // RetrieveRanges, lending librados's buffers to `held` when it is not null.
+  Status ReadRanges(std::span<RangeRead> reads, HeldMemory* held) {
     // One operation per distinct object: its size and all its ranges from one version, nearby
     // ranges in one read (ObjectRead::ReadRanges).
     std::map<std::string_view, std::unique_ptr<ObjectRead>> by_key;
@@ -366,7 +391,7 @@ class RadosStore final : public Store {
       slot->ranges.push_back(&r);
     }
     for (auto& [key, read] : by_key) read->ReadRanges();
-    return RunReads(by_key, [this](std::string_view key, ObjectRead& read, int r) {
+    return RunReads(by_key, [this, held](std::string_view key, ObjectRead& read, int r) {
       if (r >= 0 && capacity_) {
         capacity_->TouchIfStale(std::string(key), read.Generation(), read.AccessTime());
       }
@@ -378,11 +403,17 @@ class RadosStore final : public Store {
         for (RangeRead* out : e.reads) {
           if (!out->status.ok()) continue;
           const uint64_t at = out->offset - e.offset;
-          if (e.rval < 0 || e.bl.length() < at || e.bl.length() - at < out->dest.size()) {
+          if (e.rval < 0 || e.bl->length() < at || e.bl->length() - at < out->dest.size()) {
             out->status = InternalError(Context("reading", key) + ": short read");
             continue;
           }
-          CopyOut(e.bl, out->dest, at);
+          out->data = held ? Contiguous(*e.bl, at, out->dest.size()) : std::span<const std::byte>();
+          if (out->data.empty()) {
+            CopyOut(*e.bl, out->dest, at);
+            out->data = out->dest;
+          } else if (!std::exchange(e.lent, true)) {
+            held->push_back(e.bl);
+          }
         }
       }
     });
