@@ -242,8 +242,9 @@ void LogPrefixEnd(const ChunkKey& key, const Status& why) {
   LogWarn("layerwise: chunk " + key.ToHex() + " ends the prefix: " + why.ToString());
 }
 
-// The headers of the first `present` chunks, read in batches. A damaged or foreign header ends
-// the prefix like a miss (the engine recomputes from there); it is logged. Blocking.
+// The headers of the first `present` chunks, read in batches; a missing chunk (NotFound) ends
+// the prefix there, so `present` may be all the keys. A damaged or foreign header ends the
+// prefix like a miss (the engine recomputes from there); it is logged. Blocking.
 Result<HitPrefix> ReadHitPrefix(Store& store, const std::vector<std::string>& names, size_t present,
                                 const LayerwiseRequest& req, const KvLayout& layout) {
   HitPrefix out;
@@ -262,7 +263,7 @@ Result<HitPrefix> ReadHitPrefix(Store& store, const std::vector<std::string>& na
       Result<ChunkHeader> h = reads[i].status.ok() ? DecodeChunkHeader(reads[i].dest, expect)
                                                    : Result<ChunkHeader>(reads[i].status);
       if (!h) {
-        LogPrefixEnd(req.keys[start + i], h.error());
+        if (h.error().code() != StatusCode::kNotFound) LogPrefixEnd(req.keys[start + i], h.error());
         return out;
       }
       out.headers.push_back(std::move(*h));
@@ -557,8 +558,11 @@ asio::awaitable<S3Result<void>> S3Handler::LayerwiseRetrieve(Ctx& c) {
   const bool v2 = req->version == wire::kLayerwiseV2;
   const bool from_files = v2 && c.ex.sends_files();
   auto read_prefix = co_await Blocking([&]() -> Result<HitPrefix> {
-    OC_ASSIGN_OR_RETURN(size_t present, store_->CountPresentPrefix(*names));
+    // Read into memory, the header reads find where the prefix ends themselves: counting first
+    // would be one more round of store operations (over RADOS, a stat of every key named).
+    size_t present = names->size();
     if (from_files) {
+      OC_ASSIGN_OR_RETURN(present, store_->CountPresentPrefix(*names));
       OC_ASSIGN_OR_RETURN(std::optional<HitPrefix> p,
                           ReadHitPrefixFromFiles(*store_, *names, present, *req, layout));
       if (p) {

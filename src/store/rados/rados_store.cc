@@ -101,8 +101,8 @@ std::span<const std::byte> Contiguous(const librados::bufferlist& bl, uint64_t o
 constexpr uint64_t kMaxExtentGap = 16 << 10;
 constexpr uint64_t kMaxExtentBytes = 64 << 20;
 
-// Counts a batch of asynchronous operations down: whoever waits wakes once, when the last of
-// them completes, not once an operation (librados calls OnComplete from its finisher thread).
+// Counts asynchronous operations in flight: whoever waits for them to fall to some number wakes
+// once, when they do, not once an operation (librados calls OnComplete from its own thread).
 class Countdown {
  public:
   static void OnComplete(librados::completion_t, void* self) {
@@ -114,17 +114,26 @@ class Countdown {
   }
   void Done() {
     std::lock_guard lock(mu_);
-    if (--left_ == 0) cv_.notify_all();
+    if (--left_ <= wake_at_) cv_.notify_all();
   }
-  void Wait() {
+  size_t left() {
+    std::lock_guard lock(mu_);
+    return left_;
+  }
+  // Until at most `n` are in flight.
+  void WaitUntilAtMost(size_t n) {
     std::unique_lock lock(mu_);
-    cv_.wait(lock, [this] { return left_ == 0; });
+    wake_at_ = n;
+    cv_.wait(lock, [&] { return left_ <= n; });
+    wake_at_ = kNobody;
   }
 
  private:
+  static constexpr size_t kNobody = 0;  // Done notifies at 0 only when no one waits
   std::mutex mu_;
   std::condition_variable cv_;
   size_t left_ = 0;
+  size_t wake_at_ = kNobody;
 };
 
 struct Completion {
@@ -557,19 +566,17 @@ class RadosStore final : public Store {
   librados::IoCtx& io() { return io_; }
 
  private:
-  // Starts every operation (at most kMaxInFlight at a time), waits for them and calls
-  // done(key, read, return value) in key order. Fails only if an operation cannot be started.
+  // Starts every operation, at most kMaxInFlight at a time (when that many are in flight, the
+  // next ones start once half of them are done: no batch waits for its slowest operation), waits
+  // for them and calls done(key, read, return value) in key order. Fails only if an operation
+  // cannot be started.
   template <typename Done>
   Status RunReads(std::map<std::string_view, std::unique_ptr<ObjectRead>>& by_key, Done done) {
-    std::vector<std::pair<std::string_view, ObjectRead*>> pending;
+    std::vector<std::pair<std::string_view, ObjectRead*>> started_reads;
     Status started;
     Countdown countdown;
-    auto drain = [&] {
-      countdown.Wait();
-      for (auto& [key, read] : pending) done(key, *read, read->done.c->get_return_value());
-      pending.clear();
-    };
     for (auto& [key, read] : by_key) {
+      if (countdown.left() >= kMaxInFlight) countdown.WaitUntilAtMost(kMaxInFlight / 2);
       read->done = Completion(&countdown);
       countdown.Add();
       const int r = io_.aio_operate(std::string(key), read->done.c.get(), &read->op, nullptr);
@@ -578,10 +585,10 @@ class RadosStore final : public Store {
         if (started.ok()) started = RadosError(Context("reading", key), r);
         break;
       }
-      pending.emplace_back(key, read.get());
-      if (pending.size() >= kMaxInFlight) drain();
+      started_reads.emplace_back(key, read.get());
     }
-    drain();
+    countdown.WaitUntilAtMost(0);
+    for (auto& [key, read] : started_reads) done(key, *read, read->done.c->get_return_value());
     return started;
   }
 
