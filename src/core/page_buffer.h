@@ -1,10 +1,13 @@
 // Memory for the kernel to copy file and socket bytes into: zeroed, and starting `offset` bytes
 // past a page boundary (0 unless asked otherwise).
 //
-// Blocks of kMappedBufferBytes or more are mapped from the kernel, which zeroes a page when it is
-// first touched: a buffer that is never written in full (a layerwise read window whose bytes
-// stay in the store's own memory) costs only the pages written, and none is zeroed twice. The
-// memset of a 32 MiB window per response had been 8% of the RADOS gateway's CPU (perf).
+// Blocks of kMappedBufferBytes or more are mapped from the kernel, resident from the start
+// (MAP_POPULATE: a destination an engine writes into is memory it already has, and a timed
+// receive should not fault its pages in), or, with Pages::kOnFirstWrite, each page zeroed and
+// made resident when first written: a buffer that may never be written in full (a layerwise read
+// window whose slices stay in the store's own memory) then costs only the pages written. Either
+// way nothing is zeroed twice: the memset of a 32 MiB window per response had been 8% of the RADOS
+// gateway's CPU (perf).
 //
 // Why not a std::string: glibc serves large blocks from mmap at 16 bytes past a page boundary,
 // and on this project's AMD EPYC machines the kernel's copy into a destination 1 to 31 bytes
@@ -41,8 +44,11 @@ struct PageBlockFree {
 
 class PageBuffer {
  public:
+  enum class Pages { kResident, kOnFirstWrite };
+
   PageBuffer() = default;
-  explicit PageBuffer(size_t bytes, size_t offset = 0) : block_(Allocate(offset + bytes)) {
+  explicit PageBuffer(size_t bytes, size_t offset = 0, Pages pages = Pages::kResident)
+      : block_(Allocate(offset + bytes, pages)) {
     data_ = block_.get() + offset;
     size_ = bytes;
     if (!block_.get_deleter().mapped) std::memset(data_, 0, bytes);
@@ -66,13 +72,14 @@ class PageBuffer {
 
  private:
   using Block = std::unique_ptr<std::byte, PageBlockFree>;
-  static Block Allocate(size_t bytes) {
+  static Block Allocate(size_t bytes, Pages pages) {
     // Whole pages: aligned_alloc wants a multiple of the alignment, mmap maps pages.
     const size_t rounded =
         bytes == 0 ? kPageBytes : (bytes + kPageBytes - 1) / kPageBytes * kPageBytes;
     if (rounded >= kMappedBufferBytes) {
-      void* p =
-          ::mmap(nullptr, rounded, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+      const int populate = pages == Pages::kResident ? MAP_POPULATE : 0;
+      void* p = ::mmap(nullptr, rounded, PROT_READ | PROT_WRITE,
+                       MAP_PRIVATE | MAP_ANONYMOUS | populate, -1, 0);
       if (p == MAP_FAILED) throw std::bad_alloc();
       return Block(static_cast<std::byte*>(p), PageBlockFree{rounded});
     }

@@ -29,6 +29,16 @@ TEST(PageBufferTest, StartsTheOffsetPastAPageBoundary) {
   }
 }
 
+TEST(PageBufferTest, PagesOnFirstWriteAreZeroedWhenWritten) {
+  PageBuffer b(kMappedBufferBytes * 4, 0, PageBuffer::Pages::kOnFirstWrite);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(b.data()) % kPageBytes, 0u);
+  b.bytes()[kPageBytes * 5] = std::byte{3};
+  for (size_t i = 0; i < b.size(); i += 1024) {
+    ASSERT_EQ(b.bytes()[i], i == kPageBytes * 5 ? std::byte{3} : std::byte{0}) << i;
+  }
+  EXPECT_EQ(b.bytes().back(), std::byte{0});
+}
+
 TEST(PageBufferTest, AReplacedBufferGivesItsBlockBack) {
   // Under ASan (scripts/sanitize) a block freed the wrong way, or twice, is an error.
   PageBuffer mapped(kMappedBufferBytes), allocated(4096);

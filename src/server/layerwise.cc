@@ -18,6 +18,7 @@
 #include "server/bounded_json.h"
 #include "server/log.h"
 #include "server/s3_handler.h"
+#include "server/window_buffers.h"
 #include "wire/layerwise_wire.h"
 
 namespace objectcache::server {
@@ -105,7 +106,9 @@ struct WindowReadResult {
 // buffer alive until the read is done with it.
 class WindowRead : public std::enable_shared_from_this<WindowRead> {
  public:
-  WindowRead(asio::any_io_executor home, size_t bytes) : buf(bytes), timer_(home) {}
+  WindowRead(asio::any_io_executor home, std::shared_ptr<WindowBuffers> buffers, size_t bytes)
+      : buf(buffers->Take(bytes)), timer_(home), buffers_(std::move(buffers)) {}
+  ~WindowRead() { buffers_->Give(std::move(buf)); }
 
   template <typename F>
   void Start(asio::thread_pool& pool, F read) {
@@ -131,12 +134,13 @@ class WindowRead : public std::enable_shared_from_this<WindowRead> {
     co_return std::move(result_);
   }
 
-  // Page-aligned (the kernel copies into it at full speed, page_buffer.h) and mapped: the pages
-  // of slices the store leaves in its own memory are never touched.
+  // Page-aligned (the kernel copies into it at full speed, page_buffer.h), its pages made
+  // resident when first written (window_buffers.h); at least the window's bytes.
   PageBuffer buf;
 
  private:
   asio::steady_timer timer_;
+  std::shared_ptr<WindowBuffers> buffers_;
   bool done_ = false;
   WindowReadResult result_;
 };
@@ -423,14 +427,16 @@ struct WindowPlan {
 // one is sent. False when the connection failed; `failure` is the first read that failed (its
 // layer is sent zeroed with the failure in its trailer, and no layer after it).
 asio::awaitable<bool> SendFramesCopied(HttpExchange& ex, Store& store, asio::thread_pool& pool,
+                                       const std::shared_ptr<WindowBuffers>& buffers,
                                        const FrameSource& src, const WindowPlan& plan,
                                        PacedTransfer& paced, Status* failure) {
   const uint32_t hits = src.hits();
   const uint64_t slice = src.slice;
   const auto home = co_await asio::this_coro::executor;
   const size_t window_bytes = hits == 0 ? 0 : plan.WindowBytes(slice);  // none without hits
-  std::shared_ptr<WindowRead> windows[2] = {std::make_shared<WindowRead>(home, window_bytes),
-                                            std::make_shared<WindowRead>(home, window_bytes)};
+  std::shared_ptr<WindowRead> windows[2] = {
+      std::make_shared<WindowRead>(home, buffers, window_bytes),
+      std::make_shared<WindowRead>(home, buffers, window_bytes)};
   auto start_read = [&](const WindowPlan::Window& w, WindowRead& into) {
     std::vector<RangeRead> reads(size_t{w.layers} * w.n);
     std::vector<std::pair<ChunkKey, uint32_t>> what(reads.size());  // for errors
@@ -487,16 +493,22 @@ asio::awaitable<bool> SendFramesCopied(HttpExchange& ex, Store& store, asio::thr
         if (!(co_await ex.WriteBody(AsBytes(fh.str()))).ok()) co_return false;
         checksum.Reset();
       }
-      // The layer's slices as read, or zeros from the failed one on.
-      std::span<const std::span<const std::byte>> pieces;
-      std::span<const std::byte> zeros;
+      // The layer's slices as read (those that lie one after the other, as in the window, as
+      // one piece), or zeros from the failed one on.
+      std::vector<std::span<const std::byte>> pieces;
       if (failure->ok()) {
-        pieces = std::span(read.slices).subspan(size_t{l} * w->n, w->n);
+        for (std::span<const std::byte> p :
+             std::span(read.slices).subspan(size_t{l} * w->n, w->n)) {
+          if (!pieces.empty() && pieces.back().data() + pieces.back().size() == p.data()) {
+            pieces.back() = {pieces.back().data(), pieces.back().size() + p.size()};
+          } else {
+            pieces.push_back(p);
+          }
+        }
       } else {
         std::span<std::byte> dest = window.buf.bytes().subspan(l * w->n * slice, w->n * slice);
         std::fill(dest.begin(), dest.end(), std::byte{0});
-        zeros = dest;
-        pieces = std::span(&zeros, 1);
+        pieces.push_back(dest);
       }
       if (!src.v2) {
         for (std::span<const std::byte> p : pieces) checksum.Update(p.data(), p.size());
@@ -625,9 +637,9 @@ asio::awaitable<S3Result<void>> S3Handler::LayerwiseRetrieve(Ctx& c) {
 
   const FrameSource source{.req = *req, .names = names, .prefix = prefix, .slice = slice, .v2 = v2};
   Status failure;
-  const bool sent =
-      send_files ? co_await SendFramesFromFiles(c.ex, pool_, source, paced)
-                 : co_await SendFramesCopied(c.ex, *store_, pool_, source, plan, paced, &failure);
+  const bool sent = send_files ? co_await SendFramesFromFiles(c.ex, pool_, source, paced)
+                               : co_await SendFramesCopied(c.ex, *store_, pool_, windows_, source,
+                                                           plan, paced, &failure);
   if (!sent) co_return S3Result<void>();
   // With no hits every frame is empty.
   for (uint32_t layer = req->first; hits == 0 && layer < req->last; ++layer) {

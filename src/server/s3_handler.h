@@ -41,6 +41,7 @@
 #include "server/memory_budget.h"
 #include "server/metrics.h"
 #include "server/object_attributes.h"
+#include "server/window_buffers.h"
 
 namespace objectcache::server {
 
@@ -354,6 +355,8 @@ class S3Handler final : public RequestHandler {
   sched::Pacer pacer_;  // layerwise responses under the bandwidth cap
   asio::thread_pool pool_;
   MemoryBudget memory_;
+  // Layerwise read windows kept between responses: two responses' worth (window_buffers.h).
+  std::shared_ptr<WindowBuffers> windows_;
   asio::strand<asio::thread_pool::executor_type> sweep_strand_;
   asio::steady_timer sweep_timer_;  // on sweep_strand_
   std::atomic<bool> stopping_{false};
