@@ -143,23 +143,42 @@ std::vector<WantedRange> NearbyAndOverlappingRanges() {
   };
 }
 
+// The reads of NearbyAndOverlappingRanges of "a", each into a buffer of its own.
+struct NearbyReads {
+  NearbyReads() : wants(NearbyAndOverlappingRanges()) {
+    for (const WantedRange& w : wants) dests.emplace_back(w.size, '\0');
+    for (size_t i = 0; i < wants.size(); ++i) {
+      reads.push_back({.key = "a", .offset = wants[i].offset, .dest = AsWritableBytes(dests[i])});
+    }
+  }
+  NearbyReads(const NearbyReads&) = delete;
+  NearbyReads& operator=(const NearbyReads&) = delete;
+
+  // Each read has the status it should, and where OK its bytes of `value`: in its dest, or,
+  // read in place, where its `data` says.
+  void Check(const std::string& value, bool in_place) const {
+    for (size_t i = 0; i < wants.size(); ++i) {
+      EXPECT_EQ(reads[i].status.code(), wants[i].code) << i << ": " << reads[i].status.ToString();
+      if (wants[i].code != StatusCode::kOk) continue;
+      const std::span<const std::byte> got =
+          in_place ? reads[i].data : std::span<const std::byte>(reads[i].dest);
+      EXPECT_EQ(std::string(reinterpret_cast<const char*>(got.data()), got.size()),
+                value.substr(wants[i].offset, wants[i].size))
+          << i;
+    }
+  }
+
+  std::vector<WantedRange> wants;
+  std::vector<std::string> dests;
+  std::vector<RangeRead> reads;
+};
+
 TEST_P(StoreConformanceTest, NearbyAndOverlappingRangesOfOneObjectGetTheirOwnBytes) {
   const std::string a = Pattern(300000, 6);
   ASSERT_TRUE(store_->Put("a", AsBytes(a)).ok());
-  const std::vector<WantedRange> wants = NearbyAndOverlappingRanges();
-  std::vector<std::string> dests;
-  for (const WantedRange& w : wants) dests.emplace_back(w.size, '\0');
-  std::vector<RangeRead> reads;
-  for (size_t i = 0; i < wants.size(); ++i) {
-    reads.push_back({.key = "a", .offset = wants[i].offset, .dest = AsWritableBytes(dests[i])});
-  }
-  ASSERT_TRUE(store_->RetrieveRanges(reads).ok());
-  for (size_t i = 0; i < wants.size(); ++i) {
-    EXPECT_EQ(reads[i].status.code(), wants[i].code) << i << ": " << reads[i].status.ToString();
-    if (wants[i].code == StatusCode::kOk) {
-      EXPECT_EQ(dests[i], a.substr(wants[i].offset, wants[i].size)) << i;
-    }
-  }
+  NearbyReads r;
+  ASSERT_TRUE(store_->RetrieveRanges(r.reads).ok());
+  r.Check(a, /*in_place=*/false);
 }
 
 // The same ranges read in place: each read's `data` has exactly its bytes, wherever the store
@@ -167,28 +186,15 @@ TEST_P(StoreConformanceTest, NearbyAndOverlappingRangesOfOneObjectGetTheirOwnByt
 TEST_P(StoreConformanceTest, RangesReadInPlaceStayAsReadWhileHeld) {
   const std::string a = Pattern(300000, 7);
   ASSERT_TRUE(store_->Put("a", AsBytes(a)).ok());
-  const std::vector<WantedRange> wants = NearbyAndOverlappingRanges();
-  std::vector<std::string> dests;
-  for (const WantedRange& w : wants) dests.emplace_back(w.size, '\0');
-  std::vector<RangeRead> reads;
-  for (size_t i = 0; i < wants.size(); ++i) {
-    reads.push_back({.key = "a", .offset = wants[i].offset, .dest = AsWritableBytes(dests[i])});
-  }
-  reads.push_back({.key = "missing", .offset = 0, .dest = AsWritableBytes(dests[0])});
+  NearbyReads r;
+  std::string missing(8, '\0');
+  r.reads.push_back({.key = "missing", .offset = 0, .dest = AsWritableBytes(missing)});
   HeldMemory held;
-  ASSERT_TRUE(store_->RetrieveRangesInPlace(reads, &held).ok());
-  EXPECT_EQ(reads.back().status.code(), StatusCode::kNotFound);
+  ASSERT_TRUE(store_->RetrieveRangesInPlace(r.reads, &held).ok());
+  EXPECT_EQ(r.reads.back().status.code(), StatusCode::kNotFound);
   ASSERT_TRUE(store_->Put("a", AsBytes(Pattern(300000, 8))).ok());
   ASSERT_TRUE(store_->Delete("a").ok());
-  for (size_t i = 0; i < wants.size(); ++i) {
-    EXPECT_EQ(reads[i].status.code(), wants[i].code) << i << ": " << reads[i].status.ToString();
-    if (wants[i].code == StatusCode::kOk) {
-      const std::span<const std::byte> data = reads[i].data;
-      EXPECT_EQ(std::string(reinterpret_cast<const char*>(data.data()), data.size()),
-                a.substr(wants[i].offset, wants[i].size))
-          << i;
-    }
-  }
+  r.Check(a, /*in_place=*/true);
 }
 
 TEST_P(StoreConformanceTest, ExistAndPresentPrefix) {
