@@ -495,8 +495,11 @@ TEST(S3HandlerLayerwiseTest, AResponseEndingEarlyLeavesItsRunningReadsTheirNames
   options.anonymous = true;
   options.blocking_threads = 1;            // the next window's read starts after this one's
   options.layerwise_window_bytes = slice;  // a window per chunk and layer
-  S3Handler handler(&store, &metrics, options);
+  // Before the handler, so that it outlives the handler's pool: a read that finishes after the
+  // last exchange posts its completion to `io`, which must still be there (ASan/UBSan saw the
+  // reverse order when a read's post came after the last run of `io`).
   asio::io_context io;
+  S3Handler handler(&store, &metrics, options);
   auto call = [&](std::string method, std::string target, std::string body, Headers headers,
                   uint64_t write_limit) {
     headers.emplace_back("host", "127.0.0.1");
