@@ -125,15 +125,14 @@ class Countdown {
     std::unique_lock lock(mu_);
     wake_at_ = n;
     cv_.wait(lock, [&] { return left_ <= n; });
-    wake_at_ = kNobody;
+    wake_at_ = 0;
   }
 
  private:
-  static constexpr size_t kNobody = 0;  // Done notifies at 0 only when no one waits
   std::mutex mu_;
   std::condition_variable cv_;
   size_t left_ = 0;
-  size_t wake_at_ = kNobody;
+  size_t wake_at_ = 0;  // Done notifies once left_ falls to this (a waiter's n; else 0)
 };
 
 struct Completion {
