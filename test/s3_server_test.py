@@ -397,6 +397,42 @@ class S3ServerTest(unittest.TestCase):
             self.s3.put_object(Bucket="no-such-bucket", Key="k", Body=b"x")
         self.assertEqual(e.exception.response["Error"]["Code"], "NoSuchBucket")
 
+    def test_pipelined_gets_of_files_to_a_slow_reader(self):
+        # GETs answered from the objects' files (header then sendfile, both straight to the
+        # socket) to a client that sends many at once and reads late through a small receive
+        # window: the server finds the socket full in both, waits, and every response still
+        # arrives whole, in order, with its own header.
+        b = self.bucket()
+        bodies = {"big": self.rng.randbytes(200 * 1024), "small": self.rng.randbytes(20 * 1024)}
+        for key, data in bodies.items():
+            self.s3.put_object(Bucket=b, Key=key, Body=data, Metadata={"k": key})
+        order = ["big", "small"] * 20
+        requests = b""
+        for key in order:
+            req = signed_request(self.server.endpoint, "GET", f"/{b}/{key}")
+            headers = dict(req.headers.items())
+            headers["Host"] = self.server.endpoint[len("http://"):]
+            requests += (f"GET /{b}/{key} HTTP/1.1\r\n" + "".join(
+                f"{k}: {v}\r\n" for k, v in headers.items()) + "\r\n").encode()
+        with socket.socket() as sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            sock.settimeout(30)
+            sock.connect(("127.0.0.1", self.server.port))
+            sock.sendall(requests)
+            time.sleep(0.5)  # the server fills the socket meanwhile
+            stream = sock.makefile("rb")
+            for key in order:
+                status = stream.readline()
+                self.assertEqual(status, b"HTTP/1.1 200 OK\r\n", key)
+                headers = {}
+                while (line := stream.readline()) != b"\r\n":
+                    name, _, value = line.decode().partition(":")
+                    headers[name.strip().lower()] = value.strip()
+                self.assertEqual(headers["x-amz-meta-k"], key)
+                self.assertEqual(headers["etag"], f'"{hashlib.md5(bodies[key]).hexdigest()}"')
+                length = int(headers["content-length"])
+                self.assertEqual(stream.read(length), bodies[key], key)
+
     def test_boto3_list_pagination_delimiters_and_start_after(self):
         b = self.bucket()
         keys = sorted({f"p{i % 4}/{self.rng.randrange(10**6):06d}" for i in range(120)} |

@@ -139,10 +139,13 @@ class BeastHttpExchange final : public HttpExchange {
   // The Status of a finished read or write; marks the exchange failed on an error.
   Status Check(beast::error_code ec, const char* what);
   Status NotStarted(const char* what);
-  // Writes `bytes` straight to the socket, past the serializer (chunk framing of WriteBodyFiles).
-  asio::awaitable<Status> WriteRaw(std::string_view bytes);
   // sendfile(2) of one piece to the socket, waiting for room as the socket asks.
   asio::awaitable<Status> SendFile(const FilePiece& piece);
+  // send(2) of `bytes` straight to the socket, past the serializer, with `flags` (MSG_MORE:
+  // more follows at once), waiting for room the same way.
+  asio::awaitable<Status> SendBytes(std::string_view bytes, int flags);
+  // Until the socket has room again, within the I/O timeout.
+  asio::awaitable<Status> WaitWritable();
 
   // The TCP stream under `stream_`, which holds the timeouts.
   beast::tcp_stream& tcp() { return beast::get_lowest_layer(stream_); }
@@ -356,15 +359,6 @@ asio::awaitable<Status> BeastHttpExchange<Stream>::EndResponse() {
 }
 
 template <typename Stream>
-asio::awaitable<Status> BeastHttpExchange<Stream>::WriteRaw(std::string_view bytes) {
-  beast::error_code ec;
-  tcp().expires_after(limits_.io_timeout);
-  co_await asio::async_write(tcp(), asio::buffer(bytes.data(), bytes.size()),
-                             asio::redirect_error(asio::use_awaitable, ec));
-  co_return Check(ec, "writing the response body");
-}
-
-template <typename Stream>
 asio::awaitable<Status> BeastHttpExchange<Stream>::SendFile(const FilePiece& piece) {
   tcp::socket& socket = tcp().socket();
   off_t offset = static_cast<off_t>(piece.offset);
@@ -389,26 +383,52 @@ asio::awaitable<Status> BeastHttpExchange<Stream>::SendFile(const FilePiece& pie
       failed_ = true;
       co_return UnavailableError(std::string("sending a file: ") + std::strerror(errno));
     }
-    // Room in the socket, within the I/O timeout: the timer cancels the wait when it fires. Its
-    // handler may run after the wait ended (both ready at once): `wait` says whether to act.
-    enum class Wait { kWaiting, kDone, kTimedOut };
-    auto wait = std::make_shared<Wait>(Wait::kWaiting);
-    asio::steady_timer timer(socket.get_executor());
-    timer.expires_after(limits_.io_timeout);
-    timer.async_wait([&socket, wait](beast::error_code tec) {
-      if (tec || *wait != Wait::kWaiting) return;
-      *wait = Wait::kTimedOut;
-      beast::error_code ignored;
-      socket.cancel(ignored);
-    });
-    beast::error_code ec;
-    co_await socket.async_wait(tcp::socket::wait_write,
-                               asio::redirect_error(asio::use_awaitable, ec));
-    if (*wait == Wait::kTimedOut) ec = beast::error::timeout;
-    *wait = Wait::kDone;
-    if (Status s = Check(ec, "writing the response body"); !s.ok()) co_return s;
+    if (Status s = co_await WaitWritable(); !s.ok()) co_return s;
   }
   co_return Status();
+}
+
+template <typename Stream>
+asio::awaitable<Status> BeastHttpExchange<Stream>::SendBytes(std::string_view bytes, int flags) {
+  const int fd = tcp().socket().native_handle();
+  while (!bytes.empty()) {
+    const ssize_t n = ::send(fd, bytes.data(), bytes.size(), flags | MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n > 0) {
+      bytes.remove_prefix(static_cast<size_t>(n));
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n == 0 || errno != EAGAIN) {
+      failed_ = true;
+      co_return UnavailableError(std::string("writing the response: ") +
+                                 (n == 0 ? "nothing sent" : std::strerror(errno)));
+    }
+    if (Status s = co_await WaitWritable(); !s.ok()) co_return s;
+  }
+  co_return Status();
+}
+
+template <typename Stream>
+asio::awaitable<Status> BeastHttpExchange<Stream>::WaitWritable() {
+  // The timer cancels the wait when it fires. Its handler may run after the wait ended (both
+  // ready at once): `wait` says whether to act.
+  tcp::socket& socket = tcp().socket();
+  enum class Wait { kWaiting, kDone, kTimedOut };
+  auto wait = std::make_shared<Wait>(Wait::kWaiting);
+  asio::steady_timer timer(socket.get_executor());
+  timer.expires_after(limits_.io_timeout);
+  timer.async_wait([&socket, wait](beast::error_code tec) {
+    if (tec || *wait != Wait::kWaiting) return;
+    *wait = Wait::kTimedOut;
+    beast::error_code ignored;
+    socket.cancel(ignored);
+  });
+  beast::error_code ec;
+  co_await socket.async_wait(tcp::socket::wait_write,
+                             asio::redirect_error(asio::use_awaitable, ec));
+  if (*wait == Wait::kTimedOut) ec = beast::error::timeout;
+  *wait = Wait::kDone;
+  co_return Check(ec, "writing the response body");
 }
 
 template <typename Stream>
@@ -424,33 +444,41 @@ asio::awaitable<Status> BeastHttpExchange<Stream>::WriteBodyFiles(
   const bool chunked = streamed_->chunked();
   if (chunked) {
     const ChunkSizeLine size_line(total);
-    if (Status s = co_await WriteRaw(size_line.text()); !s.ok()) co_return s;
+    if (Status s = co_await SendBytes(size_line.text(), MSG_MORE); !s.ok()) co_return s;
   }
   for (const FilePiece& p : pieces) {
     if (Status s = co_await SendFile(p); !s.ok()) co_return s;
   }
-  if (chunked) co_return co_await WriteRaw("\r\n");
+  if (chunked) co_return co_await SendBytes("\r\n", 0);
   co_return Status();
 }
 
 template <typename Stream>
 asio::awaitable<Status> BeastHttpExchange<Stream>::RespondWithFile(unsigned status, Headers headers,
                                                                    FilePiece piece) {
-  // Corked until the file's bytes are out: the header waits for them and they leave together,
-  // in full segments. Uncorked, the socket (TCP_NODELAY) would send the header alone and the
-  // peer would wake for it before the body: on small objects, a second round of work at both
-  // ends for every response.
-  const int fd = tcp().socket().native_handle();
-  const int on = 1;
-  setsockopt(fd, IPPROTO_TCP, TCP_CORK, &on, sizeof(on));
-  struct Uncork {
-    int fd;
-    ~Uncork() {
-      const int off = 0;
-      setsockopt(fd, IPPROTO_TCP, TCP_CORK, &off, sizeof(off));
-    }
-  } uncork{fd};
-  co_return co_await HttpExchange::RespondWithFile(status, std::move(headers), piece);
+  if (!send_files_) co_return InternalError("this exchange does not send files");
+  // The header goes straight to the socket, flagged MSG_MORE: it waits for the file's bytes and
+  // leaves with them, in full segments, and sendfile's last piece pushes them out. Sent alone
+  // (TCP_NODELAY), the header would leave in a segment of its own and the peer would wake for
+  // it before the body: on small objects, a second round of work at both ends for every
+  // response. (Past Beast's serializer: a small GET's header costs less written out here.)
+  http::response_header<> h;
+  PrepareHeader(h, status, headers);
+  h.set(http::field::content_length, std::to_string(piece.length));
+  auto append = [](std::string& to, beast::string_view v) { to.append(v.data(), v.size()); };
+  std::string text = "HTTP/1.1 " + std::to_string(status) + " ";
+  append(text, h.reason());
+  text += "\r\n";
+  for (const auto& field : h) {
+    append(text, field.name_string());
+    text += ": ";
+    append(text, field.value());
+    text += "\r\n";
+  }
+  text += "\r\n";
+  responded_ = true;
+  if (Status s = co_await SendBytes(text, piece.length > 0 ? MSG_MORE : 0); !s.ok()) co_return s;
+  co_return co_await SendFile(piece);
 }
 
 // ---- TlsCertificates ----------------------------------------------------------------------

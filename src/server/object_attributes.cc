@@ -25,24 +25,90 @@ std::string ObjectAttributes::Encode() const {
   return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
+namespace {
+
+// Reads the attributes document as it is parsed (SAX), into the fields it names, without
+// building a tree of it: a GET decodes one for every response. Accepts what the tree decoder
+// did: "e" and "t" as strings, "m" and "h" as lists of [name, value] string pairs (other
+// entries skipped), anything else ignored; the document itself must be one JSON object.
+class AttributesReader final : public nlohmann::json_sax<nlohmann::json> {
+ public:
+  explicit AttributesReader(ObjectAttributes* out) : out_(out) {}
+
+  bool is_object() const { return is_object_; }
+
+  bool null() override { return Value(); }
+  bool boolean(bool) override { return Value(); }
+  bool number_integer(number_integer_t) override { return Value(); }
+  bool number_unsigned(number_unsigned_t) override { return Value(); }
+  bool number_float(number_float_t, const string_t&) override { return Value(); }
+  bool binary(binary_t&) override { return Value(); }
+  bool string(string_t& s) override {
+    if (depth_ == 1 && key_ == "e") out_->etag = std::move(s);
+    if (depth_ == 1 && key_ == "t") out_->content_type = std::move(s);
+    if (depth_ == 3 && list_ != nullptr) {
+      if (pair_size_ < 2) pair_[pair_size_] = std::move(s);
+      ++pair_size_;
+    }
+    return true;
+  }
+  bool start_object(std::size_t) override { return Open(false); }
+  bool end_object() override { return Close(); }
+  bool start_array(std::size_t) override { return Open(true); }
+  bool end_array() override { return Close(); }
+  bool key(string_t& k) override {
+    if (depth_ == 1) key_ = std::move(k);
+    return true;
+  }
+  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception&) override {
+    return false;
+  }
+
+ private:
+  // A scalar: in a pair, one that is not a string spoils it.
+  bool Value() {
+    if (depth_ == 3) pair_ok_ = false;
+    return true;
+  }
+  bool Open(bool array) {
+    if (depth_ == 0) is_object_ = !array;
+    if (depth_ == 1 && array && (key_ == "m" || key_ == "h")) {
+      list_ = key_ == "m" ? &out_->user_metadata : &out_->stored_headers;
+    }
+    if (depth_ == 2 && list_ != nullptr) {
+      pair_size_ = 0;
+      pair_ok_ = array;
+    }
+    if (depth_ == 3) pair_ok_ = false;
+    ++depth_;
+    return true;
+  }
+  bool Close() {
+    --depth_;
+    if (depth_ == 2 && list_ != nullptr && pair_ok_ && pair_size_ == 2) {
+      list_->emplace_back(std::move(pair_[0]), std::move(pair_[1]));
+    }
+    if (depth_ == 1) list_ = nullptr;
+    return true;
+  }
+
+  ObjectAttributes* out_;
+  bool is_object_ = false;
+  size_t depth_ = 0;  // containers open
+  std::string key_;   // the top-level key whose value is being read
+  std::vector<std::pair<std::string, std::string>>* list_ = nullptr;  // "m" or "h" being read
+  std::string pair_[2];
+  size_t pair_size_ = 0;
+  bool pair_ok_ = false;
+};
+
+}  // namespace
+
 std::optional<ObjectAttributes> ObjectAttributes::Decode(std::string_view text) {
   ObjectAttributes a;
   if (text.empty()) return a;  // an object stored without S3 metadata
-  nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
-  if (j.is_discarded() || !j.is_object()) return std::nullopt;
-  if (auto it = j.find("e"); it != j.end() && it->is_string()) a.etag = *it;
-  if (auto it = j.find("t"); it != j.end() && it->is_string()) a.content_type = *it;
-  auto pairs = [&j](const char* name, std::vector<std::pair<std::string, std::string>>* out) {
-    auto it = j.find(name);
-    if (it == j.end() || !it->is_array()) return;
-    for (const auto& p : *it) {
-      if (p.is_array() && p.size() == 2 && p[0].is_string() && p[1].is_string()) {
-        out->emplace_back(p[0].get<std::string>(), p[1].get<std::string>());
-      }
-    }
-  };
-  pairs("m", &a.user_metadata);
-  pairs("h", &a.stored_headers);
+  AttributesReader reader(&a);
+  if (!nlohmann::json::sax_parse(text, &reader) || !reader.is_object()) return std::nullopt;
   return a;
 }
 
@@ -76,11 +142,29 @@ size_t ObjectAttributes::UserMetadataBytes() const {
 }
 
 std::string HttpTime(std::time_t t) {
+  // Written out by hand: every response has one or two, and strftime (locale lookups) cost
+  // more than the rest of a small GET's header.
+  static constexpr char kDays[] = "SunMonTueWedThuFriSat";
+  static constexpr char kMonths[] = "JanFebMarAprMayJunJulAugSepOctNovDec";
   std::tm tm{};
-  ::gmtime_r(&t, &tm);
-  char buf[64];
-  std::strftime(buf, sizeof(buf), "%a, %d %b %Y %H:%M:%S GMT", &tm);
-  return buf;
+  if (::gmtime_r(&t, &tm) == nullptr || tm.tm_year < -1900 || tm.tm_year > 9999 - 1900) {
+    return HttpTime(0);  // outside four-digit years: no date HTTP can carry
+  }
+  auto two = [](char* at, int v) {
+    at[0] = static_cast<char>('0' + v / 10);
+    at[1] = static_cast<char>('0' + v % 10);
+  };
+  const int year = tm.tm_year + 1900;
+  std::string out = "Thu, 01 Jan 1970 00:00:00 GMT";
+  out.replace(0, 3, kDays + 3 * tm.tm_wday, 3);
+  two(&out[5], tm.tm_mday);
+  out.replace(8, 3, kMonths + 3 * tm.tm_mon, 3);
+  two(&out[12], year / 100);
+  two(&out[14], year % 100);
+  two(&out[17], tm.tm_hour);
+  two(&out[20], tm.tm_min);
+  two(&out[23], tm.tm_sec);
+  return out;
 }
 
 std::string IsoTime(std::time_t t) {
