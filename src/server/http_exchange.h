@@ -119,6 +119,11 @@ class RequestHandler {
   virtual ~RequestHandler() = default;
   // Must respond (unless the exchange failed).
   virtual asio::awaitable<void> Handle(HttpExchange& exchange) = 0;
+  // Called by a server once it has stopped (none of its event loops runs again) and before it
+  // destroys them: waits for the work the handler runs off the event loops (store calls on a
+  // pool) to end, so that none posts its completion into an event loop being destroyed. A
+  // quiesced handler serves no more requests.
+  virtual void Quiesce() {}
 };
 
 }  // namespace objectcache::server

@@ -775,6 +775,10 @@ void HttpServer::Stop() {
   for (auto& w : workers_) {
     if (w->thread.joinable()) w->thread.join();
   }
+  // Coroutines of requests cut off by the grace still wait in the stopped loops, some on store
+  // calls the handler runs elsewhere: those finish and post into the loops, which must still be
+  // there (they go with this server, after this).
+  handler_->Quiesce();
 }
 
 }  // namespace objectcache::server

@@ -90,7 +90,8 @@ class HttpServer {
 
   uint16_t port() const { return port_; }
 
-  // Graceful stop; returns when every worker has exited.
+  // Graceful stop; returns when every worker has exited and the handler is quiesced
+  // (RequestHandler::Quiesce).
   void Stop();
 
  private:

@@ -63,9 +63,11 @@ S3Handler::S3Handler(Store* store, ServerMetrics* metrics, S3Options options)
   asio::post(sweep_strand_, [this] { ScheduleUploadSweep(); });
 }
 
-S3Handler::~S3Handler() {
+S3Handler::~S3Handler() { Quiesce(); }
+
+void S3Handler::Quiesce() {
+  if (stopping_.exchange(true)) return;
   // The armed sweep timer is work that would keep join() waiting: cancel it on its strand.
-  stopping_ = true;
   asio::post(sweep_strand_, [this] { sweep_timer_.cancel(); });
   pool_.join();
 }

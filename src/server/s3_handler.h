@@ -202,6 +202,8 @@ class S3Handler final : public RequestHandler {
   ~S3Handler() override;
 
   asio::awaitable<void> Handle(HttpExchange& exchange) override;
+  // Waits for the store calls running on the pool to end; the upload sweep stops.
+  void Quiesce() override;
   // Handle, for a request already parsed with this handler's virtual-host domains (the tenant
   // router parses it to pick the handler). `parsed` must outlive the call.
   asio::awaitable<void> HandleParsed(HttpExchange& exchange, s3::S3Result<s3::S3Request>& parsed);

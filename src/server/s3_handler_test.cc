@@ -1,9 +1,15 @@
 // The S3 handlers over a memory store through an in-memory exchange: no sockets, no processes,
 // no signatures (anonymous mode). The Python suites drive the same handlers over HTTP with real
-// clients; these pin each handler's own behaviour, deterministically.
+// clients; these pin each handler's own behaviour, deterministically. One test runs the handler
+// in a real server on 127.0.0.1, to stop that server in the middle of a response.
 #include "server/s3_handler.h"
 
 #include <gtest/gtest.h>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <regex>
@@ -12,6 +18,7 @@
 #include "objectcache/chunk_object.h"
 #include "objectcache/kv_layout.h"
 #include "s3/crypto.h"
+#include "server/http_server.h"
 #include "server/memory_exchange.h"
 #include "store/forwarding_store.h"
 #include "store/local/local_store.h"
@@ -482,6 +489,25 @@ class SlowRangeStore final : public ForwardingStore {
   std::atomic<int> started_{0}, finished_{0};
 };
 
+// Four chunks of `model` in bucket "slow" of `store`; the body of a v1 layerwise request of all
+// their layers.
+std::string PutSlowChunks(Store& store, const ModelPreset& model) {
+  std::string body =
+      "{\"version\":1,\"layers\":[0," + std::to_string(model.layout.num_layers) + "],\"keys\":[";
+  for (int c = 0; c < 4; ++c) {
+    char hex[33];
+    std::snprintf(hex, sizeof(hex), "%032x", c + 1);
+    const ChunkKey key = *ChunkKey::FromHex(hex);
+    const std::string kv(model.layout.ChunkKvBytes(), static_cast<char>(c));
+    EXPECT_TRUE(
+        store
+            .Put("slow/" + key.ToHex(), AsBytes(*EncodeChunkObject(model.layout, key, AsBytes(kv))))
+            .ok());
+    body += std::string(c ? "," : "") + "\"" + key.ToHex() + "\"";
+  }
+  return body + "]}";
+}
+
 // The client goes away while a copied layerwise response waits on its store: the response ends
 // with the next window's read still running on the pool, and that read must still find every
 // name it was given (under ASan, scripts/sanitize, a freed name is an error). The handler then
@@ -512,19 +538,7 @@ TEST(S3HandlerLayerwiseTest, AResponseEndingEarlyLeavesItsRunningReadsTheirNames
   ASSERT_EQ(call("PUT", "/slow", "", {{"x-objectcache-kv-layout", ModelToJson(model)}}, UINT64_MAX)
                 ->status(),
             200u);
-  std::string body = "{\"version\":1,\"layers\":[0,4],\"keys\":[";
-  for (int c = 0; c < 4; ++c) {
-    char hex[33];
-    std::snprintf(hex, sizeof(hex), "%032x", c + 1);
-    const ChunkKey key = *ChunkKey::FromHex(hex);
-    const std::string kv(model.layout.ChunkKvBytes(), static_cast<char>(c));
-    ASSERT_TRUE(
-        store
-            .Put("slow/" + key.ToHex(), AsBytes(*EncodeChunkObject(model.layout, key, AsBytes(kv))))
-            .ok());
-    body += std::string(c ? "," : "") + "\"" + key.ToHex() + "\"";
-  }
-  body += "]}";
+  const std::string body = PutSlowChunks(store, model);
   // The response header and the first frame's header fit; its first slice does not.
   auto cut = call("POST", "/slow?layerwise", body, {}, 4096);
   EXPECT_EQ(cut->status(), 200u);
@@ -540,6 +554,59 @@ TEST(S3HandlerLayerwiseTest, AResponseEndingEarlyLeavesItsRunningReadsTheirNames
   auto whole = call("POST", "/slow?layerwise", body, {}, UINT64_MAX);
   EXPECT_TRUE(whole->complete());
   EXPECT_GT(whole->response_body().size(), 4 * 4 * slice);
+}
+
+// A server stopped while a layerwise response waits on its store (the grace cut it off) returns
+// from Stop only once that store call has ended: the call's completion goes to the server's
+// event loop, which is destroyed with the server right after (under ASan, scripts/sanitize, a
+// post into it was an error before the handler was quiesced in Stop).
+TEST(S3HandlerLayerwiseTest, AStoppedServerOutlivesItsHandlersStoreCalls) {
+  SlowRangeStore store(std::chrono::milliseconds(200));
+  ServerMetrics metrics;
+  const ModelPreset model{"wide", KvLayout{4, 8, 128, KvDtype::kBf16, 16}};
+  S3Options options;
+  options.anonymous = true;
+  options.blocking_threads = 1;
+  options.layerwise_window_bytes = model.layout.LayerSliceBytes();  // 16 reads, one at a time
+  S3Handler handler(&store, &metrics, options);
+  {
+    asio::io_context io;
+    MemoryHttpExchange put("PUT", "/slow",
+                           {{"host", "127.0.0.1"}, {"x-objectcache-kv-layout", ModelToJson(model)}},
+                           "");
+    RunExchange(io, handler, put);
+    ASSERT_EQ(put.status(), 200u);
+  }
+  const std::string body = PutSlowChunks(store, model);
+  HttpServerOptions http;
+  http.port = 0;
+  http.shutdown_grace = std::chrono::seconds(0);
+  Result<std::unique_ptr<HttpServer>> srv = HttpServer::Start(http, &handler, &metrics);
+  ASSERT_TRUE(srv.has_value()) << srv.error().ToString();
+
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons((*srv)->port());
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  const std::string request =
+      "POST /slow?layerwise HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+      "Content-Length: " +
+      std::to_string(body.size()) + "\r\n\r\n" + body;
+  ASSERT_EQ(::send(fd, request.data(), request.size(), MSG_NOSIGNAL),
+            static_cast<ssize_t>(request.size()));
+  char first[16];
+  ASSERT_GT(::recv(fd, first, sizeof(first), 0), 0);  // the response has begun
+  for (int i = 0; i < 100 && store.Idle(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  ASSERT_FALSE(store.Idle());  // a window's read sleeps in the store
+
+  (*srv)->Stop();
+  EXPECT_TRUE(store.Idle());
+  srv->reset();
+  ::close(fd);
 }
 
 // Windows of several layers come from the request memory budget. A budget that cannot lend two

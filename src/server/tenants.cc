@@ -167,6 +167,13 @@ TenantRouter::TenantRouter(std::string base_uri, Store* base_store, ServerMetric
 
 TenantRouter::~TenantRouter() = default;
 
+void TenantRouter::Quiesce() {
+  std::lock_guard lock(mu_);
+  for (const auto& [name, t] : tenants_) t->handler->Quiesce();
+  for (const auto& t : retired_) t->handler->Quiesce();
+  unknown_->Quiesce();
+}
+
 Result<std::shared_ptr<TenantRouter::Tenant>> TenantRouter::OpenTenant(const TenantConfig& config) {
   auto t = std::make_shared<Tenant>();
   t->config = config;

@@ -69,6 +69,8 @@ class TenantRouter final : public RequestHandler {
   Status Apply(const std::vector<TenantConfig>& tenants);
 
   asio::awaitable<void> Handle(HttpExchange& exchange) override;
+  // Quiesces every tenant's handler, retired ones included, and the handler of unknown keys.
+  void Quiesce() override;
 
   // Per-tenant series for /metrics: requests, objects and bytes stored, quota, refusals,
   // evictions.
