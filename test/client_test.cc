@@ -73,6 +73,8 @@ class ClientTest : public ::testing::TestWithParam<int> {
     return std::move(*c);
   }
 
+  void ExpectDamagedLayerFails(uint32_t damaged);
+
   std::string Slice(size_t chunk, uint32_t layer) const {
     const uint64_t s = model_.layout.LayerSliceBytes();
     return kv_[chunk].substr(layer * s, s);
@@ -189,7 +191,9 @@ TEST_P(ClientTest, EveryModeDeliversTheSameVerifiedBytesInLayerOrder) {
   }
 }
 
-TEST_P(ClientTest, ChunkDamagedOnDiskFailsItsLayerAndNothingAfter) {
+// Damages one byte of layer `damaged` of chunk 1 on disk, then retrieves layers [2, 6) in every
+// mode: the layers before it are handed over whole, it and every later one fail with DataLoss.
+void ClientTest::ExpectDamagedLayerFails(uint32_t damaged) {
   fs::path file;
   for (const auto& e : fs::recursive_directory_iterator(server_->store_dir() + "/objects")) {
     if (e.path().filename() == "kvc%2F" + keys_[1].ToHex()) file = e.path();
@@ -197,9 +201,7 @@ TEST_P(ClientTest, ChunkDamagedOnDiskFailsItsLayerAndNothingAfter) {
   ASSERT_FALSE(file.empty());
   {
     std::fstream f(file, std::ios::in | std::ios::out | std::ios::binary);
-    // Layer 4: of the layers [2, 6) asked for, the server (v1) reads layer 2 alone and then
-    // layers 3 to 5 in one window (layerwise.cc, WindowPlan), whose layer 3 is still whole.
-    f.seekp(kChunkHeaderRegion + 4 * model_.layout.LayerSliceBytes() + 100);
+    f.seekp(kChunkHeaderRegion + damaged * model_.layout.LayerSliceBytes() + 100);
     f.put('\x5a');
   }
   auto c = MakeClient();
@@ -209,20 +211,35 @@ TEST_P(ClientTest, ChunkDamagedOnDiskFailsItsLayerAndNothingAfter) {
         mode == RetrievalMode::kAggregatedChunkwise || mode == RetrievalMode::kPlainChunkwise;
     Regions regions(*this, 4);
     auto retrieval = *c->RetrieveLayerwise(Request(&regions, 2, 6, mode));
-    // Layerwise: layers 2 and 3 are whole and handed over, layer 4 is not. Chunkwise: nothing
-    // is.
-    EXPECT_EQ(retrieval->WaitForLayer(2).ok(), !chunkwise);
-    EXPECT_EQ(retrieval->WaitForLayer(3).ok(), !chunkwise);
-    EXPECT_EQ(retrieval->WaitForLayer(chunkwise ? 2 : 4).code(), StatusCode::kDataLoss);
-    for (uint32_t layer = 4; layer < 6; ++layer) EXPECT_FALSE(retrieval->WaitForLayer(layer).ok());
+    // Layerwise: the layers before the damaged one are whole and handed over. Chunkwise: none.
+    for (uint32_t layer = 2; layer < damaged; ++layer) {
+      EXPECT_EQ(retrieval->WaitForLayer(layer).ok(), !chunkwise) << layer;
+    }
+    EXPECT_EQ(retrieval->WaitForLayer(chunkwise ? 2 : damaged).code(), StatusCode::kDataLoss);
+    for (uint32_t layer = damaged; layer < 6; ++layer) {
+      EXPECT_FALSE(retrieval->WaitForLayer(layer).ok());
+    }
     Status all = retrieval->Wait();
     EXPECT_EQ(all.code(), StatusCode::kDataLoss) << all.ToString();
-    EXPECT_NE(all.message().find("layer 4"), std::string::npos) << all.ToString();
+    EXPECT_NE(all.message().find("layer " + std::to_string(damaged)), std::string::npos)
+        << all.ToString();
     if (mode == RetrievalMode::kAggregatedLayerwise ||
         mode == RetrievalMode::kAggregatedChunkwise) {  // the frame's error names the chunk
       EXPECT_NE(all.message().find(keys_[1].ToHex()), std::string::npos) << all.ToString();
     }
   }
+}
+
+TEST_P(ClientTest, ChunkDamagedOnDiskFailsItsLayerAndNothingAfter) {
+  // Layer 4: of the layers [2, 6) asked for, the server (v1) reads layer 2 alone, with the
+  // chunks' headers, and then layers 3 to 5 in one window (layerwise.cc, WindowPlan), whose
+  // layer 3 is still whole.
+  ExpectDamagedLayerFails(4);
+}
+
+TEST_P(ClientTest, FirstLayerDamagedOnDiskFailsFromTheStart) {
+  // Layer 2, the first asked for: in v1 the server finds it as it reads the headers.
+  ExpectDamagedLayerFails(2);
 }
 
 TEST_P(ClientTest, WriteBehindStoresWithoutBlockingAndDropsWhenFull) {
