@@ -231,14 +231,13 @@ void ClientTest::ExpectDamagedLayerFails(uint32_t damaged) {
 }
 
 TEST_P(ClientTest, ChunkDamagedOnDiskFailsItsLayerAndNothingAfter) {
-  // Layer 4: of the layers [2, 6) asked for, the server (v1) reads layer 2 alone, with the
-  // chunks' headers, and then layers 3 to 5 in one window (layerwise.cc, WindowPlan), whose
-  // layer 3 is still whole.
+  // Layer 4: of the layers [2, 6) asked for, the server (v1) reads layer 2 alone and then
+  // layers 3 to 5 in one window (layerwise.cc, WindowPlan), whose layer 3 is still whole.
   ExpectDamagedLayerFails(4);
 }
 
 TEST_P(ClientTest, FirstLayerDamagedOnDiskFailsFromTheStart) {
-  // Layer 2, the first asked for: in v1 the server finds it as it reads the headers.
+  // Layer 2, the first asked for: no layer is handed over.
   ExpectDamagedLayerFails(2);
 }
 

@@ -123,12 +123,6 @@ class WindowRead : public std::enable_shared_from_this<WindowRead> {
     });
   }
 
-  // A window read before the response began (FirstSlices): its result, as if read here.
-  void SetResult(WindowReadResult r) {
-    result_ = std::move(r);
-    done_ = true;
-  }
-
   // The read's result, once it is done (moved out: the caller holds the lent memory for as long
   // as it sends the slices). done_ and the timer live on the coroutine's executor.
   asio::awaitable<WindowReadResult> Await() {
@@ -252,66 +246,29 @@ void LogPrefixEnd(const ChunkKey& key, const Status& why) {
   LogWarn("layerwise: chunk " + key.ToHex() + " ends the prefix: " + why.ToString());
 }
 
-// The slices of the response's first layer for its first `n` keys, read with their chunks'
-// headers (ReadHitPrefix): the first window of a copied response, ready once the hits are known.
-struct FirstSlices {
-  size_t n = 0;                 // keys whose slices are read; 0: none
-  std::span<std::byte> dest;    // n slices, one after the other (a store that copies)
-  WindowReadResult read;        // as a window's read: the hits' slices, or the first failure
-  size_t failed_at = SIZE_MAX;  // the chunk whose slice failed, if one did
-};
-
 // The headers of the first `present` chunks, read in batches; a missing chunk (NotFound) ends
 // the prefix there, so `present` may be all the keys. A damaged or foreign header ends the
-// prefix like a miss (the engine recomputes from there); it is logged. With `first`, the first
-// layer's slices of its first keys are read in the same store operations as their headers (over
-// RADOS one operation a chunk, not two rounds), where the layout places them. Blocking.
+// prefix like a miss (the engine recomputes from there); it is logged. Blocking.
 Result<HitPrefix> ReadHitPrefix(Store& store, const std::vector<std::string>& names, size_t present,
-                                const LayerwiseRequest& req, const KvLayout& layout, bool v2,
-                                FirstSlices* first) {
+                                const LayerwiseRequest& req, const KvLayout& layout) {
   HitPrefix out;
-  const uint64_t slice = layout.LayerSliceBytes();
   std::string buf(kHeaderGroup * kChunkHeaderRegion, '\0');
   for (size_t start = 0; start < present; start += kHeaderGroup) {
     const size_t n = std::min(kHeaderGroup, present - start);
-    const size_t with_slices = first ? std::min(n, first->n - std::min(first->n, start)) : 0;
-    std::vector<RangeRead> reads(n + with_slices);
+    std::vector<RangeRead> reads(n);
     for (size_t i = 0; i < n; ++i) {
       reads[i] = {.key = names[start + i],
                   .offset = 0,
                   .dest = AsWritableBytes(buf).subspan(i * kChunkHeaderRegion, kChunkHeaderRegion)};
     }
-    for (size_t i = 0; i < with_slices; ++i) {
-      reads[n + i] = {.key = names[start + i],
-                      .offset = ChunkGeometry(layout, req.keys[start + i]).LayerOffset(req.first),
-                      .dest = first->dest.subspan((start + i) * slice, slice)};
-    }
-    HeldMemory held;
-    OC_RETURN_IF_ERROR(store.RetrieveRangesInPlace(reads, &held));
-    if (with_slices > 0) {
-      first->read.held.insert(first->read.held.end(), held.begin(), held.end());
-    }
+    OC_RETURN_IF_ERROR(store.RetrieveRanges(reads));
     for (size_t i = 0; i < n; ++i) {
       ChunkExpectation expect{.layout = &layout, .key = &req.keys[start + i]};
-      Result<ChunkHeader> h = reads[i].status.ok() ? DecodeChunkHeader(reads[i].data, expect)
+      Result<ChunkHeader> h = reads[i].status.ok() ? DecodeChunkHeader(reads[i].dest, expect)
                                                    : Result<ChunkHeader>(reads[i].status);
       if (!h) {
         if (h.error().code() != StatusCode::kNotFound) LogPrefixEnd(req.keys[start + i], h.error());
         return out;
-      }
-      if (i < with_slices && first->failed_at == SIZE_MAX) {
-        Status sliced = reads[n + i].status.Annotate("chunk " + req.keys[start + i].ToHex());
-        if (sliced.ok() && reads[n + i].offset != h->LayerOffset(req.first)) {
-          sliced = DataLossError("chunk " + req.keys[start + i].ToHex() +
-                                 ": its header places layers elsewhere than its layout");
-        }
-        if (sliced.ok() && !v2) sliced = VerifyLayerSlice(*h, req.first, reads[n + i].data);
-        if (sliced.ok()) {
-          first->read.slices.push_back(reads[n + i].data);
-        } else {
-          first->read.status = std::move(sliced);
-          first->failed_at = start + i;
-        }
       }
       out.headers.push_back(std::move(*h));
     }
@@ -472,17 +429,13 @@ struct WindowPlan {
 asio::awaitable<bool> SendFramesCopied(HttpExchange& ex, Store& store, asio::thread_pool& pool,
                                        const std::shared_ptr<WindowBuffers>& buffers,
                                        const FrameSource& src, const WindowPlan& plan,
-                                       std::shared_ptr<WindowRead> first, PacedTransfer& paced,
-                                       Status* failure) {
+                                       PacedTransfer& paced, Status* failure) {
   const uint32_t hits = src.hits();
   const uint64_t slice = src.slice;
   const auto home = co_await asio::this_coro::executor;
   const size_t window_bytes = hits == 0 ? 0 : plan.WindowBytes(slice);  // none without hits
-  // The first window may have been read with the headers (`first`, one layer: smaller than the
-  // others, replaced before it takes the third).
-  const bool first_read = first != nullptr;
   std::shared_ptr<WindowRead> windows[2] = {
-      first_read ? std::move(first) : std::make_shared<WindowRead>(home, buffers, window_bytes),
+      std::make_shared<WindowRead>(home, buffers, window_bytes),
       std::make_shared<WindowRead>(home, buffers, window_bytes)};
   auto start_read = [&](const WindowPlan::Window& w, WindowRead& into) {
     std::vector<RangeRead> reads(size_t{w.layers} * w.n);
@@ -522,16 +475,10 @@ asio::awaitable<bool> SendFramesCopied(HttpExchange& ex, Store& store, asio::thr
   };
   Xxh3Stream checksum;
   std::optional<WindowPlan::Window> w = hits > 0 ? std::optional(plan.First()) : std::nullopt;
-  if (w && !first_read) start_read(*w, *windows[0]);
+  if (w) start_read(*w, *windows[0]);
   for (size_t i = 0; w; ++i) {
     const std::optional<WindowPlan::Window> next = plan.Next(*w);
-    if (next && failure->ok()) {
-      std::shared_ptr<WindowRead>& into = windows[(i + 1) % 2];
-      if (into->buf.size() < window_bytes) {
-        into = std::make_shared<WindowRead>(home, buffers, window_bytes);
-      }
-      start_read(*next, *into);
-    }
+    if (next && failure->ok()) start_read(*next, *windows[(i + 1) % 2]);
     WindowRead& window = *windows[i % 2];
     const WindowReadResult read = co_await window.Await();
     for (uint32_t l = 0; l < w->layers; ++l) {
@@ -622,25 +569,6 @@ asio::awaitable<S3Result<void>> S3Handler::LayerwiseRetrieve(Ctx& c) {
   // page cache to the socket without a copy (sendfile).
   const bool v2 = req->version == wire::kLayerwiseV2;
   const bool from_files = v2 && c.ex.sends_files();
-  const uint64_t slice = layout.LayerSliceBytes();
-  // Read into memory, the first layer's slices of as many keys as the first window can hold are
-  // read with the headers, within the memory budget (none if it cannot lend that much).
-  MemoryBudget::Lease lease = memory_.NewLease();
-  const auto home = co_await asio::this_coro::executor;
-  std::shared_ptr<WindowRead> first_window;
-  FirstSlices first;
-  if (!from_files) {
-    first.n =
-        WindowPlan(req->first, req->last, req->keys.size(), slice, options_.layerwise_window_bytes)
-            .First()
-            .n;
-    if (lease.GrowTo(first.n * slice)) {
-      first_window = std::make_shared<WindowRead>(home, windows_, first.n * slice);
-      first.dest = first_window->buf.bytes().first(first.n * slice);
-    } else {
-      first.n = 0;
-    }
-  }
   auto read_prefix = co_await Blocking([&]() -> Result<HitPrefix> {
     // Read into memory, the header reads find where the prefix ends themselves: counting first
     // would be one more round of store operations (over RADOS, a stat of every key named).
@@ -655,13 +583,13 @@ asio::awaitable<S3Result<void>> S3Handler::LayerwiseRetrieve(Ctx& c) {
         return std::move(*p);
       }
     }
-    return ReadHitPrefix(*store_, *names, present, *req, layout, v2,
-                         first.n > 0 ? &first : nullptr);
+    return ReadHitPrefix(*store_, *names, present, *req, layout);
   });
   if (!read_prefix) co_return std::unexpected(FromStatus(read_prefix.error()));
   // Shared with the read-ahead on the store pool (SendFramesFromFiles).
   const auto prefix = std::make_shared<const HitPrefix>(std::move(*read_prefix));
   const uint32_t hits = static_cast<uint32_t>(prefix->headers.size());
+  const uint64_t slice = layout.LayerSliceBytes();
   metrics_->store_hits += hits;
   metrics_->store_misses += req->keys.size() - hits;
 
@@ -673,27 +601,16 @@ asio::awaitable<S3Result<void>> S3Handler::LayerwiseRetrieve(Ctx& c) {
   // ... down to kSmallWindow, so that many responses still fit where a few large ones would.
   const bool send_files = !prefix->readers.empty();
   WindowPlan plan(req->first, req->last, hits, slice, options_.layerwise_window_bytes);
+  MemoryBudget::Lease lease = memory_.NewLease();
   if (hits > 0 && !send_files) {
     const uint64_t smallest = std::min<uint64_t>(options_.layerwise_window_bytes,
                                                  std::max<uint64_t>(kSmallWindow, slice));
-    for (uint64_t bound = options_.layerwise_window_bytes; !lease.GrowTo(
-             std::max(2 * plan.WindowBytes(slice), first.n * slice + plan.WindowBytes(slice)));) {
+    for (uint64_t bound = options_.layerwise_window_bytes;
+         !lease.GrowTo(2 * plan.WindowBytes(slice));) {
       if (bound == smallest) co_return MemoryBudgetExhausted();
       bound = std::max(bound / 2, smallest);
       plan = WindowPlan(req->first, req->last, hits, slice, bound);
     }
-  }
-  // The first window as read with the headers: its chunks' slices, and a failure only if it
-  // was one of its chunks' (a later chunk's is found again by the window that holds it).
-  if (first_window && hits > 0 && !send_files) {
-    const size_t n = plan.First().n;
-    if (first.failed_at >= n) {
-      first.read.status = Status();
-      first.read.slices.resize(n);
-    }
-    first_window->SetResult(std::move(first.read));
-  } else {
-    first_window.reset();
   }
 
   ByteWriter head;
@@ -720,10 +637,9 @@ asio::awaitable<S3Result<void>> S3Handler::LayerwiseRetrieve(Ctx& c) {
 
   const FrameSource source{.req = *req, .names = names, .prefix = prefix, .slice = slice, .v2 = v2};
   Status failure;
-  const bool sent = send_files
-                        ? co_await SendFramesFromFiles(c.ex, pool_, source, paced)
-                        : co_await SendFramesCopied(c.ex, *store_, pool_, windows_, source, plan,
-                                                    std::move(first_window), paced, &failure);
+  const bool sent = send_files ? co_await SendFramesFromFiles(c.ex, pool_, source, paced)
+                               : co_await SendFramesCopied(c.ex, *store_, pool_, windows_, source,
+                                                           plan, paced, &failure);
   if (!sent) co_return S3Result<void>();
   // With no hits every frame is empty.
   for (uint32_t layer = req->first; hits == 0 && layer < req->last; ++layer) {
