@@ -168,9 +168,14 @@ TenantRouter::TenantRouter(std::string base_uri, Store* base_store, ServerMetric
 TenantRouter::~TenantRouter() = default;
 
 void TenantRouter::Quiesce() {
-  std::lock_guard lock(mu_);
-  for (const auto& [name, t] : tenants_) t->handler->Quiesce();
-  for (const auto& t : retired_) t->handler->Quiesce();
+  // Not under mu_: a store call still running may ask BucketElsewhere, which takes it.
+  std::vector<std::shared_ptr<Tenant>> all;
+  {
+    std::lock_guard lock(mu_);
+    for (const auto& [name, t] : tenants_) all.push_back(t);
+    all.insert(all.end(), retired_.begin(), retired_.end());
+  }
+  for (const auto& t : all) t->handler->Quiesce();
   unknown_->Quiesce();
 }
 
