@@ -26,6 +26,7 @@
 #include "s3/tls.h"
 #include "s3/tls_stream.h"
 #include "server/log.h"
+#include "server/object_attributes.h"  // HttpTime
 
 namespace objectcache::server {
 
@@ -46,11 +47,7 @@ const std::string& HttpDate() {
   thread_local std::string date;
   const std::time_t t = std::time(nullptr);
   if (t != formatted_at) {
-    std::tm tm{};
-    ::gmtime_r(&t, &tm);
-    char buf[64];
-    std::strftime(buf, sizeof(buf), "%a, %d %b %Y %H:%M:%S GMT", &tm);
-    date = buf;
+    date = HttpTime(t);
     formatted_at = t;
   }
   return date;
