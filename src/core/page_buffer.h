@@ -17,6 +17,7 @@
 
 #include <sys/mman.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdlib>
 #include <cstring>
@@ -70,12 +71,34 @@ class PageBuffer {
   std::span<std::byte> bytes() { return {data_, size_}; }
   std::span<const std::byte> bytes() const { return {data_, size_}; }
 
+  // Whether the block is mapped from the kernel (kMappedBufferBytes or more) rather than
+  // allocated; only a mapped one can be cut down.
+  bool mapped() const { return block_.get_deleter().mapped > 0; }
+
+  // Cuts a mapped buffer down to its first `bytes`: the pages past them are unmapped, so it
+  // holds no more memory than a new buffer of `bytes` would. False (unchanged) when the buffer
+  // is not mapped or holds fewer than `bytes`.
+  bool ShrinkTo(size_t bytes) {
+    if (!mapped() || bytes > size_) return false;
+    const size_t offset = static_cast<size_t>(data_ - block_.get());
+    const size_t keep = std::max(kPageBytes, RoundUpToPages(offset + bytes));  // one at least
+    size_t& mapped_bytes = block_.get_deleter().mapped;
+    if (keep < mapped_bytes) {
+      ::munmap(block_.get() + keep, mapped_bytes - keep);
+      mapped_bytes = keep;
+    }
+    size_ = bytes;
+    return true;
+  }
+
  private:
   using Block = std::unique_ptr<std::byte, PageBlockFree>;
+  static size_t RoundUpToPages(size_t bytes) {
+    return (bytes + kPageBytes - 1) / kPageBytes * kPageBytes;
+  }
   static Block Allocate(size_t bytes, Pages pages) {
     // Whole pages: aligned_alloc wants a multiple of the alignment, mmap maps pages.
-    const size_t rounded =
-        bytes == 0 ? kPageBytes : (bytes + kPageBytes - 1) / kPageBytes * kPageBytes;
+    const size_t rounded = bytes == 0 ? kPageBytes : RoundUpToPages(bytes);
     if (rounded >= kMappedBufferBytes) {
       const int populate = pages == Pages::kResident ? MAP_POPULATE : 0;
       void* p = ::mmap(nullptr, rounded, PROT_READ | PROT_WRITE,

@@ -1,7 +1,11 @@
 #include "core/page_buffer.h"
 
+#include <sys/mman.h>
+
+#include <cerrno>
 #include <cstdint>
 #include <utility>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -60,6 +64,42 @@ TEST(PageBufferTest, MovesItsBlock) {
   PageBuffer empty;
   EXPECT_EQ(empty.size(), 0u);
   EXPECT_TRUE(empty.bytes().empty());
+}
+
+// Whether every page of [p, p + bytes) is mapped: mincore fails with ENOMEM on an unmapped one.
+bool AllMapped(const std::byte* p, size_t bytes) {
+  std::vector<unsigned char> resident((bytes + kPageBytes - 1) / kPageBytes);
+  return ::mincore(const_cast<std::byte*>(p), bytes, resident.data()) == 0;
+}
+
+TEST(PageBufferTest, AMappedBufferIsCutDownToItsFirstBytes) {
+  PageBuffer b(1 << 20, 0, PageBuffer::Pages::kOnFirstWrite);
+  ASSERT_TRUE(b.mapped());
+  std::byte* const at = b.data();
+  b.bytes()[0] = std::byte{7};
+  b.bytes()[(1 << 20) - 1] = std::byte{8};
+  const size_t kept = (300 << 10) + 5;  // not a whole number of pages
+  ASSERT_TRUE(b.ShrinkTo(kept));
+  EXPECT_EQ(b.data(), at);
+  EXPECT_EQ(b.size(), kept);
+  EXPECT_EQ(b.bytes()[0], std::byte{7});
+  const size_t kept_pages = (kept + kPageBytes - 1) / kPageBytes * kPageBytes;
+  EXPECT_TRUE(AllMapped(at, kept_pages));
+  EXPECT_FALSE(AllMapped(at + kept_pages, (1 << 20) - kept_pages));
+  EXPECT_EQ(errno, ENOMEM);
+  EXPECT_FALSE(b.ShrinkTo(kept + 1));  // never grows
+  EXPECT_EQ(b.size(), kept);
+  ASSERT_TRUE(b.ShrinkTo(0));  // one page stays mapped, and is unmapped with the buffer
+  EXPECT_EQ(b.size(), 0u);
+  EXPECT_TRUE(AllMapped(at, kPageBytes));
+  EXPECT_FALSE(AllMapped(at + kPageBytes, kPageBytes));
+}
+
+TEST(PageBufferTest, AnAllocatedBufferIsNotCutDown) {
+  PageBuffer b(8192);
+  EXPECT_FALSE(b.mapped());
+  EXPECT_FALSE(b.ShrinkTo(4096));
+  EXPECT_EQ(b.size(), 8192u);
 }
 
 }  // namespace

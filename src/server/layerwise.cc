@@ -103,12 +103,20 @@ struct WindowReadResult {
 
 // One window's read, run on the store pool while the coroutine sends the previous window.
 // Shared with the pool task, so a coroutine that ends early (the client went away) leaves the
-// buffer alive until the read is done with it.
+// buffer alive until the read is done with it, and the buffer's share of the response's memory
+// lease with it; that share is given back as the buffer goes to be kept (window_buffers.h).
 class WindowRead : public std::enable_shared_from_this<WindowRead> {
  public:
-  WindowRead(asio::any_io_executor home, std::shared_ptr<WindowBuffers> buffers, size_t bytes)
-      : buf(buffers->Take(bytes)), timer_(home), buffers_(std::move(buffers)) {}
-  ~WindowRead() { buffers_->Give(std::move(buf)); }
+  WindowRead(asio::any_io_executor home, std::shared_ptr<WindowBuffers> buffers, size_t bytes,
+             MemoryBudget::Lease lease)
+      : buf(buffers->Take(bytes)),
+        timer_(home),
+        buffers_(std::move(buffers)),
+        lease_(std::move(lease)) {}
+  ~WindowRead() {
+    lease_.ShrinkTo(0);
+    buffers_->Give(std::move(buf));
+  }
 
   template <typename F>
   void Start(asio::thread_pool& pool, F read) {
@@ -141,6 +149,7 @@ class WindowRead : public std::enable_shared_from_this<WindowRead> {
  private:
   asio::steady_timer timer_;
   std::shared_ptr<WindowBuffers> buffers_;
+  MemoryBudget::Lease lease_;  // covers buf
   bool done_ = false;
   WindowReadResult result_;
 };
@@ -428,15 +437,16 @@ struct WindowPlan {
 // layer is sent zeroed with the failure in its trailer, and no layer after it).
 asio::awaitable<bool> SendFramesCopied(HttpExchange& ex, Store& store, asio::thread_pool& pool,
                                        const std::shared_ptr<WindowBuffers>& buffers,
-                                       const FrameSource& src, const WindowPlan& plan,
-                                       PacedTransfer& paced, Status* failure) {
+                                       MemoryBudget::Lease lease, const FrameSource& src,
+                                       const WindowPlan& plan, PacedTransfer& paced,
+                                       Status* failure) {
   const uint32_t hits = src.hits();
   const uint64_t slice = src.slice;
   const auto home = co_await asio::this_coro::executor;
   const size_t window_bytes = hits == 0 ? 0 : plan.WindowBytes(slice);  // none without hits
   std::shared_ptr<WindowRead> windows[2] = {
-      std::make_shared<WindowRead>(home, buffers, window_bytes),
-      std::make_shared<WindowRead>(home, buffers, window_bytes)};
+      std::make_shared<WindowRead>(home, buffers, window_bytes, lease.Split(window_bytes)),
+      std::make_shared<WindowRead>(home, buffers, window_bytes, lease.Split(window_bytes))};
   auto start_read = [&](const WindowPlan::Window& w, WindowRead& into) {
     std::vector<RangeRead> reads(size_t{w.layers} * w.n);
     std::vector<std::pair<ChunkKey, uint32_t>> what(reads.size());  // for errors
@@ -597,8 +607,9 @@ asio::awaitable<S3Result<void>> S3Handler::LayerwiseRetrieve(Ctx& c) {
   // sendfile per slice. Else (v1, TLS, stores without files) a window at a time (WindowPlan):
   // the store reads the next window while this one is sent, two windows per response at most.
   // Windows only for copied hits (a response with none allocates nothing), within the budget;
-  // when it cannot lend two windows of the configured size, windows of half of it, a quarter,
-  // ... down to kSmallWindow, so that many responses still fit where a few large ones would.
+  // when it cannot lend two windows of the configured size, the windows kept idle between
+  // responses are dropped first (window_buffers.h), then windows of half of it, a quarter, ...
+  // down to kSmallWindow, so that many responses still fit where a few large ones would.
   const bool send_files = !prefix->readers.empty();
   WindowPlan plan(req->first, req->last, hits, slice, options_.layerwise_window_bytes);
   MemoryBudget::Lease lease = memory_.NewLease();
@@ -607,6 +618,7 @@ asio::awaitable<S3Result<void>> S3Handler::LayerwiseRetrieve(Ctx& c) {
                                                  std::max<uint64_t>(kSmallWindow, slice));
     for (uint64_t bound = options_.layerwise_window_bytes;
          !lease.GrowTo(2 * plan.WindowBytes(slice));) {
+      if (windows_->DropAll()) continue;
       if (bound == smallest) co_return MemoryBudgetExhausted();
       bound = std::max(bound / 2, smallest);
       plan = WindowPlan(req->first, req->last, hits, slice, bound);
@@ -637,9 +649,10 @@ asio::awaitable<S3Result<void>> S3Handler::LayerwiseRetrieve(Ctx& c) {
 
   const FrameSource source{.req = *req, .names = names, .prefix = prefix, .slice = slice, .v2 = v2};
   Status failure;
-  const bool sent = send_files ? co_await SendFramesFromFiles(c.ex, pool_, source, paced)
-                               : co_await SendFramesCopied(c.ex, *store_, pool_, windows_, source,
-                                                           plan, paced, &failure);
+  const bool sent =
+      send_files ? co_await SendFramesFromFiles(c.ex, pool_, source, paced)
+                 : co_await SendFramesCopied(c.ex, *store_, pool_, windows_, std::move(lease),
+                                             source, plan, paced, &failure);
   if (!sent) co_return S3Result<void>();
   // With no hits every frame is empty.
   for (uint32_t layer = req->first; hits == 0 && layer < req->last; ++layer) {

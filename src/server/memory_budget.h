@@ -1,12 +1,14 @@
 // One budget for the memory the server holds on behalf of requests: small bodies read whole
 // (XML, JSON), the streaming buffer of each upload and the read-ahead windows of layerwise
-// responses. A request takes a lease as its bytes arrive, never ahead of them, and gives it back
-// when it ends; one that would pass the budget is answered 503 SlowDown (clients retry) instead
-// of growing the process. docs/security.md lists the budget with the other limits.
+// responses, and the windows kept between responses (window_buffers.h). A request takes a lease as
+// its bytes arrive, never ahead of them, and gives it back when it ends; one that would pass the
+// budget is answered 503 SlowDown (clients retry) instead of growing the process. docs/security.md
+// lists the budget with the other limits.
 //
 // Thread-safe: leases are taken and returned from any worker.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <utility>
@@ -43,6 +45,20 @@ class MemoryBudget {
       if (!budget_->TryTake(total - bytes_)) return false;
       bytes_ = total;
       return true;
+    }
+    // Gives back what the lease holds past `total` bytes.
+    void ShrinkTo(uint64_t total) {
+      if (total >= bytes_) return;
+      budget_->Give(bytes_ - total);
+      bytes_ = total;
+    }
+    // Moves `n` of the lease's bytes (at most all it holds) into a lease of their own.
+    Lease Split(uint64_t n) {
+      n = std::min(n, bytes_);
+      bytes_ -= n;
+      Lease part(budget_);
+      part.bytes_ = n;
+      return part;
     }
     uint64_t bytes() const { return bytes_; }
 

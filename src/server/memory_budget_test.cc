@@ -26,6 +26,37 @@ TEST(MemoryBudgetTest, LeasesGrowWithinTheLimitAndReturnTheirBytes) {
   EXPECT_EQ(budget.used(), 0u);
 }
 
+TEST(MemoryBudgetTest, ALeaseShrinksToWhatItStillHolds) {
+  MemoryBudget budget(100);
+  MemoryBudget::Lease a = budget.NewLease();
+  ASSERT_TRUE(a.GrowTo(80));
+  a.ShrinkTo(30);
+  EXPECT_EQ(a.bytes(), 30u);
+  EXPECT_EQ(budget.used(), 30u);
+  a.ShrinkTo(50);  // never grows
+  EXPECT_EQ(a.bytes(), 30u);
+  MemoryBudget::Lease b = budget.NewLease();
+  EXPECT_TRUE(b.GrowTo(70));
+  a.ShrinkTo(0);
+  EXPECT_EQ(budget.used(), 70u);
+}
+
+TEST(MemoryBudgetTest, ALeaseSplitsIntoLeasesOfItsOwnBytes) {
+  MemoryBudget budget(100);
+  MemoryBudget::Lease whole = budget.NewLease();
+  ASSERT_TRUE(whole.GrowTo(90));
+  {
+    MemoryBudget::Lease part = whole.Split(40);
+    EXPECT_EQ(part.bytes(), 40u);
+    EXPECT_EQ(whole.bytes(), 50u);
+    MemoryBudget::Lease rest = whole.Split(1000);  // no more than it holds
+    EXPECT_EQ(rest.bytes(), 50u);
+    EXPECT_EQ(whole.bytes(), 0u);
+    EXPECT_EQ(budget.used(), 90u);
+  }
+  EXPECT_EQ(budget.used(), 0u);
+}
+
 TEST(MemoryBudgetTest, HugeRequestsNeverWrap) {
   MemoryBudget budget(100);
   MemoryBudget::Lease a = budget.NewLease();

@@ -51,7 +51,7 @@ S3Handler::S3Handler(Store* store, ServerMetrics* metrics, S3Options options)
              }),
       pool_(std::max(1u, options_.blocking_threads)),
       memory_(options_.request_memory_bytes),
-      windows_(std::make_shared<WindowBuffers>(4 * options_.layerwise_window_bytes)),
+      windows_(std::make_shared<WindowBuffers>(&memory_, 4 * options_.layerwise_window_bytes)),
       sweep_strand_(asio::make_strand(pool_.get_executor())),
       sweep_timer_(sweep_strand_),
       credentials_(std::make_shared<const Credentials>(options_.credentials)) {

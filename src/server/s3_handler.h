@@ -212,6 +212,10 @@ class S3Handler final : public RequestHandler {
   // finish with the ones they started with.
   void SetCredentials(std::map<std::string, std::string> credentials);
 
+  // Bytes of the request memory budget in use: requests' leases and the layerwise windows kept
+  // between responses (memory_budget.h).
+  uint64_t request_memory_used() const { return memory_.used(); }
+
  private:
   using Credentials = std::map<std::string, std::string>;
   struct BucketInfo {

@@ -609,26 +609,48 @@ TEST(S3HandlerLayerwiseTest, AStoppedServerOutlivesItsHandlersStoreCalls) {
   ::close(fd);
 }
 
-// Windows of several layers come from the request memory budget. A budget that cannot lend two
-// of the configured size serves the response with small windows (groups of chunks of one
-// layer), byte for byte the same; one that cannot lend even those answers 503 SlowDown.
-TEST(S3HandlerLayerwiseTest, ABudgetShortOfLargeWindowsServesWithSmallOnes) {
-  std::unique_ptr<Store> store = NewMemoryStore();
-  const ModelPreset model{"wide", KvLayout{4, 8, 128, KvDtype::kBf16, 16}};  // 64 KiB slices
+// 128 chunks of a layout of 4 layers with 64 KiB slices (8 MiB a layer) put in bucket "budget"
+// of `store`, different bytes in every page; the body of a v1 layerwise request for all of them.
+std::string PutBudgetChunks(Store& store, const ModelPreset& model) {
   std::string body = "{\"version\":1,\"layers\":[0,4],\"keys\":[";
-  for (int c = 0; c < 128; ++c) {  // 8 MiB a layer: 4 MiB windows hold half of one
+  for (int c = 0; c < 128; ++c) {
     char hex[33];
     std::snprintf(hex, sizeof(hex), "%032x", c + 1);
     const ChunkKey key = *ChunkKey::FromHex(hex);
     std::string kv(model.layout.ChunkKvBytes(), '\0');
     for (size_t i = 0; i < kv.size(); i += 4096) kv[i] = static_cast<char>(c + i / 4096);
-    ASSERT_TRUE(store
-                    ->Put("budget/" + key.ToHex(),
-                          AsBytes(*EncodeChunkObject(model.layout, key, AsBytes(kv))))
+    EXPECT_TRUE(store
+                    .Put("budget/" + key.ToHex(),
+                         AsBytes(*EncodeChunkObject(model.layout, key, AsBytes(kv))))
                     .ok());
     body += std::string(c ? "," : "") + "\"" + key.ToHex() + "\"";
   }
-  body += "]}";
+  return body + "]}";
+}
+
+// A layerwise request for `body` of bucket "budget" (created bound to `model` if it is not yet)
+// through `handler`: status and body.
+std::pair<unsigned, std::string> RespondLayerwise(S3Handler& handler, const ModelPreset& model,
+                                                  const std::string& body) {
+  asio::io_context io;
+  MemoryHttpExchange put("PUT", "/budget",
+                         {{"host", "127.0.0.1"}, {"x-objectcache-kv-layout", ModelToJson(model)}},
+                         "");
+  RunExchange(io, handler, put);
+  EXPECT_TRUE(put.status() == 200u || put.status() == 409u) << put.response_body();
+  MemoryHttpExchange ex("POST", "/budget?layerwise", {{"host", "127.0.0.1"}}, body);
+  RunExchange(io, handler, ex);
+  return {ex.status(), ex.response_body()};
+}
+
+const ModelPreset kWideModel{"wide", KvLayout{4, 8, 128, KvDtype::kBf16, 16}};  // 64 KiB slices
+
+// Windows of several layers come from the request memory budget. A budget that cannot lend two
+// of the configured size serves the response with small windows (groups of chunks of one
+// layer), byte for byte the same; one that cannot lend even those answers 503 SlowDown.
+TEST(S3HandlerLayerwiseTest, ABudgetShortOfLargeWindowsServesWithSmallOnes) {
+  std::unique_ptr<Store> store = NewMemoryStore();
+  const std::string body = PutBudgetChunks(*store, kWideModel);  // 4 MiB windows: half a layer
   auto respond = [&](uint64_t budget) {
     ServerMetrics metrics;
     S3Options options;
@@ -636,25 +658,39 @@ TEST(S3HandlerLayerwiseTest, ABudgetShortOfLargeWindowsServesWithSmallOnes) {
     options.layerwise_window_bytes = 64 << 20;  // all four layers in a window: 32 MiB
     options.request_memory_bytes = budget;
     S3Handler handler(store.get(), &metrics, options);
-    asio::io_context io;
-    MemoryHttpExchange put("PUT", "/budget",
-                           {{"host", "127.0.0.1"}, {"x-objectcache-kv-layout", ModelToJson(model)}},
-                           "");
-    RunExchange(io, handler, put);
-    EXPECT_TRUE(put.status() == 200u || put.status() == 409u) << put.response_body();
-    MemoryHttpExchange ex("POST", "/budget?layerwise", {{"host", "127.0.0.1"}}, body);
-    RunExchange(io, handler, ex);
-    return std::make_pair(ex.status(), ex.response_body());
+    return RespondLayerwise(handler, kWideModel, body);
   };
   const auto [large_status, large] = respond(1ull << 30);  // two windows of 32 MiB
   ASSERT_EQ(large_status, 200u) << large;
-  EXPECT_GT(large.size(), 4 * 128 * model.layout.LayerSliceBytes());
+  EXPECT_GT(large.size(), 4 * 128 * kWideModel.layout.LayerSliceBytes());
   const auto [small_status, small] = respond(12 << 20);  // two of 4 MiB, not of 8 or 32
   EXPECT_EQ(small_status, 200u);
   EXPECT_EQ(small, large);
   const auto [none_status, none] = respond(6 << 20);  // not even two of 4 MiB
   EXPECT_EQ(none_status, 503u);
   EXPECT_NE(none.find("SlowDown"), std::string::npos);
+}
+
+// The windows a response gives back are kept for the next one (window_buffers.h) within the same
+// budget: they count in it while kept, and give way to a response that needs the room.
+TEST(S3HandlerLayerwiseTest, KeptWindowsCountInTheBudgetAndGiveWayToAResponse) {
+  std::unique_ptr<Store> store = NewMemoryStore();
+  const std::string body = PutBudgetChunks(*store, kWideModel);
+  ServerMetrics metrics;
+  S3Options options;
+  options.anonymous = true;
+  options.layerwise_window_bytes = 64 << 20;  // two windows of 32 MiB a response
+  options.request_memory_bytes = 80 << 20;    // not room for those beside two kept ones
+  S3Handler handler(store.get(), &metrics, options);
+  const auto [first_status, first] = RespondLayerwise(handler, kWideModel, body);
+  ASSERT_EQ(first_status, 200u) << first;
+  EXPECT_EQ(handler.request_memory_used(), 64u << 20);  // its two windows, kept
+  // The kept windows are dropped for the next response rather than halving its windows: it
+  // then keeps its own two of 32 MiB, not 64 MiB beside two of 8 MiB.
+  const auto [second_status, second] = RespondLayerwise(handler, kWideModel, body);
+  ASSERT_EQ(second_status, 200u);
+  EXPECT_EQ(second, first);
+  EXPECT_EQ(handler.request_memory_used(), 64u << 20);
 }
 
 }  // namespace

@@ -8,6 +8,12 @@
 //
 // A kept buffer still holds an earlier response's bytes: a response sends from its window only
 // bytes its own reads wrote there, or zeros it wrote itself (layerwise.cc, SendFramesCopied).
+//
+// Kept buffers are memory the server holds, so they count against the request memory budget
+// (memory_budget.h) like the windows of the responses in flight: a buffer the budget cannot
+// hold is not kept, and a response the budget refuses has the kept ones dropped (DropAll) before
+// it asks again, so idle windows never stand in a request's way. A buffer is handed out at the
+// size asked for, its pages past it unmapped, so a response holds no more than its lease.
 #pragma once
 
 #include <cstddef>
@@ -16,28 +22,37 @@
 #include <utility>
 
 #include "core/page_buffer.h"
+#include "server/memory_budget.h"
 
 namespace objectcache::server {
 
 class WindowBuffers {
  public:
-  // Keeps at most `keep_bytes` of buffers, dropping the oldest first.
-  explicit WindowBuffers(size_t keep_bytes) : keep_bytes_(keep_bytes) {}
+  // Keeps at most `keep_bytes` of buffers, dropping the oldest first, each within `budget`
+  // (which must outlive this).
+  WindowBuffers(MemoryBudget* budget, size_t keep_bytes)
+      : keep_bytes_(keep_bytes), lease_(budget->NewLease()) {}
 
-  // A buffer of at least `bytes`: a kept one of at most twice that, else a new one.
+  // A buffer of `bytes`: a kept one of that size, or a kept mapped one of at most twice that
+  // cut down to it, else a new one.
   PageBuffer Take(size_t bytes) {
+    PageBuffer b;
     {
       std::lock_guard lock(mu_);
       for (auto it = kept_.begin(); it != kept_.end(); ++it) {
-        if (it->size() >= bytes && it->size() / 2 <= bytes) {
-          PageBuffer b = std::move(*it);
+        if (it->size() == bytes ||
+            (it->mapped() && it->size() >= bytes && it->size() / 2 <= bytes)) {
+          b = std::move(*it);
           kept_.erase(it);
           kept_bytes_ -= b.size();
-          return b;
+          lease_.ShrinkTo(kept_bytes_);
+          break;
         }
       }
     }
-    return PageBuffer(bytes, 0, PageBuffer::Pages::kOnFirstWrite);
+    if (b.size() == 0) return PageBuffer(bytes, 0, PageBuffer::Pages::kOnFirstWrite);
+    b.ShrinkTo(bytes);  // outside the lock: it unmaps
+    return b;
   }
 
   void Give(PageBuffer b) {
@@ -49,8 +64,23 @@ class WindowBuffers {
       dropped.push_back(std::move(kept_.front()));
       kept_.pop_front();
     }
+    lease_.ShrinkTo(kept_bytes_);
+    if (!lease_.GrowTo(kept_bytes_ + b.size())) {
+      dropped.push_back(std::move(b));  // the budget is in use by requests
+      return;
+    }
     kept_bytes_ += b.size();
     kept_.push_back(std::move(b));
+  }
+
+  // Drops every kept buffer, giving its bytes back to the budget; false when none was kept.
+  bool DropAll() {
+    std::deque<PageBuffer> dropped;  // unmapped outside the lock
+    std::lock_guard lock(mu_);
+    dropped.swap(kept_);
+    kept_bytes_ = 0;
+    lease_.ShrinkTo(0);
+    return !dropped.empty();
   }
 
   size_t kept_bytes() {
@@ -63,6 +93,7 @@ class WindowBuffers {
   std::mutex mu_;
   std::deque<PageBuffer> kept_;  // oldest first
   size_t kept_bytes_ = 0;
+  MemoryBudget::Lease lease_;  // kept_bytes_
 };
 
 }  // namespace objectcache::server

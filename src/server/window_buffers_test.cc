@@ -6,20 +6,24 @@ namespace objectcache::server {
 namespace {
 
 TEST(WindowBuffersTest, AGivenBufferIsTakenAgainWithItsPages) {
-  WindowBuffers buffers(8 << 20);
+  MemoryBudget budget(64 << 20);
+  WindowBuffers buffers(&budget, 8 << 20);
   PageBuffer a = buffers.Take(1 << 20);
-  ASSERT_GE(a.size(), 1u << 20);
+  ASSERT_EQ(a.size(), 1u << 20);
   a.bytes()[0] = std::byte{9};  // written: resident from now on
   std::byte* const at = a.data();
   buffers.Give(std::move(a));
   EXPECT_EQ(buffers.kept_bytes(), 1u << 20);
-  PageBuffer b = buffers.Take((1 << 20) - 4096);  // smaller, within twice
+  PageBuffer b = buffers.Take((1 << 20) - 4096);  // smaller, within twice: cut down to it
   EXPECT_EQ(b.data(), at);
+  EXPECT_EQ(b.size(), (1u << 20) - 4096);
+  EXPECT_EQ(b.bytes()[0], std::byte{9});
   EXPECT_EQ(buffers.kept_bytes(), 0u);
 }
 
 TEST(WindowBuffersTest, OnlyBuffersAtMostTwiceTheSizeAreTaken) {
-  WindowBuffers buffers(8 << 20);
+  MemoryBudget budget(64 << 20);
+  WindowBuffers buffers(&budget, 8 << 20);
   buffers.Give(PageBuffer(4 << 20));
   PageBuffer small = buffers.Take(1 << 20);  // 4 MiB is more than twice: a new one
   EXPECT_EQ(small.size(), 1u << 20);
@@ -29,8 +33,20 @@ TEST(WindowBuffersTest, OnlyBuffersAtMostTwiceTheSizeAreTaken) {
   EXPECT_EQ(buffers.kept_bytes(), 4u << 20);
 }
 
+TEST(WindowBuffersTest, AnAllocatedBufferIsTakenOnlyAtItsOwnSize) {
+  MemoryBudget budget(64 << 20);
+  WindowBuffers buffers(&budget, 8 << 20);
+  PageBuffer a(64 << 10);  // below kMappedBufferBytes: allocated, cannot be cut down
+  ASSERT_FALSE(a.mapped());
+  std::byte* const at = a.data();
+  buffers.Give(std::move(a));
+  EXPECT_NE(buffers.Take(48 << 10).data(), at);
+  EXPECT_EQ(buffers.Take(64 << 10).data(), at);
+}
+
 TEST(WindowBuffersTest, KeepsAtMostItsBoundDroppingTheOldest) {
-  WindowBuffers buffers(3 << 20);
+  MemoryBudget budget(64 << 20);
+  WindowBuffers buffers(&budget, 3 << 20);
   buffers.Give(PageBuffer(1 << 20));
   PageBuffer second(1 << 20);
   std::byte* const second_at = second.data();
@@ -42,6 +58,39 @@ TEST(WindowBuffersTest, KeepsAtMostItsBoundDroppingTheOldest) {
   EXPECT_EQ(buffers.kept_bytes(), 2u << 20);
   buffers.Give(PageBuffer());  // nothing to keep
   EXPECT_EQ(buffers.kept_bytes(), 2u << 20);
+}
+
+TEST(WindowBuffersTest, KeptBuffersCountAgainstTheBudget) {
+  MemoryBudget budget(5 << 20);
+  WindowBuffers buffers(&budget, 8 << 20);
+  buffers.Give(PageBuffer(2 << 20));
+  EXPECT_EQ(budget.used(), 2u << 20);
+  MemoryBudget::Lease request = budget.NewLease();
+  ASSERT_TRUE(request.GrowTo(2 << 20));
+  buffers.Give(PageBuffer(2 << 20));  // 6 MiB would pass the budget: not kept
+  EXPECT_EQ(buffers.kept_bytes(), 2u << 20);
+  EXPECT_EQ(budget.used(), 4u << 20);
+  PageBuffer taken = buffers.Take(2 << 20);  // a response's lease holds it now
+  EXPECT_EQ(budget.used(), 2u << 20);
+  buffers.Give(std::move(taken));
+  EXPECT_EQ(budget.used(), 4u << 20);
+  // A request the budget refuses has the kept buffers dropped, and then fits.
+  EXPECT_FALSE(request.GrowTo(5 << 20));
+  EXPECT_TRUE(buffers.DropAll());
+  EXPECT_EQ(buffers.kept_bytes(), 0u);
+  EXPECT_EQ(budget.used(), 2u << 20);
+  EXPECT_TRUE(request.GrowTo(5 << 20));
+  EXPECT_FALSE(buffers.DropAll());
+}
+
+TEST(WindowBuffersTest, GivesItsBytesBackWhenDestroyed) {
+  MemoryBudget budget(8 << 20);
+  {
+    WindowBuffers buffers(&budget, 8 << 20);
+    buffers.Give(PageBuffer(3 << 20));
+    EXPECT_EQ(budget.used(), 3u << 20);
+  }
+  EXPECT_EQ(budget.used(), 0u);
 }
 
 }  // namespace
