@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <mutex>
 #include <regex>
 #include <thread>
 
@@ -489,6 +490,44 @@ class SlowRangeStore final : public ForwardingStore {
   std::atomic<int> started_{0}, finished_{0};
 };
 
+// Reads slowly, and notes whether a read of layer 0's slices (offset `first_layer_offset`) ever
+// ran beside another read.
+class OverlapRecordingStore final : public ForwardingStore {
+ public:
+  explicit OverlapRecordingStore(uint64_t first_layer_offset)
+      : ForwardingStore(NewMemoryStore()), first_layer_offset_(first_layer_offset) {}
+  Status RetrieveRanges(std::span<RangeRead> reads) override {
+    const bool first_layer = !reads.empty() && reads[0].offset == first_layer_offset_;
+    {
+      std::lock_guard lock(mu_);
+      if (running_ > 0 && (first_layer || first_layer_running_)) first_layer_overlapped_ = true;
+      ++running_;
+      first_layer_running_ |= first_layer;
+      first_layer_reads_ += first_layer;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(30));
+    Status s = ForwardingStore::RetrieveRanges(reads);
+    std::lock_guard lock(mu_);
+    --running_;
+    if (first_layer) first_layer_running_ = false;
+    return s;
+  }
+  bool first_layer_overlapped() {
+    std::lock_guard lock(mu_);
+    return first_layer_overlapped_;
+  }
+  int first_layer_reads() {
+    std::lock_guard lock(mu_);
+    return first_layer_reads_;
+  }
+
+ private:
+  const uint64_t first_layer_offset_;
+  std::mutex mu_;
+  int running_ = 0, first_layer_reads_ = 0;
+  bool first_layer_running_ = false, first_layer_overlapped_ = false;
+};
+
 // Four chunks of `model` in bucket "slow" of `store`; the body of a v1 layerwise request of all
 // their layers.
 std::string PutSlowChunks(Store& store, const ModelPreset& model) {
@@ -506,6 +545,31 @@ std::string PutSlowChunks(Store& store, const ModelPreset& model) {
     body += std::string(c ? "," : "") + "\"" + key.ToHex() + "\"";
   }
   return body + "]}";
+}
+
+// The first layer, which the requester waits for, is read alone: the next window's read starts
+// once it is in (and runs while it is sent), not beside it, where it would share the store.
+TEST(S3HandlerLayerwiseTest, TheFirstLayerIsReadAlone) {
+  const ModelPreset model{"wide", KvLayout{4, 8, 128, KvDtype::kBf16, 16}};
+  OverlapRecordingStore store(ChunkGeometry(model.layout, ChunkKey()).LayerOffset(0));
+  const std::string body = PutSlowChunks(store, model);
+  ServerMetrics metrics;
+  S3Options options;
+  options.anonymous = true;  // windows of layer 0, then layers 1-2, then 3
+  S3Handler handler(&store, &metrics, options);
+  for (int i = 0; i < 3; ++i) {
+    asio::io_context io;
+    MemoryHttpExchange put("PUT", "/slow",
+                           {{"host", "127.0.0.1"}, {"x-objectcache-kv-layout", ModelToJson(model)}},
+                           "");
+    RunExchange(io, handler, put);
+    MemoryHttpExchange ex("POST", "/slow?layerwise", {{"host", "127.0.0.1"}}, body);
+    RunExchange(io, handler, ex);
+    ASSERT_EQ(ex.status(), 200u) << ex.response_body();
+    EXPECT_GT(ex.response_body().size(), 4 * 4 * model.layout.LayerSliceBytes());
+  }
+  EXPECT_EQ(store.first_layer_reads(), 3);
+  EXPECT_FALSE(store.first_layer_overlapped());
 }
 
 // The client goes away while a copied layerwise response waits on its store: the response ends
