@@ -621,9 +621,10 @@ asio::awaitable<S3Result<void>> S3Handler::LayerwiseRetrieve(Ctx& c) {
   if (hits > 0 && !send_files) {
     const uint64_t smallest = std::min<uint64_t>(options_.layerwise_window_bytes,
                                                  std::max<uint64_t>(kSmallWindow, slice));
+    bool dropped_kept = false;  // once: others may keep windows again meanwhile
     for (uint64_t bound = options_.layerwise_window_bytes;
          !lease.GrowTo(2 * plan.WindowBytes(slice));) {
-      if (windows_->DropAll()) continue;
+      if (!dropped_kept && (dropped_kept = windows_->DropAll())) continue;
       if (bound == smallest) co_return MemoryBudgetExhausted();
       bound = std::max(bound / 2, smallest);
       plan = WindowPlan(req->first, req->last, hits, slice, bound);

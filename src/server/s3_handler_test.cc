@@ -547,6 +547,22 @@ std::string PutSlowChunks(Store& store, const ModelPreset& model) {
   return body + "]}";
 }
 
+// A layerwise request for `body` of `bucket` (created bound to `model` if it is not yet)
+// through `handler`: status and body.
+std::pair<unsigned, std::string> RespondLayerwise(S3Handler& handler, const std::string& bucket,
+                                                  const ModelPreset& model,
+                                                  const std::string& body) {
+  asio::io_context io;
+  MemoryHttpExchange put("PUT", "/" + bucket,
+                         {{"host", "127.0.0.1"}, {"x-objectcache-kv-layout", ModelToJson(model)}},
+                         "");
+  RunExchange(io, handler, put);
+  EXPECT_TRUE(put.status() == 200u || put.status() == 409u) << put.response_body();
+  MemoryHttpExchange ex("POST", "/" + bucket + "?layerwise", {{"host", "127.0.0.1"}}, body);
+  RunExchange(io, handler, ex);
+  return {ex.status(), ex.response_body()};
+}
+
 // The first layer, which the requester waits for, is read alone: the next window's read starts
 // once it is in (and runs while it is sent), not beside it, where it would share the store.
 TEST(S3HandlerLayerwiseTest, TheFirstLayerIsReadAlone) {
@@ -558,15 +574,9 @@ TEST(S3HandlerLayerwiseTest, TheFirstLayerIsReadAlone) {
   options.anonymous = true;  // windows of layer 0, then layers 1-2, then 3
   S3Handler handler(&store, &metrics, options);
   for (int i = 0; i < 3; ++i) {
-    asio::io_context io;
-    MemoryHttpExchange put("PUT", "/slow",
-                           {{"host", "127.0.0.1"}, {"x-objectcache-kv-layout", ModelToJson(model)}},
-                           "");
-    RunExchange(io, handler, put);
-    MemoryHttpExchange ex("POST", "/slow?layerwise", {{"host", "127.0.0.1"}}, body);
-    RunExchange(io, handler, ex);
-    ASSERT_EQ(ex.status(), 200u) << ex.response_body();
-    EXPECT_GT(ex.response_body().size(), 4 * 4 * model.layout.LayerSliceBytes());
+    const auto [status, response] = RespondLayerwise(handler, "slow", model, body);
+    ASSERT_EQ(status, 200u) << response;
+    EXPECT_GT(response.size(), 4 * 4 * model.layout.LayerSliceBytes());
   }
   EXPECT_EQ(store.first_layer_reads(), 3);
   EXPECT_FALSE(store.first_layer_overlapped());
@@ -692,21 +702,6 @@ std::string PutBudgetChunks(Store& store, const ModelPreset& model) {
   return body + "]}";
 }
 
-// A layerwise request for `body` of bucket "budget" (created bound to `model` if it is not yet)
-// through `handler`: status and body.
-std::pair<unsigned, std::string> RespondLayerwise(S3Handler& handler, const ModelPreset& model,
-                                                  const std::string& body) {
-  asio::io_context io;
-  MemoryHttpExchange put("PUT", "/budget",
-                         {{"host", "127.0.0.1"}, {"x-objectcache-kv-layout", ModelToJson(model)}},
-                         "");
-  RunExchange(io, handler, put);
-  EXPECT_TRUE(put.status() == 200u || put.status() == 409u) << put.response_body();
-  MemoryHttpExchange ex("POST", "/budget?layerwise", {{"host", "127.0.0.1"}}, body);
-  RunExchange(io, handler, ex);
-  return {ex.status(), ex.response_body()};
-}
-
 const ModelPreset kWideModel{"wide", KvLayout{4, 8, 128, KvDtype::kBf16, 16}};  // 64 KiB slices
 
 // Windows of several layers come from the request memory budget. A budget that cannot lend two
@@ -722,7 +717,7 @@ TEST(S3HandlerLayerwiseTest, ABudgetShortOfLargeWindowsServesWithSmallOnes) {
     options.layerwise_window_bytes = 64 << 20;  // all four layers in a window: 32 MiB
     options.request_memory_bytes = budget;
     S3Handler handler(store.get(), &metrics, options);
-    return RespondLayerwise(handler, kWideModel, body);
+    return RespondLayerwise(handler, "budget", kWideModel, body);
   };
   const auto [large_status, large] = respond(1ull << 30);  // two windows of 32 MiB
   ASSERT_EQ(large_status, 200u) << large;
@@ -746,12 +741,12 @@ TEST(S3HandlerLayerwiseTest, KeptWindowsCountInTheBudgetAndGiveWayToAResponse) {
   options.layerwise_window_bytes = 64 << 20;  // two windows of 32 MiB a response
   options.request_memory_bytes = 80 << 20;    // not room for those beside two kept ones
   S3Handler handler(store.get(), &metrics, options);
-  const auto [first_status, first] = RespondLayerwise(handler, kWideModel, body);
+  const auto [first_status, first] = RespondLayerwise(handler, "budget", kWideModel, body);
   ASSERT_EQ(first_status, 200u) << first;
   EXPECT_EQ(handler.request_memory_used(), 64u << 20);  // its two windows, kept
   // The kept windows are dropped for the next response rather than halving its windows: it
   // then keeps its own two of 32 MiB, not 64 MiB beside two of 8 MiB.
-  const auto [second_status, second] = RespondLayerwise(handler, kWideModel, body);
+  const auto [second_status, second] = RespondLayerwise(handler, "budget", kWideModel, body);
   ASSERT_EQ(second_status, 200u);
   EXPECT_EQ(second, first);
   EXPECT_EQ(handler.request_memory_used(), 64u << 20);
