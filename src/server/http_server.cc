@@ -425,7 +425,7 @@ asio::awaitable<Status> BeastHttpExchange<Stream>::WaitWritable() {
                              asio::redirect_error(asio::use_awaitable, ec));
   if (*wait == Wait::kTimedOut) ec = beast::error::timeout;
   *wait = Wait::kDone;
-  co_return Check(ec, "writing the response body");
+  co_return Check(ec, "writing the response");  // its header or its body
 }
 
 template <typename Stream>
