@@ -304,8 +304,9 @@ Status RunPathBench(const PathBenchFlags& f) {
         }
       }
       const double seconds = NowSeconds() - t0;
-      const double cc_gib = static_cast<double>(cc_bytes * cc_total) / kGiB;
-      cc_gbps[k].push_back(cc_gib * kGiB * 8 / seconds / 1e9);
+      const double moved = static_cast<double>(cc_bytes * cc_total);
+      const double cc_gib = moved / kGiB;
+      cc_gbps[k].push_back(moved * 8 / seconds / 1e9);
       cc_server_cpu[k].push_back((ProcessCpuSeconds(pid) - server0) / cc_gib);
       cc_client_cpu[k].push_back((CpuSeconds(RUSAGE_SELF) - client0) / cc_gib);
       for (const OwnRetrieval& o : own)
