@@ -46,7 +46,8 @@ struct ClientOptions {
   // Both empty: OBJECTCACHE_ACCESS_KEY / OBJECTCACHE_SECRET_KEY, else AWS_ACCESS_KEY_ID /
   // AWS_SECRET_ACCESS_KEY, else unsigned requests (for servers in anonymous mode).
   std::string access_key, secret_key;
-  // Per request: connecting, and each wait for bytes.
+  // Per request: connecting, sending, the response header, and each wait for body bytes; a
+  // server silent for this long fails the request (Unavailable, so it is retried).
   std::chrono::seconds timeout{60};
   // Transport failures (refused, reset, timed out, 5xx) are retried this many times.
   int retries = 3;

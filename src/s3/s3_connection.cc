@@ -15,6 +15,7 @@
 #include "s3/crypto.h"
 #include "s3/s3_request.h"
 #include "s3/sigv4.h"
+#include "s3/socket_deadline.h"
 #include "s3/tls.h"
 #include "s3/tls_stream.h"
 
@@ -92,6 +93,8 @@ struct S3Connection::Impl {
   std::optional<TlsStream> secure;
   std::shared_ptr<asio::ssl::context> tls_context;  // outlives `secure`
   beast::flat_buffer buffer;
+  // Beast's timeouts apply to asynchronous calls only; this one bounds the blocking ones.
+  SocketDeadline deadline;
 
   bool connected() const { return plain || secure; }
 
@@ -100,6 +103,7 @@ struct S3Connection::Impl {
   void Disconnect() {
     beast::error_code ec;
     if (connected()) tcp().socket().shutdown(tcp::socket::shutdown_both, ec);
+    deadline.Unwatch();  // before the socket closes
     secure.reset();
     plain.reset();
     buffer.clear();
@@ -111,8 +115,22 @@ struct S3Connection::Impl {
     auto results = resolver.resolve(endpoint.host, std::to_string(endpoint.port), ec);
     if (ec) return UnavailableError("resolving " + endpoint.host + ": " + ec.message());
     beast::tcp_stream stream(ioc);
-    stream.expires_after(timeout);
-    stream.connect(results, ec);
+    ec = asio::error::host_not_found;
+    for (const auto& entry : results) {
+      tcp::socket& socket = stream.socket();
+      beast::error_code ignored;
+      socket.open(entry.endpoint().protocol(), ec);
+      if (ec) continue;
+      deadline.Watch(socket.native_handle());
+      deadline.Arm(timeout);
+      socket.connect(entry.endpoint(), ec);
+      deadline.Disarm();
+      if (!ec) break;
+      const bool timed_out = deadline.fired();
+      deadline.Unwatch();
+      socket.close(ignored);
+      if (timed_out) ec = asio::error::timed_out;
+    }
     if (ec) return UnavailableError("connecting to " + endpoint.Url() + ": " + ec.message());
     stream.socket().set_option(tcp::no_delay(true), ec);
     buffer.reserve(64 << 10);
@@ -126,9 +144,12 @@ struct S3Connection::Impl {
     // Responses are mostly large bodies: read up to 256 KiB of records per system call.
     secure.emplace(std::move(stream), *tls_context, 256 << 10);
     OC_RETURN_IF_ERROR(SetVerifiedPeerName(secure->native_handle(), endpoint.host));
-    beast::get_lowest_layer(*secure).expires_after(timeout);
+    deadline.Arm(timeout);
     secure->handshake(asio::ssl::stream_base::client, ec);
+    deadline.Disarm();
+    if (ec && deadline.fired()) ec = asio::error::timed_out;
     if (ec) {
+      deadline.Unwatch();
       secure.reset();
       // A certificate that does not verify is the caller's to fix, not a transient failure.
       const bool verification = ec.category() == asio::error::get_ssl_category();
@@ -165,9 +186,13 @@ namespace {
 template <typename Stream>
 class DirectBodyReader {
  public:
-  DirectBodyReader(Stream& stream, beast::tcp_stream& tcp, beast::flat_buffer& buffer,
+  DirectBodyReader(Stream& stream, SocketDeadline& deadline, beast::flat_buffer& buffer,
                    std::chrono::seconds timeout, BodyReceiver* receiver)
-      : stream_(stream), tcp_(tcp), buffer_(buffer), timeout_(timeout), receiver_(receiver) {}
+      : stream_(stream),
+        deadline_(deadline),
+        buffer_(buffer),
+        timeout_(timeout),
+        receiver_(receiver) {}
 
   beast::error_code ReadLength(uint64_t length) { return Body(length); }
 
@@ -223,7 +248,7 @@ class DirectBodyReader {
         buffer_.consume(got);
       } else {
         beast::error_code ec;
-        tcp_.expires_after(timeout_);
+        deadline_.Arm(timeout_);
         got = stream_.read_some(asio::buffer(room.data(), want), ec);
         if (ec) return ec;
       }
@@ -247,7 +272,7 @@ class DirectBodyReader {
       }
       if (seen.size() > kMaxLine) return http::error::bad_chunk;
       beast::error_code ec;
-      tcp_.expires_after(timeout_);
+      deadline_.Arm(timeout_);
       const size_t got = stream_.read_some(buffer_.prepare(512), ec);
       if (ec) return ec;
       buffer_.commit(got);
@@ -255,7 +280,7 @@ class DirectBodyReader {
   }
 
   Stream& stream_;
-  beast::tcp_stream& tcp_;
+  SocketDeadline& deadline_;
   beast::flat_buffer& buffer_;
   std::chrono::seconds timeout_;
   BodyReceiver* receiver_;
@@ -271,17 +296,24 @@ Result<S3Response> S3Connection::Impl::Exchange(
     Stream& stream, std::string_view method, http::request<http::string_body>& req,
     const std::function<Status(std::span<const std::byte>)>& on_body, BodyReceiver* receiver) {
   beast::error_code ec;
+  struct Disarm {
+    SocketDeadline& d;
+    ~Disarm() { d.Disarm(); }
+  } disarm{deadline};  // an idle kept-alive connection has no deadline
   auto fail = [&](const char* what) -> Status {
+    const std::string why = deadline.fired()
+                                ? "no progress in " + std::to_string(timeout.count()) + " s"
+                                : ec.message();
     Disconnect();
-    return UnavailableError(std::string(what) + " " + endpoint.Url() + ": " + ec.message());
+    return UnavailableError(std::string(what) + " " + endpoint.Url() + ": " + why);
   };
-  tcp().expires_after(timeout);
+  deadline.Arm(timeout);
   http::write(stream, req, ec);
   if (ec) return fail("sending to");
   http::response_parser<http::buffer_body> parser;
   parser.skip(method == "HEAD");
   parser.body_limit(std::numeric_limits<std::uint64_t>::max());
-  tcp().expires_after(timeout);
+  deadline.Arm(timeout);
   http::read_header(stream, buffer, parser, ec);
   if (ec) return fail("reading the response of");
   S3Response out;
@@ -293,7 +325,7 @@ Result<S3Response> S3Connection::Impl::Exchange(
   }
   const bool ok = out.status >= 200 && out.status < 300;
   if (ok && receiver && !parser.is_done() && (parser.chunked() || parser.content_length())) {
-    DirectBodyReader<Stream> body(stream, tcp(), buffer, timeout, receiver);
+    DirectBodyReader<Stream> body(stream, deadline, buffer, timeout, receiver);
     ec = parser.chunked() ? body.ReadChunked() : body.ReadLength(*parser.content_length());
     if (ec) return fail("reading the response body of");
     if (!parser.get().keep_alive()) Disconnect();
@@ -312,7 +344,7 @@ Result<S3Response> S3Connection::Impl::Exchange(
         direct ? receiver->NextBuffer() : std::as_writable_bytes(std::span(chunk));
     parser.get().body().data = room.data();
     parser.get().body().size = room.size();
-    tcp().expires_after(timeout);
+    deadline.Arm(timeout);
     http::read(stream, buffer, parser, ec);
     if (ec == http::error::need_buffer) ec = {};
     if (ec) return fail("reading the response body of");

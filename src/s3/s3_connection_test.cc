@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <optional>
 #include <thread>
 
 namespace objectcache::s3 {
@@ -219,6 +220,119 @@ TEST(S3ConnectionBodyTest, AnErrorResponseKeepsItsBodyAsTheErrorBody) {
   EXPECT_EQ(r->status, 404u);
   EXPECT_EQ(r->error_body, xml);
   EXPECT_EQ(receiver.body(), "");
+}
+
+// A peer that goes quiet: its listener never accepts (the kernel completes the handshakes into
+// a backlog of `backlog`), or, with `answer`, one connection is accepted, its request read and
+// `answer` written, and then nothing more is sent until the client goes away.
+class QuietServer {
+ public:
+  explicit QuietServer(std::optional<std::string> answer, int backlog = 4) {
+    listener_ = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof(addr);
+    EXPECT_EQ(bind(listener_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+    EXPECT_EQ(listen(listener_, backlog), 0);
+    EXPECT_EQ(getsockname(listener_, reinterpret_cast<sockaddr*>(&addr), &len), 0);
+    port_ = ntohs(addr.sin_port);
+    if (!answer) return;
+    thread_ = std::thread([this, answer = std::move(*answer)] {
+      const int conn = accept(listener_, nullptr, nullptr);
+      if (conn < 0) return;
+      std::string request;
+      char buf[4096];
+      while (request.find("\r\n\r\n") == std::string::npos) {
+        const ssize_t n = recv(conn, buf, sizeof(buf), 0);
+        if (n <= 0) break;
+        request.append(buf, static_cast<size_t>(n));
+      }
+      (void)send(conn, answer.data(), answer.size(), MSG_NOSIGNAL);
+      while (recv(conn, buf, sizeof(buf), 0) > 0) {
+      }
+      close(conn);
+    });
+  }
+  ~QuietServer() {
+    shutdown(listener_, SHUT_RDWR);
+    if (thread_.joinable()) thread_.join();
+    close(listener_);
+  }
+  uint16_t port() const { return port_; }
+  S3Endpoint endpoint() const { return *S3Endpoint::Parse("127.0.0.1:" + std::to_string(port_)); }
+
+ private:
+  int listener_ = -1;
+  uint16_t port_ = 0;
+  std::thread thread_;
+};
+
+void ExpectTimedOut(const Result<S3Response>& r, std::string_view what) {
+  ASSERT_FALSE(r.ok()) << what;
+  EXPECT_EQ(r.error().code(), StatusCode::kUnavailable) << r.error().ToString();
+  EXPECT_NE(r.error().message().find("no progress in 1 s"), std::string::npos)
+      << r.error().ToString();
+}
+
+TEST(S3ConnectionTimeoutTest, AServerThatNeverAnswersTimesOut) {
+  QuietServer server(std::nullopt);
+  S3Connection conn(server.endpoint(), {}, std::chrono::seconds(1));
+  ExpectTimedOut(Get(conn, nullptr), "no response");
+}
+
+TEST(S3ConnectionTimeoutTest, ABodyThatStopsTimesOutWithAndWithoutAReceiver) {
+  const std::string head = "HTTP/1.1 200 OK\r\nContent-Length: 100000\r\n\r\n";
+  for (bool direct : {true, false}) {
+    SCOPED_TRACE(direct ? "into a receiver" : "handed to on_body");
+    QuietServer server(head + Body(1000));
+    S3Connection conn(server.endpoint(), {}, std::chrono::seconds(1));
+    StringReceiver receiver(4096);
+    size_t handed = 0;
+    Result<S3Response> r = conn.Send(
+        "GET", "/bucket/key", {}, "",
+        [&](std::span<const std::byte> b) {
+          handed += b.size();
+          return Status();
+        },
+        {}, direct ? &receiver : nullptr);
+    ExpectTimedOut(r, "a body cut short");
+    // The receiver has what came; on_body is handed bytes in pieces of 256 KiB or at the end.
+    EXPECT_EQ(direct ? receiver.body().size() : handed, direct ? 1000u : 0u);
+  }
+}
+
+TEST(S3ConnectionTimeoutTest, AConnectionTheServerNeverAcceptsTimesOut) {
+  // A listener whose backlog is full drops further handshakes: the connect waits on its own.
+  QuietServer server(std::nullopt, /*backlog=*/0);
+  std::vector<int> fillers;
+  for (int i = 0; i < 4; ++i) {
+    fillers.push_back(socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0));
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    addr.sin_port = htons(server.port());
+    (void)connect(fillers.back(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+  }
+  S3Connection conn(server.endpoint(), {}, std::chrono::seconds(1));
+  Result<S3Response> r = Get(conn, nullptr);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code(), StatusCode::kUnavailable) << r.error().ToString();
+  EXPECT_NE(r.error().message().find("connecting to"), std::string::npos) << r.error().ToString();
+  for (int fd : fillers) close(fd);
+}
+
+TEST(S3ConnectionTimeoutTest, AnIdleKeptAliveConnectionIsNotTimedOut) {
+  const std::string ok = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nhi";
+  CannedServer server({ok, ok}, 4096);
+  S3Connection conn(server.endpoint(), {}, std::chrono::seconds(1));
+  StringReceiver receiver(4096);
+  ASSERT_TRUE(Get(conn, &receiver).ok());
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // longer than the timeout
+  Result<S3Response> r = Get(conn, &receiver);
+  ASSERT_TRUE(r.ok()) << r.error().ToString();
+  EXPECT_EQ(receiver.body(), "hihi");
+  EXPECT_EQ(server.connections(), 1);
 }
 
 }  // namespace
