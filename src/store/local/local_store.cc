@@ -63,7 +63,8 @@ class LocalStore final : public Store {
             .persistent = true,
             .evicts = options_.capacity_bytes.has_value(),
             .capacity_bytes = options_.capacity_bytes,
-            .conditional_put = true};
+            .conditional_put = true,
+            .file_extents = true};
   }
 
   StoreUsage Usage() const override {
@@ -113,7 +114,7 @@ class LocalStore final : public Store {
       e.pinned_until = f.pinned_until;
       s.PushFront(&e);
       objects_++;
-      bytes_ += f.size;
+      Count(it->first, f.size);
       uint64_t clock = clock_.load();
       while (f.stamp >= clock && !clock_.compare_exchange_weak(clock, f.stamp + 1)) {
       }
@@ -133,6 +134,15 @@ class LocalStore final : public Store {
   Status DeleteMatching(std::string_view key, std::optional<std::string_view> attributes);
   // Drops an object whose file failed a check, unless it was replaced meanwhile.
   Status DropDamaged(std::string_view key, ino_t inode, const Status& why);
+  // An object of `size` payload bytes named `key` joins or leaves the totals.
+  void Count(std::string_view key, uint64_t size) {
+    bytes_ += size;
+    footprint_ += ObjectFileFootprint(size, key.size());
+  }
+  void Uncount(std::string_view key, uint64_t size) {
+    bytes_ -= size;
+    footprint_ -= ObjectFileFootprint(size, key.size());
+  }
 
   const LocalStoreOptions options_;
   Fd root_;
@@ -143,7 +153,8 @@ class LocalStore final : public Store {
   std::atomic<uint64_t> clock_{0};
   std::atomic<uint64_t> next_temp_{0};
   std::atomic<uint64_t> objects_{0};
-  std::atomic<uint64_t> bytes_{0};
+  std::atomic<uint64_t> bytes_{0};      // payloads
+  std::atomic<uint64_t> footprint_{0};  // their files, in blocks (what the capacity bounds)
   std::atomic<uint64_t> evictions_{0};
   std::mutex evict_mu_;  // one evictor at a time; never taken on the read path
   const size_t open_files_per_shard_;
@@ -171,7 +182,8 @@ class LocalObjectWriter final : public ObjectWriter {
 
   Status Append(std::span<const std::byte> bytes) override {
     if (done_) return FailedPreconditionError("storing '" + key_ + "': writer already closed");
-    if (std::optional<uint64_t> cap = store_->capacity(); cap && written_ + bytes.size() > *cap) {
+    if (std::optional<uint64_t> cap = store_->capacity();
+        cap && ObjectFileFootprint(written_ + bytes.size(), key_.size()) > *cap) {
       Discard();
       return ResourceExhaustedError("storing '" + key_ +
                                     "': object exceeds the store capacity of " +
@@ -306,10 +318,12 @@ Result<std::unique_ptr<ObjectReader>> LocalStore::OpenReader(std::string_view ke
 
 Status LocalStore::Put(std::string_view key, std::span<const std::byte> value,
                        const PutOptions& put_options) {
-  if (options_.capacity_bytes && value.size() > *options_.capacity_bytes) {
+  if (options_.capacity_bytes &&
+      ObjectFileFootprint(value.size(), key.size()) > *options_.capacity_bytes) {
     return ResourceExhaustedError(
         "storing '" + std::string(key) + "': " + std::to_string(value.size()) +
-        " bytes exceed the store capacity of " + std::to_string(*options_.capacity_bytes));
+        " bytes (a file of " + std::to_string(ObjectFileFootprint(value.size(), key.size())) +
+        " bytes on disk) exceed the store capacity of " + std::to_string(*options_.capacity_bytes));
   }
   OC_ASSIGN_OR_RETURN(std::unique_ptr<ObjectWriter> writer, NewWriter(key, put_options));
   OC_RETURN_IF_ERROR(writer->Append(value));
@@ -361,12 +375,12 @@ Status LocalStore::Install(const std::string& key, const std::string& temp_name,
       objects_++;
     } else {
       s.Unlink(&entry);
-      bytes_ -= entry.size;
+      Uncount(key, entry.size);
     }
     entry.size = size;
     entry.stamp = ++clock_;
     s.PushFront(&entry);
-    bytes_ += size;
+    Count(key, size);
   }
   if (durable && ::fsync(dir) != 0) return ErrnoError(what + ": syncing directory", errno);
   EvictToCapacity();
@@ -377,7 +391,7 @@ void LocalStore::EvictToCapacity() {
   if (!options_.capacity_bytes) return;
   std::lock_guard evict_lock(evict_mu_);
   uint64_t pinned_seen = 0;
-  while (bytes_.load() > *options_.capacity_bytes) {
+  while (footprint_.load() > *options_.capacity_bytes) {
     // The global least recently used object is the oldest of the shards' LRU tails.
     IndexShard* victim = nullptr;
     uint64_t oldest = UINT64_MAX;
@@ -404,7 +418,7 @@ void LocalStore::EvictToCapacity() {
     ::unlinkat(DirFor(key), LocalStoreFileName(key).c_str(), 0);
     victim->Mutated(key);
     victim->Unlink(e);
-    bytes_ -= e->size;
+    Uncount(key, e->size);
     objects_--;
     evictions_++;
     victim->Erase(victim->objects.find(key));
@@ -481,7 +495,7 @@ Status LocalStore::DropDamaged(std::string_view key, ino_t inode, const Status& 
     s.Mutated(key);
     if (auto it = s.objects.find(key); it != s.objects.end()) {
       s.Unlink(&it->second);
-      bytes_ -= it->second.size;
+      Uncount(key, it->second.size);
       objects_--;
       s.Erase(it);
     }
@@ -591,7 +605,7 @@ Status LocalStore::DeleteMatching(std::string_view key,
   }
   s.Mutated(key);
   s.Unlink(&it->second);
-  bytes_ -= it->second.size;
+  Uncount(key, it->second.size);
   objects_--;
   s.Erase(it);
   return Status();

@@ -7,10 +7,15 @@
 #include <filesystem>
 #include <fstream>
 
+#include "store/local/object_file.h"
 #include "store/store_conformance.h"
 
 namespace objectcache {
 namespace {
+
+constexpr uint64_t kBlock = 4096;  // the unit the capacity counts files in
+using local::kFooterBytes;
+using local::ObjectFileFootprint;
 
 namespace fs = std::filesystem;
 
@@ -135,7 +140,7 @@ TEST_F(LocalStoreTest, LongNamesAreHashedAndRecoveredAtOpen) {
 }
 
 TEST_F(LocalStoreTest, CapacityEvictsLeastRecentlyUsedWholeObjects) {
-  auto store = Open({.capacity_bytes = 3000});
+  auto store = Open({.capacity_bytes = 3 * kBlock});
   std::string kb(1000, 'x');
   ASSERT_TRUE(store->Put("a", AsBytes(kb)).ok());
   ASSERT_TRUE(store->Put("b", AsBytes(kb)).ok());
@@ -147,13 +152,40 @@ TEST_F(LocalStoreTest, CapacityEvictsLeastRecentlyUsedWholeObjects) {
   EXPECT_EQ(store->Usage().evictions, 1u);
   EXPECT_EQ(store->Usage().bytes, 3000u);
   EXPECT_TRUE(FileOf("b").empty());
-  EXPECT_EQ(store->Put("huge", AsBytes(std::string(3001, 'h'))).code(),
+  // The capacity counts files in 4 KiB blocks: 3 blocks of payload need a fourth for the rest.
+  EXPECT_EQ(store->Put("huge", AsBytes(std::string(3 * kBlock, 'h'))).code(),
             StatusCode::kResourceExhausted);
+}
+
+TEST(ObjectFileFootprintTest, PayloadNameAndFooterInWholeBlocks) {
+  EXPECT_EQ(ObjectFileFootprint(0, 1), kBlock);
+  EXPECT_EQ(ObjectFileFootprint(kBlock - kFooterBytes - 1, 1), kBlock);
+  EXPECT_EQ(ObjectFileFootprint(kBlock - kFooterBytes, 1), 2 * kBlock);
+  EXPECT_EQ(ObjectFileFootprint(2 << 20, 32), (2 << 20) + kBlock);  // a chunk: one block more
+  EXPECT_EQ(ObjectFileFootprint(UINT64_MAX - kBlock, 1024), UINT64_MAX);
+  EXPECT_EQ(ObjectFileFootprint(UINT64_MAX, SIZE_MAX), UINT64_MAX);
+}
+
+TEST_F(LocalStoreTest, TinyObjectsFillTheCapacityByTheirFiles) {
+  // Counted by payload, 1-byte objects would take 4096 times the capacity on disk (and an index
+  // entry each): counted by their files, 16 of them fill 64 KiB.
+  auto store = Open({.capacity_bytes = 16 * kBlock});
+  for (int i = 0; i < 100; ++i) {
+    ASSERT_TRUE(store->Put("t" + std::to_string(i), AsBytes("x")).ok());
+  }
+  EXPECT_EQ(store->Usage().objects, 16u);
+  EXPECT_EQ(store->Usage().bytes, 16u);
+  EXPECT_EQ(store->Usage().evictions, 84u);
+  for (int i = 84; i < 100; ++i) EXPECT_TRUE(store->Stat("t" + std::to_string(i)).has_value());
+  // The same after a restart, when the totals come from the files.
+  store.reset();
+  store = Open({.capacity_bytes = 8 * kBlock});
+  EXPECT_EQ(store->Usage().objects, 8u);
 }
 
 TEST_F(LocalStoreTest, CapacityNeverEvictsRecords) {
   // Regression: with --capacity the LRU evicted bucket and multipart records like any object.
-  auto store = Open({.capacity_bytes = 3000});
+  auto store = Open({.capacity_bytes = 3 * kBlock});
   std::string kb(1000, 'x');
   ASSERT_TRUE(store->Put(".bucket/b", AsBytes(kb)).ok());
   ASSERT_TRUE(store->Put(".mpu/u/00001", AsBytes(kb)).ok());
@@ -166,14 +198,14 @@ TEST_F(LocalStoreTest, CapacityNeverEvictsRecords) {
   EXPECT_EQ(store->Usage().bytes, 3000u);
   // Also after a restart, when recency comes from the files.
   store.reset();
-  store = Open({.capacity_bytes = 1500});
+  store = Open({.capacity_bytes = kBlock + kBlock / 2});
   EXPECT_TRUE(store->Stat(".bucket/b").has_value());
   EXPECT_TRUE(store->Stat(".mpu/u/00001").has_value());
   EXPECT_EQ(store->Usage().objects, 2u);
 }
 
 TEST_F(LocalStoreTest, PinnedObjectsSurviveEvictionUntilTheyExpire) {
-  auto store = Open({.capacity_bytes = 3000});
+  auto store = Open({.capacity_bytes = 3 * kBlock});
   std::string kb(1000, 'x');
   const int64_t now = static_cast<int64_t>(std::time(nullptr));
   ASSERT_TRUE(store->Put("system-prompt", AsBytes(kb)).ok());
@@ -189,7 +221,7 @@ TEST_F(LocalStoreTest, PinnedObjectsSurviveEvictionUntilTheyExpire) {
   EXPECT_EQ(store->Usage().bytes, 3000u);
   // The pin is kept with the file: a restart with less room still keeps it.
   store.reset();
-  store = Open({.capacity_bytes = 1000});
+  store = Open({.capacity_bytes = kBlock});
   EXPECT_TRUE(store->Stat("system-prompt").has_value());
   EXPECT_EQ(store->Usage().objects, 1u);
   // No room but the pinned object's: what comes next goes first.
@@ -198,7 +230,7 @@ TEST_F(LocalStoreTest, PinnedObjectsSurviveEvictionUntilTheyExpire) {
   EXPECT_EQ(store->Stat("third").status().code(), StatusCode::kNotFound);
   // Over the capacity with everything pinned: eviction stops instead of spinning.
   store.reset();
-  store = Open({.capacity_bytes = 500});
+  store = Open({.capacity_bytes = kBlock / 2});
   EXPECT_TRUE(store->Stat("system-prompt").has_value());
 }
 
@@ -211,14 +243,14 @@ TEST_F(LocalStoreTest, ShrunkCapacityEvictsOldestAtOpen) {
     ASSERT_EQ(::utimensat(AT_FDCWD, FileOf("k" + std::to_string(i)).c_str(), times, 0), 0);
   }
   store.reset();
-  store = Open({.capacity_bytes = 250});
+  store = Open({.capacity_bytes = 2 * kBlock + kBlock / 2});
   EXPECT_EQ(store->Usage().objects, 2u);
   EXPECT_TRUE(store->Stat("k3").has_value());
   EXPECT_TRUE(store->Stat("k4").has_value());
 }
 
 TEST_F(LocalStoreTest, ReadsAfterReplaceDeleteOrEvictNeverSeeTheOldFile) {
-  auto store = Open({.capacity_bytes = 2000});
+  auto store = Open({.capacity_bytes = kBlock + kBlock / 2});
   ASSERT_TRUE(store->Put("k", AsBytes("first")).ok());
   EXPECT_EQ(*ReadWholeObject(*store, "k"), "first");  // its file is now kept open
   ASSERT_TRUE(store->Put("k", AsBytes("second!")).ok());

@@ -15,6 +15,16 @@
 namespace objectcache::local {
 
 inline constexpr size_t kFooterBytes = 40;
+
+// The disk space an object's file takes as a store's capacity counts it: payload, name and
+// footer, rounded up to 4 KiB blocks (so a flood of tiny objects fills the capacity as fast as
+// it fills the disk). Saturates at UINT64_MAX.
+inline uint64_t ObjectFileFootprint(uint64_t payload, size_t key_bytes) {
+  constexpr uint64_t kBlock = 4096;
+  const uint64_t trailer = uint64_t{key_bytes} + kFooterBytes;
+  if (payload > UINT64_MAX - trailer - (kBlock - 1)) return UINT64_MAX;
+  return (payload + trailer + kBlock - 1) / kBlock * kBlock;
+}
 // Longer encoded names are replaced by "~" and a hash of the name (the key is in the trailer).
 inline constexpr size_t kMaxPlainFileName = 200;
 
