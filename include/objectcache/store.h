@@ -63,6 +63,9 @@ struct StoreCapabilities {
   // PutOptions::if_absent and ::if_attributes, and DeleteIf, are honoured atomically (against
   // every writer of the store).
   bool conditional_put = false;
+  // Readers can name their bytes' place in a file (ObjectReader::file_extent), so the server
+  // may send them by sendfile. When false the server does not look for one.
+  bool file_extents = false;
 };
 
 struct StoreUsage {

@@ -261,7 +261,8 @@ void LogPrefixEnd(const ChunkKey& key, const Status& why) {
 Result<HitPrefix> ReadHitPrefix(Store& store, const std::vector<std::string>& names, size_t present,
                                 const LayerwiseRequest& req, const KvLayout& layout) {
   HitPrefix out;
-  std::string buf(kHeaderGroup * kChunkHeaderRegion, '\0');
+  // (Runs on a blocking thread: at most --blocking-threads of these buffers at once.)
+  std::string buf(std::min(kHeaderGroup, present) * kChunkHeaderRegion, '\0');
   for (size_t start = 0; start < present; start += kHeaderGroup) {
     const size_t n = std::min(kHeaderGroup, present - start);
     std::vector<RangeRead> reads(n);
@@ -583,7 +584,9 @@ asio::awaitable<S3Result<void>> S3Handler::LayerwiseRetrieve(Ctx& c) {
   // then hashes nothing on the read path, and where the connection allows, slices go from the
   // page cache to the socket without a copy (sendfile).
   const bool v2 = req->version == wire::kLayerwiseV2;
-  const bool from_files = v2 && c.ex.sends_files();
+  // Only for a store that keeps files: looking for them costs a round of store operations
+  // (counting the present prefix: over RADOS, a stat of every key) before the headers.
+  const bool from_files = v2 && c.ex.sends_files() && store_->Capabilities().file_extents;
   auto read_prefix = co_await Blocking([&]() -> Result<HitPrefix> {
     // Read into memory, the header reads find where the prefix ends themselves: counting first
     // would be one more round of store operations (over RADOS, a stat of every key named).

@@ -582,6 +582,47 @@ TEST(S3HandlerLayerwiseTest, TheFirstLayerIsReadAlone) {
   EXPECT_FALSE(store.first_layer_overlapped());
 }
 
+// A memory store that counts the presence checks made of it.
+class ExistCountingStore final : public ForwardingStore {
+ public:
+  ExistCountingStore() : ForwardingStore(NewMemoryStore()) {}
+  Result<std::vector<bool>> Exist(std::span<const std::string_view> keys) override {
+    ++exist_calls;
+    return ForwardingStore::Exist(keys);
+  }
+  Result<size_t> CountPresentPrefix(std::span<const std::string> keys) override {
+    ++exist_calls;
+    return ForwardingStore::CountPresentPrefix(keys);
+  }
+  std::atomic<int> exist_calls{0};
+};
+
+// Over a store without files (RADOS, say), a v2 request on a connection that could send files
+// goes straight to the headers: counting the present prefix first, to open the files, was one
+// more round of store operations (over RADOS, a stat of every key) before the first layer.
+TEST(S3HandlerLayerwiseTest, AStoreWithoutFilesIsNotAskedWhichChunksArePresent) {
+  ExistCountingStore store;
+  const ModelPreset model{"wide", KvLayout{4, 8, 128, KvDtype::kBf16, 16}};
+  std::string body = PutSlowChunks(store, model);
+  body.replace(body.find("\"version\":1"), 11, "\"version\":2");
+  ServerMetrics metrics;
+  S3Options options;
+  options.anonymous = true;
+  S3Handler handler(&store, &metrics, options);
+  asio::io_context io;
+  MemoryHttpExchange put(
+      "PUT", "/slow", {{"host", "127.0.0.1"}, {"x-objectcache-kv-layout", ModelToJson(model)}}, "");
+  RunExchange(io, handler, put);
+  ASSERT_EQ(put.status(), 200u) << put.response_body();
+  MemoryHttpExchange ex("POST", "/slow?layerwise", {{"host", "127.0.0.1"}}, body);
+  ex.SetSendsFiles(true);
+  RunExchange(io, handler, ex);
+  ASSERT_EQ(ex.status(), 200u) << ex.response_body();
+  EXPECT_EQ(ex.file_bytes_sent(), 0u);
+  EXPECT_GT(ex.response_body().size(), 4 * 4 * model.layout.LayerSliceBytes());
+  EXPECT_EQ(store.exist_calls.load(), 0);
+}
+
 // The client goes away while a copied layerwise response waits on its store: the response ends
 // with the next window's read still running on the pool, and that read must still find every
 // name it was given (under ASan, scripts/sanitize, a freed name is an error). The handler then
