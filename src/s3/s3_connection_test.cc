@@ -17,21 +17,33 @@
 namespace objectcache::s3 {
 namespace {
 
+sockaddr_in LoopbackAddress(uint16_t port) {
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = htons(port);
+  return addr;
+}
+
+// A socket listening on 127.0.0.1, at a port the kernel chose (set in *port).
+int ListenOnLoopback(int backlog, uint16_t* port) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr = LoopbackAddress(0);
+  socklen_t len = sizeof(addr);
+  EXPECT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  EXPECT_EQ(listen(fd, backlog), 0);
+  EXPECT_EQ(getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len), 0);
+  *port = ntohs(addr.sin_port);
+  return fd;
+}
+
 // Answers the requests of each connection with the next of `responses`, written `piece` bytes
 // at a time; counts the connections it accepted.
 class CannedServer {
  public:
   CannedServer(std::vector<std::string> responses, size_t piece)
       : responses_(std::move(responses)), piece_(piece) {
-    listener_ = socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof(addr);
-    EXPECT_EQ(bind(listener_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
-    EXPECT_EQ(listen(listener_, 4), 0);
-    EXPECT_EQ(getsockname(listener_, reinterpret_cast<sockaddr*>(&addr), &len), 0);
-    port_ = ntohs(addr.sin_port);
+    listener_ = ListenOnLoopback(4, &port_);
     thread_ = std::thread([this] { Serve(); });
   }
 
@@ -228,15 +240,7 @@ TEST(S3ConnectionBodyTest, AnErrorResponseKeepsItsBodyAsTheErrorBody) {
 class QuietServer {
  public:
   explicit QuietServer(std::optional<std::string> answer, int backlog = 4) {
-    listener_ = socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof(addr);
-    EXPECT_EQ(bind(listener_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
-    EXPECT_EQ(listen(listener_, backlog), 0);
-    EXPECT_EQ(getsockname(listener_, reinterpret_cast<sockaddr*>(&addr), &len), 0);
-    port_ = ntohs(addr.sin_port);
+    listener_ = ListenOnLoopback(backlog, &port_);
     if (!answer) return;
     thread_ = std::thread([this, answer = std::move(*answer)] {
       const int conn = accept(listener_, nullptr, nullptr);
@@ -308,11 +312,8 @@ TEST(S3ConnectionTimeoutTest, AConnectionTheServerNeverAcceptsTimesOut) {
   std::vector<int> fillers;
   for (int i = 0; i < 4; ++i) {
     fillers.push_back(socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0));
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    addr.sin_port = htons(server.port());
-    (void)connect(fillers.back(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+    const sockaddr_in addr = LoopbackAddress(server.port());
+    (void)connect(fillers.back(), reinterpret_cast<const sockaddr*>(&addr), sizeof(addr));
   }
   S3Connection conn(server.endpoint(), {}, std::chrono::seconds(1));
   Result<S3Response> r = Get(conn, nullptr);
