@@ -164,6 +164,8 @@ TEST(ObjectFileFootprintTest, PayloadNameAndFooterInWholeBlocks) {
   EXPECT_EQ(ObjectFileFootprint(2 << 20, 32), (2 << 20) + kBlock);  // a chunk: one block more
   EXPECT_EQ(ObjectFileFootprint(UINT64_MAX - kBlock, 1024), UINT64_MAX);
   EXPECT_EQ(ObjectFileFootprint(UINT64_MAX, SIZE_MAX), UINT64_MAX);
+  EXPECT_EQ(ObjectFileFootprint(0, SIZE_MAX), UINT64_MAX);
+  EXPECT_EQ(ObjectFileFootprint(UINT64_MAX - kFooterBytes - 1, 1), UINT64_MAX);
 }
 
 TEST_F(LocalStoreTest, TinyObjectsFillTheCapacityByTheirFiles) {

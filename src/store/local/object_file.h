@@ -21,10 +21,14 @@ inline constexpr size_t kFooterBytes = 40;
 // it fills the disk). Saturates at UINT64_MAX.
 inline uint64_t ObjectFileFootprint(uint64_t payload, size_t key_bytes) {
   constexpr uint64_t kBlock = 4096;
-  const uint64_t trailer = uint64_t{key_bytes} + kFooterBytes;
-  if (payload > UINT64_MAX - trailer - (kBlock - 1)) return UINT64_MAX;
-  return (payload + trailer + kBlock - 1) / kBlock * kBlock;
+  uint64_t bytes = 0;
+  if (__builtin_add_overflow(payload, uint64_t{key_bytes}, &bytes) ||
+      __builtin_add_overflow(bytes, kFooterBytes + kBlock - 1, &bytes)) {
+    return UINT64_MAX;
+  }
+  return bytes / kBlock * kBlock;
 }
+
 // Longer encoded names are replaced by "~" and a hash of the name (the key is in the trailer).
 inline constexpr size_t kMaxPlainFileName = 200;
 
