@@ -123,7 +123,12 @@ class WindowRead : public std::enable_shared_from_this<WindowRead> {
     done_ = false;
     asio::post(pool, [self = shared_from_this(), read = std::move(read)]() mutable {
       WindowReadResult r = read();
-      asio::post(self->timer_.get_executor(), [self, r = std::move(r)]() mutable {
+      // The pool lets go of the read as it hands it back: the last reference, and with it the
+      // timer, is then always dropped on the coroutine's executor, never here after that
+      // executor's io_context may be gone (UBSan saw that in a test that ends its io_context as
+      // soon as the response is complete).
+      const auto home = self->timer_.get_executor();
+      asio::post(home, [self = std::move(self), r = std::move(r)]() mutable {
         self->result_ = std::move(r);
         self->done_ = true;
         self->timer_.cancel();
