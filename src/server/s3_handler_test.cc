@@ -550,8 +550,9 @@ std::string PutSlowChunks(Store& store, const ModelPreset& model) {
 // A layerwise request for `body` of `bucket` (created bound to `model` if it is not yet)
 // through `handler`: status and body.
 std::pair<unsigned, std::string> RespondLayerwise(S3Handler& handler, const std::string& bucket,
-                                                  const ModelPreset& model,
-                                                  const std::string& body) {
+                                                  const ModelPreset& model, const std::string& body,
+                                                  bool sends_files = false,
+                                                  uint64_t* file_bytes = nullptr) {
   asio::io_context io;
   MemoryHttpExchange put("PUT", "/" + bucket,
                          {{"host", "127.0.0.1"}, {"x-objectcache-kv-layout", ModelToJson(model)}},
@@ -559,7 +560,9 @@ std::pair<unsigned, std::string> RespondLayerwise(S3Handler& handler, const std:
   RunExchange(io, handler, put);
   EXPECT_TRUE(put.status() == 200u || put.status() == 409u) << put.response_body();
   MemoryHttpExchange ex("POST", "/" + bucket + "?layerwise", {{"host", "127.0.0.1"}}, body);
+  ex.SetSendsFiles(sends_files);
   RunExchange(io, handler, ex);
+  if (file_bytes) *file_bytes = ex.file_bytes_sent();
   return {ex.status(), ex.response_body()};
 }
 
@@ -609,17 +612,12 @@ TEST(S3HandlerLayerwiseTest, AStoreWithoutFilesIsNotAskedWhichChunksArePresent) 
   S3Options options;
   options.anonymous = true;
   S3Handler handler(&store, &metrics, options);
-  asio::io_context io;
-  MemoryHttpExchange put(
-      "PUT", "/slow", {{"host", "127.0.0.1"}, {"x-objectcache-kv-layout", ModelToJson(model)}}, "");
-  RunExchange(io, handler, put);
-  ASSERT_EQ(put.status(), 200u) << put.response_body();
-  MemoryHttpExchange ex("POST", "/slow?layerwise", {{"host", "127.0.0.1"}}, body);
-  ex.SetSendsFiles(true);
-  RunExchange(io, handler, ex);
-  ASSERT_EQ(ex.status(), 200u) << ex.response_body();
-  EXPECT_EQ(ex.file_bytes_sent(), 0u);
-  EXPECT_GT(ex.response_body().size(), 4 * 4 * model.layout.LayerSliceBytes());
+  uint64_t file_bytes = 1;
+  const auto [status, response] =
+      RespondLayerwise(handler, "slow", model, body, /*sends_files=*/true, &file_bytes);
+  ASSERT_EQ(status, 200u) << response;
+  EXPECT_EQ(file_bytes, 0u);
+  EXPECT_GT(response.size(), 4 * 4 * model.layout.LayerSliceBytes());
   EXPECT_EQ(store.exist_calls.load(), 0);
 }
 
