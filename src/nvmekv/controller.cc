@@ -221,7 +221,7 @@ class Controller::Impl {
     slot->dw[1] = o.dw1;
     // The SQ head read under the CQ's lock, so heads never go back along one completion queue.
     slot->dw[2] = sq.head.load(std::memory_order_relaxed) | (uint32_t{sq.qid} << 16);
-    std::atomic_ref<uint32_t>(slot->dw[3])
+    mem_.Word32(&slot->dw[3])
         .store(CompletionDw3(cid, cq.phase, o.status), std::memory_order_release);
     if (++cq.tail == cq.entries) {
       cq.tail = 0;

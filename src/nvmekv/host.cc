@@ -150,7 +150,7 @@ void QueuePair::TryDrain() {
     CompletionEntry* slot = cq_ + cq_head_;
     // The phase tag first, with acquire: the rest of the entry is read only after it (a stale
     // DW0 with a fresh phase would be a torn completion).
-    uint32_t dw3 = std::atomic_ref<uint32_t>(slot->dw[3]).load(std::memory_order_acquire);
+    uint32_t dw3 = mem_.Word32(&slot->dw[3]).load(std::memory_order_acquire);
     if (static_cast<bool>((dw3 >> 16) & 1) != cq_phase_) break;
     CompletionEntry c;
     c.dw = {slot->dw[0], slot->dw[1], slot->dw[2], dw3};

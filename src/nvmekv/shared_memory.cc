@@ -55,6 +55,9 @@ Result<SharedMemory> SharedMemory::Create(const std::string& name, size_t queue_
   if (ftruncate(m.fd_, static_cast<off_t>(m.size_)) != 0) {
     return ErrnoError("sizing shared memory " + posix, errno);
   }
+  struct stat st {};
+  if (fstat(m.fd_, &st) != 0) return ErrnoError("sizing shared memory " + posix, errno);
+  m.inode_ = st.st_ino;
   void* p = mmap(nullptr, m.size_, PROT_READ | PROT_WRITE, MAP_SHARED, m.fd_, 0);
   if (p == MAP_FAILED) return ErrnoError("mapping shared memory " + posix, errno);
   m.base_ = static_cast<std::byte*>(p);
@@ -87,6 +90,7 @@ Result<SharedMemory> SharedMemory::Open(const std::string& name) {
   struct stat st {};
   if (fstat(m.fd_, &st) != 0) return ErrnoError("sizing shared memory " + posix, errno);
   m.size_ = static_cast<size_t>(st.st_size);
+  m.inode_ = st.st_ino;
   if (m.size_ < kRegisterBytes) {
     return FailedPreconditionError("shared memory " + posix + " is not an NVMe-KV controller's");
   }
@@ -126,6 +130,7 @@ SharedMemory& SharedMemory::operator=(SharedMemory&& other) noexcept {
     data_offset_ = other.data_offset_;
     data_bytes_ = other.data_bytes_;
     owner_ = std::exchange(other.owner_, false);
+    inode_ = other.inode_;
   }
   return *this;
 }
@@ -141,12 +146,26 @@ void SharedMemory::Release() {
   owner_ = false;
 }
 
-std::atomic_ref<uint32_t> SharedMemory::Register32(size_t offset) const {
-  return std::atomic_ref<uint32_t>(*reinterpret_cast<uint32_t*>(base_ + offset));
+SharedWord<uint32_t> SharedMemory::Register32(size_t offset) const {
+  return {*reinterpret_cast<uint32_t*>(base_ + offset), SyncObject(offset)};
 }
 
-std::atomic_ref<uint64_t> SharedMemory::Register64(size_t offset) const {
-  return std::atomic_ref<uint64_t>(*reinterpret_cast<uint64_t*>(base_ + offset));
+SharedWord<uint64_t> SharedMemory::Register64(size_t offset) const {
+  return {*reinterpret_cast<uint64_t*>(base_ + offset), SyncObject(offset)};
+}
+
+SharedWord<uint32_t> SharedMemory::Word32(uint32_t* word) const {
+  return {*word, SyncObject(static_cast<size_t>(reinterpret_cast<std::byte*>(word) - base_))};
+}
+
+const void* SharedMemory::SyncObject([[maybe_unused]] size_t offset) const {
+#ifdef OC_NVMEKV_TSAN
+  // Words that share a slot only synchronize more than the memory does, never less.
+  static char slots[4096];
+  return &slots[(inode_ * 0x9E3779B97F4A7C15u + offset / 4) % sizeof slots];
+#else
+  return nullptr;
+#endif
 }
 
 const SharedMapDescriptor& SharedMemory::descriptor() const {

@@ -4,8 +4,9 @@
 // data region (our stand-in for DMA addresses; docs/nvme-kv.md). The controller creates the
 // segment and describes it at reg::kSharedMap; a host opens it by name.
 //
-// Registers and doorbells are read and written with atomics (Register32/64); the controller
-// treats every byte of the segment as untrusted input. A SharedMemory is move-only and not
+// Registers, doorbells and completion phase words are read and written with atomics (SharedWord,
+// from Register32/64 and Word32); the controller treats every byte of the segment as untrusted
+// input. A SharedMemory is move-only and not
 // thread-safe itself; the memory it maps is shared by design.
 #pragma once
 
@@ -17,6 +18,17 @@
 
 #include "nvmekv/spec.h"
 #include "objectcache/status.h"
+
+#if defined(__SANITIZE_THREAD__)
+#define OC_NVMEKV_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define OC_NVMEKV_TSAN 1
+#endif
+#endif
+#ifdef OC_NVMEKV_TSAN
+#include <sanitizer/tsan_interface.h>
+#endif
 
 namespace objectcache::nvmekv {
 
@@ -38,6 +50,35 @@ struct SharedMapDescriptor {
   uint32_t reserved = 0;
 };
 
+// One atomic word of the segment. Under ThreadSanitizer each store also releases, and each load
+// acquires, a sync object named by the word's segment and offset: TSan follows release and
+// acquire by virtual address, and a host in the controller's own process (the tests) maps the
+// segment at a second address, so without this TSan misses the ordering the memory provides and
+// reports the data handed over behind a doorbell or a completion as a race. Elsewhere it is a
+// plain std::atomic_ref.
+template <typename T>
+class SharedWord {
+ public:
+  SharedWord(T& word, const void* sync) : ref_(word), sync_(sync) {}
+  T load(std::memory_order order = std::memory_order_seq_cst) const {
+    T v = ref_.load(order);
+#ifdef OC_NVMEKV_TSAN
+    __tsan_acquire(const_cast<void*>(sync_));
+#endif
+    return v;
+  }
+  void store(T v, std::memory_order order = std::memory_order_seq_cst) const {
+#ifdef OC_NVMEKV_TSAN
+    __tsan_release(const_cast<void*>(sync_));
+#endif
+    ref_.store(v, order);
+  }
+
+ private:
+  std::atomic_ref<T> ref_;
+  [[maybe_unused]] const void* sync_;
+};
+
 class SharedMemory {
  public:
   // Creates /NAME (NAME without slashes) sized for the register page, `queue_bytes` of queue
@@ -53,8 +94,10 @@ class SharedMemory {
   SharedMemory& operator=(SharedMemory&& other) noexcept;
   ~SharedMemory();
 
-  std::atomic_ref<uint32_t> Register32(size_t offset) const;
-  std::atomic_ref<uint64_t> Register64(size_t offset) const;
+  SharedWord<uint32_t> Register32(size_t offset) const;
+  SharedWord<uint64_t> Register64(size_t offset) const;
+  // The 32-bit word at `word`, which lies in this mapping (a completion entry's phase word).
+  SharedWord<uint32_t> Word32(uint32_t* word) const;
   const SharedMapDescriptor& descriptor() const;
   std::span<std::byte> queue_memory() const { return {base_ + queue_offset_, queue_bytes_}; }
   std::span<std::byte> data_region() const { return {base_ + data_offset_, data_bytes_}; }
@@ -66,6 +109,8 @@ class SharedMemory {
  private:
   SharedMemory() = default;
   void Release();
+  // ThreadSanitizer's sync object for the word at `offset` (null in other builds).
+  const void* SyncObject(size_t offset) const;
 
   std::string name_;
   int fd_ = -1;
@@ -73,6 +118,7 @@ class SharedMemory {
   size_t size_ = 0;
   size_t queue_offset_ = 0, queue_bytes_ = 0, data_offset_ = 0, data_bytes_ = 0;
   bool owner_ = false;
+  uint64_t inode_ = 0;  // the segment's identity in every mapping of it (SyncObject)
 };
 
 inline size_t RoundUpToPage(size_t n) { return (n + kPageBytes - 1) / kPageBytes * kPageBytes; }
