@@ -86,7 +86,6 @@ S3Credentials S3Credentials::FromEnvironment() {
 struct S3Connection::Impl {
   S3Endpoint endpoint;
   S3Credentials credentials;
-  std::chrono::seconds timeout;
   asio::io_context ioc;
   // One of the two while connected.
   std::optional<beast::tcp_stream> plain;
@@ -95,6 +94,8 @@ struct S3Connection::Impl {
   beast::flat_buffer buffer;
   // Beast's timeouts apply to asynchronous calls only; this one bounds the blocking ones.
   SocketDeadline deadline;
+
+  explicit Impl(std::chrono::seconds timeout) : deadline(timeout) {}
 
   bool connected() const { return plain || secure; }
 
@@ -122,7 +123,7 @@ struct S3Connection::Impl {
       socket.open(entry.endpoint().protocol(), ec);
       if (ec) continue;
       deadline.Watch(socket.native_handle());
-      deadline.Arm(timeout);
+      deadline.Arm();
       socket.connect(entry.endpoint(), ec);
       deadline.Disarm();
       if (!ec) break;
@@ -144,7 +145,7 @@ struct S3Connection::Impl {
     // Responses are mostly large bodies: read up to 256 KiB of records per system call.
     secure.emplace(std::move(stream), *tls_context, 256 << 10);
     OC_RETURN_IF_ERROR(SetVerifiedPeerName(secure->native_handle(), endpoint.host));
-    deadline.Arm(timeout);
+    deadline.Arm();
     secure->handshake(asio::ssl::stream_base::client, ec);
     deadline.Disarm();
     if (ec && deadline.fired()) ec = asio::error::timed_out;
@@ -168,10 +169,9 @@ struct S3Connection::Impl {
 
 S3Connection::S3Connection(S3Endpoint endpoint, S3Credentials credentials,
                            std::chrono::seconds timeout)
-    : impl_(std::make_unique<Impl>()) {
+    : impl_(std::make_unique<Impl>(timeout)) {
   impl_->endpoint = std::move(endpoint);
   impl_->credentials = std::move(credentials);
-  impl_->timeout = timeout;
 }
 
 S3Connection::~S3Connection() { impl_->Disconnect(); }
@@ -187,12 +187,8 @@ template <typename Stream>
 class DirectBodyReader {
  public:
   DirectBodyReader(Stream& stream, SocketDeadline& deadline, beast::flat_buffer& buffer,
-                   std::chrono::seconds timeout, BodyReceiver* receiver)
-      : stream_(stream),
-        deadline_(deadline),
-        buffer_(buffer),
-        timeout_(timeout),
-        receiver_(receiver) {}
+                   BodyReceiver* receiver)
+      : stream_(stream), deadline_(deadline), buffer_(buffer), receiver_(receiver) {}
 
   beast::error_code ReadLength(uint64_t length) { return Body(length); }
 
@@ -248,7 +244,7 @@ class DirectBodyReader {
         buffer_.consume(got);
       } else {
         beast::error_code ec;
-        deadline_.Arm(timeout_);
+        deadline_.Arm();
         got = stream_.read_some(asio::buffer(room.data(), want), ec);
         if (ec) return ec;
       }
@@ -272,7 +268,7 @@ class DirectBodyReader {
       }
       if (seen.size() > kMaxLine) return http::error::bad_chunk;
       beast::error_code ec;
-      deadline_.Arm(timeout_);
+      deadline_.Arm();
       const size_t got = stream_.read_some(buffer_.prepare(512), ec);
       if (ec) return ec;
       buffer_.commit(got);
@@ -282,7 +278,6 @@ class DirectBodyReader {
   Stream& stream_;
   SocketDeadline& deadline_;
   beast::flat_buffer& buffer_;
-  std::chrono::seconds timeout_;
   BodyReceiver* receiver_;
   Status sink_;
   std::string line_;
@@ -301,19 +296,19 @@ Result<S3Response> S3Connection::Impl::Exchange(
     ~Disarm() { d.Disarm(); }
   } disarm{deadline};  // an idle kept-alive connection has no deadline
   auto fail = [&](const char* what) -> Status {
-    const std::string why = deadline.fired()
-                                ? "no progress in " + std::to_string(timeout.count()) + " s"
-                                : ec.message();
+    const std::string why =
+        deadline.fired() ? "no progress in " + std::to_string(deadline.limit().count()) + " s"
+                         : ec.message();
     Disconnect();
     return UnavailableError(std::string(what) + " " + endpoint.Url() + ": " + why);
   };
-  deadline.Arm(timeout);
+  deadline.Arm();
   http::write(stream, req, ec);
   if (ec) return fail("sending to");
   http::response_parser<http::buffer_body> parser;
   parser.skip(method == "HEAD");
   parser.body_limit(std::numeric_limits<std::uint64_t>::max());
-  deadline.Arm(timeout);
+  deadline.Arm();
   http::read_header(stream, buffer, parser, ec);
   if (ec) return fail("reading the response of");
   S3Response out;
@@ -325,7 +320,7 @@ Result<S3Response> S3Connection::Impl::Exchange(
   }
   const bool ok = out.status >= 200 && out.status < 300;
   if (ok && receiver && !parser.is_done() && (parser.chunked() || parser.content_length())) {
-    DirectBodyReader<Stream> body(stream, deadline, buffer, timeout, receiver);
+    DirectBodyReader<Stream> body(stream, deadline, buffer, receiver);
     ec = parser.chunked() ? body.ReadChunked() : body.ReadLength(*parser.content_length());
     if (ec) return fail("reading the response body of");
     if (!parser.get().keep_alive()) Disconnect();
@@ -344,7 +339,7 @@ Result<S3Response> S3Connection::Impl::Exchange(
         direct ? receiver->NextBuffer() : std::as_writable_bytes(std::span(chunk));
     parser.get().body().data = room.data();
     parser.get().body().size = room.size();
-    deadline.Arm(timeout);
+    deadline.Arm();
     http::read(stream, buffer, parser, ec);
     if (ec == http::error::need_buffer) ec = {};
     if (ec) return fail("reading the response body of");

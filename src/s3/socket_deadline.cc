@@ -94,7 +94,8 @@ void SocketDeadline::Unwatch() {
   watched_ = false;
 }
 
-void SocketDeadline::Arm(std::chrono::seconds limit) {
+void SocketDeadline::Arm() {
+  const std::chrono::seconds limit = limit_;
   const int64_t now = NowNs();
   constexpr int64_t kNsPerSecond = 1'000'000'000;
   int64_t at = now;  // a limit of zero or less fires at once

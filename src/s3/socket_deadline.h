@@ -17,7 +17,9 @@ namespace objectcache::s3 {
 
 class SocketDeadline {
  public:
-  SocketDeadline() = default;
+  // Each armed step may take up to `limit` (zero or less: none may wait; past the steady
+  // clock's range: no limit).
+  explicit SocketDeadline(std::chrono::seconds limit) : limit_(limit) {}
   ~SocketDeadline() { Unwatch(); }
   SocketDeadline(const SocketDeadline&) = delete;
   SocketDeadline& operator=(const SocketDeadline&) = delete;
@@ -27,16 +29,17 @@ class SocketDeadline {
   // Stops watching (call before the socket is closed; the watchdog never touches it after).
   void Unwatch();
 
-  // The socket is shut down if a blocking step is still under way `limit` from now (zero or
-  // less: at once; past the steady clock's range: never).
-  void Arm(std::chrono::seconds limit);
+  // The socket is shut down if a blocking step is still under way the limit from now.
+  void Arm();
   void Disarm() { deadline_ns_.store(0, std::memory_order_relaxed); }
+  std::chrono::seconds limit() const { return limit_; }
 
   // Whether the watchdog shut the socket down since it was watched.
   bool fired() const { return fired_.load(std::memory_order_relaxed); }
 
  private:
   friend class SocketWatchdog;
+  const std::chrono::seconds limit_;
   int fd_ = -1;  // guarded by the watchdog's lock while watched
   bool watched_ = false;
   std::atomic<int64_t> deadline_ns_{0};  // steady clock; 0: disarmed

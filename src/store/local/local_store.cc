@@ -318,11 +318,12 @@ Result<std::unique_ptr<ObjectReader>> LocalStore::OpenReader(std::string_view ke
 
 Status LocalStore::Put(std::string_view key, std::span<const std::byte> value,
                        const PutOptions& put_options) {
-  if (options_.capacity_bytes &&
-      ObjectFileFootprint(value.size(), key.size()) > *options_.capacity_bytes) {
+  // Refused before a temporary file is made; the writer's Append checks the same.
+  const uint64_t footprint = ObjectFileFootprint(value.size(), key.size());
+  if (options_.capacity_bytes && footprint > *options_.capacity_bytes) {
     return ResourceExhaustedError(
         "storing '" + std::string(key) + "': " + std::to_string(value.size()) +
-        " bytes (a file of " + std::to_string(ObjectFileFootprint(value.size(), key.size())) +
+        " bytes (a file of " + std::to_string(footprint) +
         " bytes on disk) exceed the store capacity of " + std::to_string(*options_.capacity_bytes));
   }
   OC_ASSIGN_OR_RETURN(std::unique_ptr<ObjectWriter> writer, NewWriter(key, put_options));
