@@ -6,8 +6,8 @@
 //
 // Registers, doorbells and completion phase words are read and written with atomics (SharedWord,
 // from Register32/64 and Word32); the controller treats every byte of the segment as untrusted
-// input. A SharedMemory is move-only and not
-// thread-safe itself; the memory it maps is shared by design.
+// input. A SharedMemory is move-only and not thread-safe itself; the memory it maps is shared by
+// design.
 #pragma once
 
 #include <atomic>
