@@ -5,6 +5,7 @@
 #include <cstring>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <numeric>
 #include <optional>
 #include <thread>
 
@@ -123,6 +124,11 @@ size_t Fetcher::EndpointFor(const ChunkKey& key) const {
 
 std::vector<std::pair<size_t, std::vector<size_t>>> Fetcher::SplitByEndpoint(
     std::span<const ChunkKey> keys) const {
+  if (pool_->endpoints() == 1) {  // every key, in order, without hashing one
+    std::vector<size_t> all(keys.size());
+    std::iota(all.begin(), all.end(), size_t{0});
+    return {{size_t{0}, std::move(all)}};
+  }
   std::vector<std::vector<size_t>> by(pool_->endpoints());
   for (size_t i = 0; i < keys.size(); ++i) by[EndpointFor(keys[i])].push_back(i);
   std::vector<std::pair<size_t, std::vector<size_t>>> out;
@@ -366,12 +372,16 @@ Result<size_t> Fetcher::Lookup(std::span<const ChunkKey> keys) const {
   std::vector<uint32_t> part_hits(parts.size());
   for (size_t p = 0; p < parts.size(); ++p) {
     // The binary body: 16 bytes per key, no JSON to write or parse (src/wire/lookup_wire.h).
+    // A lone part is every key, in order (one endpoint, or every key on one).
     std::vector<ChunkKey> part;
-    part.reserve(parts[p].second.size());
-    for (size_t i : parts[p].second) part.push_back(keys[i]);
-    OC_ASSIGN_OR_RETURN(std::string reply,
-                        Call(parts[p].first, "POST", "lookup", wire::PutChunkKeys(part),
-                             {{"content-type", std::string(wire::kChunkKeysContentType)}}));
+    if (parts.size() > 1) {
+      part.reserve(parts[p].second.size());
+      for (size_t i : parts[p].second) part.push_back(keys[i]);
+    }
+    OC_ASSIGN_OR_RETURN(
+        std::string reply,
+        Call(parts[p].first, "POST", "lookup", wire::PutChunkKeys(parts.size() > 1 ? part : keys),
+             {{"content-type", std::string(wire::kChunkKeysContentType)}}));
     nlohmann::json j = nlohmann::json::parse(reply, nullptr, false);
     if (!j.is_object() || !j.contains("present_prefix") ||
         !j["present_prefix"].is_number_unsigned()) {

@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <ctime>
 #include <limits>
+#include <memory>
 #include <optional>
 
 #include "objectcache/store.h"
@@ -94,6 +95,15 @@ struct S3Connection::Impl {
   beast::flat_buffer buffer;
   // Beast's timeouts apply to asynchronous calls only; this one bounds the blocking ones.
   SocketDeadline deadline;
+  // Where a body that has no receiver lands before on_body sees it: made once a connection and
+  // never cleared (a fresh one cost every small request, a lookup's, 256 KiB of zeroing).
+  std::unique_ptr<std::byte[]> body_buffer;
+  static constexpr size_t kBodyBufferBytes = 256 << 10;
+
+  std::span<std::byte> BodyBuffer() {
+    if (!body_buffer) body_buffer = std::make_unique_for_overwrite<std::byte[]>(kBodyBufferBytes);
+    return {body_buffer.get(), kBodyBufferBytes};
+  }
 
   explicit Impl(std::chrono::seconds timeout) : deadline(timeout) {}
 
@@ -329,14 +339,11 @@ Result<S3Response> S3Connection::Impl::Exchange(
   }
   // Any other body (an error's, one for on_body, one that ends with the connection): the parser
   // copies its bytes to where body().data points, the receiver's place for them when there is
-  // one, else this buffer (then handed to on_body, or kept as the error body).
-  std::string chunk(receiver ? 0 : 256 << 10, '\0');
+  // one, else the connection's body buffer (then handed to on_body, or kept as the error body).
   Status sink;
   while (!parser.is_done()) {
     const bool direct = ok && receiver && sink.ok();
-    if (direct == false && chunk.empty()) chunk.resize(256 << 10);
-    const std::span<std::byte> room =
-        direct ? receiver->NextBuffer() : std::as_writable_bytes(std::span(chunk));
+    const std::span<std::byte> room = direct ? receiver->NextBuffer() : BodyBuffer();
     parser.get().body().data = room.data();
     parser.get().body().size = room.size();
     deadline.Arm();
@@ -347,9 +354,9 @@ Result<S3Response> S3Connection::Impl::Exchange(
     if (direct) {
       if (n > 0) sink = receiver->Commit(n);
     } else if (ok) {
-      if (sink.ok() && n > 0) sink = on_body(AsBytes(std::string_view(chunk.data(), n)));
+      if (sink.ok() && n > 0) sink = on_body(room.first(n));
     } else if (out.error_body.size() < (64 << 10)) {
-      out.error_body.append(chunk.data(), n);
+      out.error_body.append(reinterpret_cast<const char*>(room.data()), n);
     }
   }
   if (!parser.get().keep_alive()) Disconnect();
