@@ -357,6 +357,39 @@ TEST_P(ClientTest, ServerKilledMidStreamFailsCleanlyWithoutHanging) {
   EXPECT_EQ(c->Lookup(keys_).status().code(), StatusCode::kUnavailable);
 }
 
+// Kept-alive connections the server closed while they sat idle in the client's pool (its idle
+// timeout) are not used for a request. With no retries, one handed out would fail the request
+// it carries; after eight of them, every mode and a lookup still succeed.
+TEST_P(ClientTest, ConnectionsTheServerClosedWhileIdleAreNotUsed) {
+  server_->Stop(SIGTERM);
+  server_ = std::make_unique<testing::ServerProcess>(
+      dir_, port_, std::vector<std::string>{"--idle-timeout", "1"});
+  ASSERT_EQ(server_->port(), port_);
+  auto c = MakeClient({.retries = 0});
+  {
+    // Eight retrievals at once: eight connections, idle in the pool afterwards.
+    std::vector<Regions> regions(8, Regions(*this, 2));
+    std::vector<std::unique_ptr<LayerwiseRetrieval>> running;
+    for (Regions& r : regions) {
+      running.push_back(
+          *c->RetrieveLayerwise(Request(&r, 0, 2, RetrievalMode::kAggregatedLayerwise)));
+    }
+    for (auto& r : running) ASSERT_TRUE(r->Wait().ok()) << r->Wait().ToString();
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(2500));  // the server closes them all
+  for (RetrievalMode mode :
+       {RetrievalMode::kAggregatedLayerwise, RetrievalMode::kAggregatedChunkwise,
+        RetrievalMode::kPlainLayerwise, RetrievalMode::kPlainChunkwise}) {
+    Regions regions(*this, 2);
+    auto r = *c->RetrieveLayerwise(Request(&regions, 0, 2, mode));
+    ASSERT_TRUE(r->Wait().ok()) << static_cast<int>(mode) << ": " << r->Wait().ToString();
+    ExpectPrefix(regions, 0, 2, 4);
+  }
+  Result<size_t> hits = c->Lookup(keys_);
+  ASSERT_TRUE(hits.has_value()) << hits.error().ToString();
+  EXPECT_EQ(*hits, 4u);
+}
+
 TEST_P(ClientTest, DramTierHitsAreCopiedWithoutTheNetwork) {
   // Chunks 0 and 1 pass through this client's DRAM tier; 2 and 3 only through the server.
   auto c = MakeClient({.dram_tier_bytes = 64 << 20});

@@ -12,6 +12,8 @@
 #include <memory>
 #include <optional>
 
+#include <poll.h>
+
 #include "objectcache/store.h"
 #include "s3/crypto.h"
 #include "s3/s3_request.h"
@@ -108,6 +110,16 @@ struct S3Connection::Impl {
   explicit Impl(std::chrono::seconds timeout) : deadline(timeout) {}
 
   bool connected() const { return plain || secure; }
+
+  // A kept-alive connection the server closed while it sat idle (its idle timeout; then the
+  // first request on it would fail whole, and a pool full of them could use up a request's
+  // retries), or one holding bytes nothing asked for. Looks without blocking: an idle
+  // connection that is readable at all (end of stream, data or an error) is not reused.
+  bool IdleConnectionIsDead() {
+    if (buffer.size() > 0) return true;
+    pollfd p{.fd = tcp().socket().native_handle(), .events = POLLIN, .revents = 0};
+    return ::poll(&p, 1, 0) != 0;
+  }
 
   beast::tcp_stream& tcp() { return secure ? beast::get_lowest_layer(*secure) : *plain; }
 
@@ -370,6 +382,7 @@ Result<S3Response> S3Connection::Send(
     const std::function<Status(std::span<const std::byte>)>& on_body,
     const std::vector<std::pair<std::string, std::string>>& headers, BodyReceiver* receiver) {
   Impl& m = *impl_;
+  if (m.connected() && m.IdleConnectionIsDead()) m.Disconnect();
   if (!m.connected()) OC_RETURN_IF_ERROR(m.Connect());
   const std::string raw_path = s3::UriEncode(path, true);
   std::string target = raw_path;

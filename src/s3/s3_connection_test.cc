@@ -38,11 +38,12 @@ int ListenOnLoopback(int backlog, uint16_t* port) {
 }
 
 // Answers the requests of each connection with the next of `responses`, written `piece` bytes
-// at a time; counts the connections it accepted.
+// at a time, closing the connection after each when `close_after_each`; counts the connections
+// it accepted.
 class CannedServer {
  public:
-  CannedServer(std::vector<std::string> responses, size_t piece)
-      : responses_(std::move(responses)), piece_(piece) {
+  CannedServer(std::vector<std::string> responses, size_t piece, bool close_after_each = false)
+      : responses_(std::move(responses)), piece_(piece), close_after_each_(close_after_each) {
     listener_ = ListenOnLoopback(4, &port_);
     thread_ = std::thread([this] { Serve(); });
   }
@@ -81,6 +82,7 @@ class CannedServer {
         for (size_t at = 0; at < r.size(); at += piece_) {
           if (send(conn, r.data() + at, std::min(piece_, r.size() - at), MSG_NOSIGNAL) < 0) break;
         }
+        if (close_after_each_) break;
       }
       close(conn);
     }
@@ -88,6 +90,7 @@ class CannedServer {
 
   std::vector<std::string> responses_;
   size_t piece_;
+  bool close_after_each_;
   int listener_ = -1;
   uint16_t port_ = 0;
   std::atomic<int> connections_{0};
@@ -334,6 +337,40 @@ TEST(S3ConnectionTimeoutTest, AnIdleKeptAliveConnectionIsNotTimedOut) {
   ASSERT_TRUE(r.ok()) << r.error().ToString();
   EXPECT_EQ(receiver.body(), "hihi");
   EXPECT_EQ(server.connections(), 1);
+}
+
+// A kept-alive connection the server closed while it was idle (an idle timeout) is not used
+// for the next request, which goes out on a new connection instead of failing.
+TEST(S3ConnectionReuseTest, AConnectionTheServerClosedWhileIdleIsNotUsed) {
+  const std::string ok = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nhi";
+  CannedServer server({ok, ok}, 4096, /*close_after_each=*/true);
+  S3Connection conn(server.endpoint(), {});
+  StringReceiver receiver(4096);
+  ASSERT_TRUE(Get(conn, &receiver).ok());
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // the server's FIN arrives
+  Result<S3Response> r = Get(conn, &receiver);
+  ASSERT_TRUE(r.ok()) << r.error().ToString();
+  EXPECT_EQ(receiver.body(), "hihi");
+  EXPECT_EQ(server.connections(), 2);
+}
+
+// Bytes that arrive on an idle connection, after the response they followed, answer nothing:
+// the next request does not read them as its response.
+TEST(S3ConnectionReuseTest, BytesOnAnIdleConnectionAreNotTakenForTheNextResponse) {
+  const std::string first = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nhi";
+  const std::string stray = "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nstray";
+  const std::string second = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok";
+  CannedServer server({first + stray, second}, 4096, /*close_after_each=*/false);
+  S3Connection conn(server.endpoint(), {});
+  StringReceiver receiver(4096);
+  ASSERT_TRUE(Get(conn, &receiver).ok());
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // the stray bytes arrive
+  // The request goes out on a new connection (this server takes one at a time: it moves on
+  // once the client has closed the old one) and gets `second`.
+  Result<S3Response> r = Get(conn, &receiver);
+  ASSERT_TRUE(r.ok()) << r.error().ToString();
+  EXPECT_EQ(receiver.body(), "hiok");
+  EXPECT_EQ(server.connections(), 2);
 }
 
 }  // namespace
