@@ -390,6 +390,55 @@ TEST_P(ClientTest, ConnectionsTheServerClosedWhileIdleAreNotUsed) {
   EXPECT_EQ(*hits, 4u);
 }
 
+// The server's count of connections it accepted (GET /metrics on its S3 port).
+uint64_t ConnectionsAccepted(s3::S3Connection& conn) {
+  std::string text;
+  auto r = conn.Send("GET", "/metrics", {}, "", [&](std::span<const std::byte> b) {
+    text.append(reinterpret_cast<const char*>(b.data()), b.size());
+    return Status();
+  });
+  EXPECT_TRUE(r.has_value() && r->status == 200);
+  const std::string name = "\nobjectcache_connections_total ";
+  const size_t at = text.find(name);
+  EXPECT_NE(at, std::string::npos) << text.substr(0, 2000);
+  return at == std::string::npos ? 0 : std::stoull(text.substr(at + name.size()));
+}
+
+// 32 retrievals in flight at once, twice: the second round finds the first round's 32
+// connections idle in the pool and opens none (the pool kept at most 16 before it was
+// ClientOptions::max_idle_connections, and every round past 16 opened, and closed, the rest).
+TEST_P(ClientTest, ConcurrentRetrievalsReuseTheConnectionsOfTheLastRound) {
+  constexpr size_t kInFlight = 32;
+  auto c = MakeClient();
+  s3::S3Connection metrics(*s3::S3Endpoint::Parse(endpoint_), s3::S3Credentials{});
+  auto round = [&] {
+    // Each retrieval holds layer 0's report, and so its connection, until all have one.
+    std::mutex mu;
+    std::condition_variable cv;
+    size_t at_layer0 = 0;
+    std::vector<Regions> regions(kInFlight, Regions(*this, 2));
+    std::vector<std::unique_ptr<LayerwiseRetrieval>> running;
+    for (Regions& r : regions) {
+      LayerwiseRequest req = Request(&r, 0, 2, RetrievalMode::kAggregatedLayerwise);
+      req.on_layer = [&](uint32_t layer, const Status&) {
+        if (layer != 0) return;
+        std::unique_lock lock(mu);
+        if (++at_layer0 == kInFlight) cv.notify_all();
+        cv.wait(lock, [&] { return at_layer0 == kInFlight; });
+      };
+      running.push_back(*c->RetrieveLayerwise(std::move(req)));
+    }
+    for (size_t i = 0; i < kInFlight; ++i) {
+      ASSERT_TRUE(running[i]->Wait().ok()) << running[i]->Wait().ToString();
+      ExpectPrefix(regions[i], 0, 2, 4);
+    }
+  };
+  round();
+  const uint64_t after_first = ConnectionsAccepted(metrics);
+  round();
+  EXPECT_EQ(ConnectionsAccepted(metrics), after_first);
+}
+
 TEST_P(ClientTest, DramTierHitsAreCopiedWithoutTheNetwork) {
   // Chunks 0 and 1 pass through this client's DRAM tier; 2 and 3 only through the server.
   auto c = MakeClient({.dram_tier_bytes = 64 << 20});

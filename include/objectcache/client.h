@@ -57,6 +57,11 @@ struct ClientOptions {
   // (more streams spread the work over more server workers and client threads; on a 2-core
   // machine one is fastest: measured with `bench ttft`).
   int aggregated_streams = 1;
+  // Idle keep-alive connections kept per endpoint for later requests. A request takes one (an
+  // aggregated retrieval one per stream, the plain modes up to parallel_requests at once) and
+  // gives it back; past this many idle, it is closed. Keep it at least the retrievals in
+  // flight at once, or each one past it opens (over TLS, handshakes) a connection of its own.
+  size_t max_idle_connections = 64;
   // The layerwise wire format asked for (docs/wire-format.md): 2, the writers' checksums
   // verified here (the server hashes nothing), or 1, the server's frame checksums.
   int wire_version = 2;

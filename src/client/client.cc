@@ -412,10 +412,10 @@ Result<std::unique_ptr<Client>> Client::Create(const ClientOptions& options) {
     credentials.access_key = options.access_key;
     credentials.secret_key = options.secret_key;
   }
-  return std::unique_ptr<Client>(
-      new ClientImpl(std::make_unique<s3::ConnectionPool>(std::move(endpoints),
-                                                          std::move(credentials), options.timeout),
-                     options));
+  return std::unique_ptr<Client>(new ClientImpl(
+      std::make_unique<s3::ConnectionPool>(std::move(endpoints), std::move(credentials),
+                                           options.timeout, options.max_idle_connections),
+      options));
 }
 
 }  // namespace objectcache

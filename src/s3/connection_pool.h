@@ -11,14 +11,16 @@
 
 namespace objectcache::s3 {
 
-// Idle keep-alive connections per endpoint; a connection is taken for one request at a time.
+// Idle keep-alive connections per endpoint, at most `max_idle` each; a connection is taken for
+// one request at a time.
 class ConnectionPool {
  public:
   ConnectionPool(std::vector<S3Endpoint> endpoints, S3Credentials credentials,
-                 std::chrono::seconds timeout)
+                 std::chrono::seconds timeout, size_t max_idle)
       : endpoints_(std::move(endpoints)),
         credentials_(std::move(credentials)),
         timeout_(timeout),
+        max_idle_(max_idle),
         idle_(endpoints_.size()) {}
 
   size_t endpoints() const { return endpoints_.size(); }
@@ -36,14 +38,14 @@ class ConnectionPool {
 
   void Return(size_t endpoint, std::unique_ptr<S3Connection> c) {
     std::lock_guard lock(mu_);
-    if (idle_[endpoint].size() < kMaxIdle) idle_[endpoint].push_back(std::move(c));
+    if (idle_[endpoint].size() < max_idle_) idle_[endpoint].push_back(std::move(c));
   }
 
  private:
-  static constexpr size_t kMaxIdle = 16;
   const std::vector<S3Endpoint> endpoints_;
   const S3Credentials credentials_;
   const std::chrono::seconds timeout_;
+  const size_t max_idle_;
   std::mutex mu_;
   std::vector<std::vector<std::unique_ptr<S3Connection>>> idle_;  // guarded by mu_
 };

@@ -58,9 +58,12 @@ class S3ObjectReader;
 
 class S3Store final : public Store {
  public:
+  // Kept for the next calls: more than the server makes at once (--blocking-threads, 8).
+  static constexpr size_t kIdleConnections = 16;
+
   S3Store(s3::S3Endpoint endpoint, std::string bucket, std::string uri)
       : pool_({std::move(endpoint)}, s3::S3Credentials::FromEnvironment(),
-              std::chrono::seconds(60)),
+              std::chrono::seconds(60), kIdleConnections),
         bucket_(std::move(bucket)),
         uri_(std::move(uri)) {}
 
