@@ -339,38 +339,43 @@ TEST(S3ConnectionTimeoutTest, AnIdleKeptAliveConnectionIsNotTimedOut) {
   EXPECT_EQ(server.connections(), 1);
 }
 
+// Two GETs on one connection, 200 ms apart (long enough for what the server sent meanwhile to
+// arrive): both bodies as received and how many connections the server accepted.
+struct TwoGets {
+  std::string bodies;
+  int connections = 0;
+};
+TwoGets GetTwiceWithAPause(std::vector<std::string> responses, bool close_after_each) {
+  CannedServer server(std::move(responses), 4096, close_after_each);
+  S3Connection conn(server.endpoint(), {});
+  StringReceiver receiver(4096);
+  Result<S3Response> first = Get(conn, &receiver);
+  EXPECT_TRUE(first.ok()) << first.error().ToString();
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  Result<S3Response> second = Get(conn, &receiver);
+  EXPECT_TRUE(second.ok()) << second.error().ToString();
+  return {receiver.body(), server.connections()};
+}
+
 // A kept-alive connection the server closed while it was idle (an idle timeout) is not used
 // for the next request, which goes out on a new connection instead of failing.
 TEST(S3ConnectionReuseTest, AConnectionTheServerClosedWhileIdleIsNotUsed) {
   const std::string ok = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nhi";
-  CannedServer server({ok, ok}, 4096, /*close_after_each=*/true);
-  S3Connection conn(server.endpoint(), {});
-  StringReceiver receiver(4096);
-  ASSERT_TRUE(Get(conn, &receiver).ok());
-  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // the server's FIN arrives
-  Result<S3Response> r = Get(conn, &receiver);
-  ASSERT_TRUE(r.ok()) << r.error().ToString();
-  EXPECT_EQ(receiver.body(), "hihi");
-  EXPECT_EQ(server.connections(), 2);
+  const TwoGets got = GetTwiceWithAPause({ok, ok}, /*close_after_each=*/true);
+  EXPECT_EQ(got.bodies, "hihi");
+  EXPECT_EQ(got.connections, 2);
 }
 
 // Bytes that arrive on an idle connection, after the response they followed, answer nothing:
-// the next request does not read them as its response.
+// the next request goes out on a new connection (this server takes one at a time, and moves on
+// once the client has closed the old one) instead of reading them as its response.
 TEST(S3ConnectionReuseTest, BytesOnAnIdleConnectionAreNotTakenForTheNextResponse) {
   const std::string first = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nhi";
   const std::string stray = "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nstray";
   const std::string second = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok";
-  CannedServer server({first + stray, second}, 4096, /*close_after_each=*/false);
-  S3Connection conn(server.endpoint(), {});
-  StringReceiver receiver(4096);
-  ASSERT_TRUE(Get(conn, &receiver).ok());
-  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // the stray bytes arrive
-  // The request goes out on a new connection (this server takes one at a time: it moves on
-  // once the client has closed the old one) and gets `second`.
-  Result<S3Response> r = Get(conn, &receiver);
-  ASSERT_TRUE(r.ok()) << r.error().ToString();
-  EXPECT_EQ(receiver.body(), "hiok");
-  EXPECT_EQ(server.connections(), 2);
+  const TwoGets got = GetTwiceWithAPause({first + stray, second}, /*close_after_each=*/false);
+  EXPECT_EQ(got.bodies, "hiok");
+  EXPECT_EQ(got.connections, 2);
 }
 
 }  // namespace
