@@ -184,12 +184,14 @@ TEST_F(CephGatewayTest, OsdStoppedMidReadGivesAnErrorOrARetryNeverWrongBytes) {
   auto reader = MakeClient({gw}, /*retries=*/2);
   std::mutex mu;
   std::condition_variable cv;
-  bool osd_down = false;
+  bool at_layer0 = false, osd_down = false;
   std::thread read([&] {
     Status s = RetrieveAndCheck(reader.get(), RetrievalMode::kAggregatedLayerwise,
                                 [&](uint32_t layer, const Status&) {
                                   if (layer != 0) return;
                                   std::unique_lock lock(mu);
+                                  at_layer0 = true;
+                                  cv.notify_all();
                                   cv.wait(lock, [&] { return osd_down; });
                                 });
     // Never wrong bytes: either every byte checked, or an error that is not DataLoss.
@@ -201,7 +203,12 @@ TEST_F(CephGatewayTest, OsdStoppedMidReadGivesAnErrorOrARetryNeverWrongBytes) {
     }
     std::printf("retrieval with the OSD stopped mid-stream: %s\n", s.ToString().c_str());
   });
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  // Mid-stream for certain: the response is under way (its first layer in) before the OSD
+  // stops. (A fixed pause here let a slow machine stop it before the request was read.)
+  {
+    std::unique_lock lock(mu);
+    cv.wait(lock, [&] { return at_layer0; });
+  }
   ASSERT_EQ(std::system((std::string(CEPH_DEV_PATH) + " osd-stop " + own).c_str()), 0);
   {
     std::lock_guard lock(mu);

@@ -262,7 +262,8 @@ void LogPrefixEnd(const ChunkKey& key, const Status& why) {
 
 // The headers of the first `present` chunks, read in batches; a missing chunk (NotFound) ends
 // the prefix there, so `present` may be all the keys. A damaged or foreign header ends the
-// prefix like a miss (the engine recomputes from there); it is logged. Blocking.
+// prefix like a miss (the engine recomputes from there); it is logged. A read the store could
+// not make (Unavailable) is the request's error. Blocking.
 Result<HitPrefix> ReadHitPrefix(Store& store, const std::vector<std::string>& names, size_t present,
                                 const LayerwiseRequest& req, const KvLayout& layout) {
   HitPrefix out;
@@ -282,6 +283,9 @@ Result<HitPrefix> ReadHitPrefix(Store& store, const std::vector<std::string>& na
       Result<ChunkHeader> h = reads[i].status.ok() ? DecodeChunkHeader(reads[i].dest, expect)
                                                    : Result<ChunkHeader>(reads[i].status);
       if (!h) {
+        // A store that cannot answer (a cluster not responding) fails the request (503): an
+        // outage is not a miss, and a prefix cut short by it would look like one.
+        if (h.error().code() == StatusCode::kUnavailable) return h.error();
         if (h.error().code() != StatusCode::kNotFound) LogPrefixEnd(req.keys[start + i], h.error());
         return out;
       }

@@ -600,6 +600,39 @@ class ExistCountingStore final : public ForwardingStore {
   std::atomic<int> exist_calls{0};
 };
 
+// A memory store whose reads of one object fail as a cluster's do when it does not answer.
+class UnansweredObjectStore final : public ForwardingStore {
+ public:
+  explicit UnansweredObjectStore(std::string key)
+      : ForwardingStore(NewMemoryStore()), key_(std::move(key)) {}
+  Status RetrieveRanges(std::span<RangeRead> reads) override {
+    Status s = ForwardingStore::RetrieveRanges(reads);
+    for (RangeRead& r : reads) {
+      if (r.key == key_) r.status = UnavailableError("reading '" + key_ + "': no answer");
+    }
+    return s;
+  }
+
+ private:
+  const std::string key_;
+};
+
+// A chunk header the store could not read (its cluster not answering) fails the request with
+// 503: an outage is not a miss, and answering with the chunks before it as the whole prefix
+// would say the rest is not cached (and a resumed retrieval that the prefix shrank).
+TEST(S3HandlerLayerwiseTest, AHeaderTheStoreCouldNotReadIsAnErrorNotTheEndOfThePrefix) {
+  const ModelPreset model{"wide", KvLayout{4, 8, 128, KvDtype::kBf16, 16}};
+  UnansweredObjectStore store("slow/" + std::string(31, '0') + "3");  // the third chunk
+  const std::string body = PutSlowChunks(store, model);
+  ServerMetrics metrics;
+  S3Options options;
+  options.anonymous = true;
+  S3Handler handler(&store, &metrics, options);
+  const auto [status, response] = RespondLayerwise(handler, "slow", model, body);
+  EXPECT_EQ(status, 503u) << response.substr(0, 200);
+  EXPECT_NE(response.find("ServiceUnavailable"), std::string::npos) << response.substr(0, 200);
+}
+
 // Over a store without files (RADOS, say), a v2 request on a connection that could send files
 // goes straight to the headers: counting the present prefix first, to open the files, was one
 // more round of store operations (over RADOS, a stat of every key) before the first layer.
