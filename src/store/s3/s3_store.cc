@@ -62,8 +62,8 @@ class S3Store final : public Store {
   static constexpr size_t kIdleConnections = 16;
 
   S3Store(s3::S3Endpoint endpoint, std::string bucket, std::string uri)
-      : pool_({std::move(endpoint)}, s3::S3Credentials::FromEnvironment(),
-              std::chrono::seconds(60), kIdleConnections),
+      : pool_({std::move(endpoint)}, s3::S3Credentials::FromEnvironment(), std::chrono::seconds(60),
+              kIdleConnections),
         bucket_(std::move(bucket)),
         uri_(std::move(uri)) {}
 
