@@ -30,15 +30,7 @@ std::string RadosUri(const std::string& ceph_dir, const std::string& ns, int tim
 // Counts from the server's /metrics: requests of one operation.
 uint64_t RequestsServed(const std::string& endpoint, const std::string& op) {
   s3::S3Connection conn(*s3::S3Endpoint::Parse(endpoint), s3::S3Credentials{});
-  std::string body;
-  auto res = conn.Send("GET", "/metrics", {}, "", [&](std::span<const std::byte> b) {
-    body.append(reinterpret_cast<const char*>(b.data()), b.size());
-    return Status();
-  });
-  if (!res.has_value()) return 0;
-  const std::string needle = "objectcache_requests_total{op=\"" + op + "\"} ";
-  const size_t at = body.find(needle);
-  return at == std::string::npos ? 0 : std::stoull(body.substr(at + needle.size()));
+  return testing::MetricValue(conn, "objectcache_requests_total{op=\"" + op + "\"}").value_or(0);
 }
 
 class CephGatewayTest : public ::testing::Test {

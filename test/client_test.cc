@@ -107,6 +107,30 @@ class ClientTest : public ::testing::TestWithParam<int> {
     }
   }
 
+  // `n` aggregated retrievals of layers [0, 2) in flight together, each holding its layer-0
+  // report, and so its connection, until all have one; then every byte checked.
+  void RetrieveAllAtOnce(Client* c, size_t n) {
+    std::mutex mu;
+    std::condition_variable cv;
+    size_t at_layer0 = 0;
+    std::vector<Regions> regions(n, Regions(*this, 2));
+    std::vector<std::unique_ptr<LayerwiseRetrieval>> running;
+    for (Regions& r : regions) {
+      LayerwiseRequest req = Request(&r, 0, 2, RetrievalMode::kAggregatedLayerwise);
+      req.on_layer = [&](uint32_t layer, const Status&) {
+        if (layer != 0) return;
+        std::unique_lock lock(mu);
+        if (++at_layer0 == n) cv.notify_all();
+        cv.wait(lock, [&] { return at_layer0 == n; });
+      };
+      running.push_back(*c->RetrieveLayerwise(std::move(req)));
+    }
+    for (size_t i = 0; i < n; ++i) {
+      ASSERT_TRUE(running[i]->Wait().ok()) << running[i]->Wait().ToString();
+      ExpectPrefix(regions[i], 0, 2, 4);
+    }
+  }
+
   std::string Object(size_t chunk) const {
     return *EncodeChunkObject(model_.layout, keys_[chunk], AsBytes(kv_[chunk]));
   }
@@ -366,16 +390,7 @@ TEST_P(ClientTest, ConnectionsTheServerClosedWhileIdleAreNotUsed) {
       dir_, port_, std::vector<std::string>{"--idle-timeout", "1"});
   ASSERT_EQ(server_->port(), port_);
   auto c = MakeClient({.retries = 0});
-  {
-    // Eight retrievals at once: eight connections, idle in the pool afterwards.
-    std::vector<Regions> regions(8, Regions(*this, 2));
-    std::vector<std::unique_ptr<LayerwiseRetrieval>> running;
-    for (Regions& r : regions) {
-      running.push_back(
-          *c->RetrieveLayerwise(Request(&r, 0, 2, RetrievalMode::kAggregatedLayerwise)));
-    }
-    for (auto& r : running) ASSERT_TRUE(r->Wait().ok()) << r->Wait().ToString();
-  }
+  RetrieveAllAtOnce(c.get(), 8);  // eight connections, idle in the pool afterwards
   std::this_thread::sleep_for(std::chrono::milliseconds(2500));  // the server closes them all
   for (RetrievalMode mode :
        {RetrievalMode::kAggregatedLayerwise, RetrievalMode::kAggregatedChunkwise,
@@ -390,18 +405,11 @@ TEST_P(ClientTest, ConnectionsTheServerClosedWhileIdleAreNotUsed) {
   EXPECT_EQ(*hits, 4u);
 }
 
-// The server's count of connections it accepted (GET /metrics on its S3 port).
+// The server's count of connections it accepted, read through `conn`.
 uint64_t ConnectionsAccepted(s3::S3Connection& conn) {
-  std::string text;
-  auto r = conn.Send("GET", "/metrics", {}, "", [&](std::span<const std::byte> b) {
-    text.append(reinterpret_cast<const char*>(b.data()), b.size());
-    return Status();
-  });
-  EXPECT_TRUE(r.has_value() && r->status == 200);
-  const std::string name = "\nobjectcache_connections_total ";
-  const size_t at = text.find(name);
-  EXPECT_NE(at, std::string::npos) << text.substr(0, 2000);
-  return at == std::string::npos ? 0 : std::stoull(text.substr(at + name.size()));
+  const std::optional<uint64_t> n = testing::MetricValue(conn, "objectcache_connections_total");
+  EXPECT_TRUE(n.has_value());
+  return n.value_or(0);
 }
 
 // 32 retrievals in flight at once, twice: the second round finds the first round's 32
@@ -411,31 +419,9 @@ TEST_P(ClientTest, ConcurrentRetrievalsReuseTheConnectionsOfTheLastRound) {
   constexpr size_t kInFlight = 32;
   auto c = MakeClient();
   s3::S3Connection metrics(*s3::S3Endpoint::Parse(endpoint_), s3::S3Credentials{});
-  auto round = [&] {
-    // Each retrieval holds layer 0's report, and so its connection, until all have one.
-    std::mutex mu;
-    std::condition_variable cv;
-    size_t at_layer0 = 0;
-    std::vector<Regions> regions(kInFlight, Regions(*this, 2));
-    std::vector<std::unique_ptr<LayerwiseRetrieval>> running;
-    for (Regions& r : regions) {
-      LayerwiseRequest req = Request(&r, 0, 2, RetrievalMode::kAggregatedLayerwise);
-      req.on_layer = [&](uint32_t layer, const Status&) {
-        if (layer != 0) return;
-        std::unique_lock lock(mu);
-        if (++at_layer0 == kInFlight) cv.notify_all();
-        cv.wait(lock, [&] { return at_layer0 == kInFlight; });
-      };
-      running.push_back(*c->RetrieveLayerwise(std::move(req)));
-    }
-    for (size_t i = 0; i < kInFlight; ++i) {
-      ASSERT_TRUE(running[i]->Wait().ok()) << running[i]->Wait().ToString();
-      ExpectPrefix(regions[i], 0, 2, 4);
-    }
-  };
-  round();
+  RetrieveAllAtOnce(c.get(), kInFlight);
   const uint64_t after_first = ConnectionsAccepted(metrics);
-  round();
+  RetrieveAllAtOnce(c.get(), kInFlight);
   EXPECT_EQ(ConnectionsAccepted(metrics), after_first);
 }
 

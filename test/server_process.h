@@ -1,5 +1,5 @@
 // `objectcache serve --anonymous` as a child process of a test, on a fresh store on
-// 127.0.0.1 port 0; ended by its PID.
+// 127.0.0.1 port 0; ended by its PID. And reading a server's /metrics.
 #pragma once
 
 #include <signal.h>
@@ -10,9 +10,12 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
+
+#include "s3/s3_connection.h"
 
 namespace objectcache::testing {
 
@@ -66,5 +69,21 @@ class ServerProcess {
   pid_t pid_ = -1;
   int port_ = 0;
 };
+
+// The value of one sample of the server's /metrics (GET on its S3 port through `conn`): its
+// name with any labels, e.g. objectcache_requests_total{op="BatchStore"}. nullopt when the
+// request fails or the server has no such sample.
+inline std::optional<uint64_t> MetricValue(s3::S3Connection& conn, const std::string& sample) {
+  std::string text;
+  auto res = conn.Send("GET", "/metrics", {}, "", [&](std::span<const std::byte> b) {
+    text.append(reinterpret_cast<const char*>(b.data()), b.size());
+    return Status();
+  });
+  if (!res.has_value() || res->status != 200) return std::nullopt;
+  const std::string line = "\n" + sample + " ";  // a sample's line, not its # HELP line
+  const size_t at = text.find(line);
+  if (at == std::string::npos) return std::nullopt;
+  return std::stoull(text.substr(at + line.size()));
+}
 
 }  // namespace objectcache::testing
