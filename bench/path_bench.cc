@@ -58,6 +58,12 @@ OwnRetrieval AllocateOwnRetrieval(const PrefixSet& prefix, size_t count, uint32_
   return own;
 }
 
+// Zeroes `own`'s regions, so that bytes left from its last retrieval cannot pass for this one's;
+// outside any timing. Regions are allocated once and reused, as an engine reuses its KV memory.
+void ClearOwnRetrieval(OwnRetrieval* own) {
+  for (PageBuffer& r : own->regions) std::memset(r.data(), 0, r.size());
+}
+
 // Starts the retrieval into `own`'s regions (allocated before, outside any timing).
 Status StartOwnRetrieval(Client* client, const PrefixSet& prefix, OwnRetrieval* own) {
   const size_t count = own->regions[0].size() / prefix.model.layout.LayerSliceBytes();
@@ -274,8 +280,9 @@ Status RunPathBench(const PathBenchFlags& f) {
 
   // N retrievals in flight through one client (a connection each), wire v2, until as many as
   // the largest N have run: the aggregate rate sustained at that concurrency. Every level moves
-  // the same bytes into regions allocated before the clock starts, so only N differs (a burst
-  // of one 32 MiB retrieval lasts a few milliseconds, within the machine's scheduling noise).
+  // the same bytes into the same regions (allocated once, zeroed before the clock starts), so
+  // only N differs (a burst of one 32 MiB retrieval lasts a few milliseconds, within the
+  // machine's scheduling noise); each round starts at the next level, so none always runs first.
   // A finished retrieval is waited for in the order they started, and its place taken at once.
   const size_t cc_chunks = std::min(f.concurrency_chunks, f.chunks);
   const uint64_t cc_bytes =
@@ -283,13 +290,13 @@ Status RunPathBench(const PathBenchFlags& f) {
   const size_t cc_total = std::ranges::max(f.concurrency);
   std::vector<std::vector<double>> cc_gbps(f.concurrency.size()),
       cc_server_cpu(f.concurrency.size()), cc_client_cpu(f.concurrency.size());
-  auto concurrent = [&]() -> Status {
+  std::vector<OwnRetrieval> own(cc_total);
+  for (OwnRetrieval& o : own) o = AllocateOwnRetrieval(prefix, cc_chunks, model.layout.num_layers);
+  auto concurrent = [&](int round) -> Status {
     const pid_t pid = cases[1].server->process->pid();
-    for (size_t k = 0; k < f.concurrency.size(); ++k) {
-      std::vector<OwnRetrieval> own;
-      for (size_t i = 0; i < cc_total; ++i) {
-        own.push_back(AllocateOwnRetrieval(prefix, cc_chunks, model.layout.num_layers));
-      }
+    for (size_t i = 0; i < f.concurrency.size(); ++i) {
+      const size_t k = (round + i) % f.concurrency.size();
+      for (OwnRetrieval& o : own) ClearOwnRetrieval(&o);
       const double client0 = CpuSeconds(RUSAGE_SELF), server0 = ProcessCpuSeconds(pid);
       const double t0 = NowSeconds();
       size_t started = 0;
@@ -320,10 +327,15 @@ Status RunPathBench(const PathBenchFlags& f) {
   // is the same bytes, sent the same way, and a 64K-token prompt's every layer (8 GiB) would
   // not fit beside the rest in this machine's memory.
   std::vector<std::vector<double>> first_layer_ms(f.first_layer_tokens.size());
+  std::vector<OwnRetrieval> first_layer_own;
+  for (size_t tokens : f.first_layer_tokens) {
+    const size_t count = std::max<size_t>(1, tokens / kTokensPerChunk);
+    first_layer_own.push_back(AllocateOwnRetrieval(prefix, count, 1));
+  }
   auto first_layers = [&]() -> Status {
     for (size_t k = 0; k < f.first_layer_tokens.size(); ++k) {
-      const size_t count = std::max<size_t>(1, f.first_layer_tokens[k] / kTokensPerChunk);
-      OwnRetrieval o = AllocateOwnRetrieval(prefix, count, 1);
+      OwnRetrieval& o = first_layer_own[k];
+      ClearOwnRetrieval(&o);
       const double t0 = NowSeconds();
       OC_RETURN_IF_ERROR(StartOwnRetrieval(cases[1].client.get(), prefix, &o));
       OC_RETURN_IF_ERROR(o.retrieval->WaitForLayer(0));
@@ -370,7 +382,7 @@ Status RunPathBench(const PathBenchFlags& f) {
       }
     }
     OC_RETURN_IF_ERROR(lookups());
-    OC_RETURN_IF_ERROR(concurrent());
+    OC_RETURN_IF_ERROR(concurrent(round));
     OC_RETURN_IF_ERROR(first_layers());
   }
   server.process->Stop();

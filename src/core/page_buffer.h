@@ -2,12 +2,12 @@
 // past a page boundary (0 unless asked otherwise).
 //
 // Blocks of kMappedBufferBytes or more are mapped from the kernel, resident from the start
-// (MAP_POPULATE: a destination an engine writes into is memory it already has, and a timed
-// receive should not fault its pages in), or, with Pages::kOnFirstWrite, each page zeroed and
-// made resident when first written: a buffer that may never be written in full (a layerwise read
-// window whose slices stay in the store's own memory) then costs only the pages written. Either
-// way nothing is zeroed twice: the memset of a 32 MiB window per response had been 8% of the RADOS
-// gateway's CPU (perf).
+// (MAP_POPULATE and a write to every page: a destination an engine writes into is memory it
+// already has, and a timed receive should not fault its pages in), or, with Pages::kOnFirstWrite,
+// each page zeroed and made resident when first written: a buffer that may never be written in full
+// (a layerwise read window whose slices stay in the store's own memory) then costs only the pages
+// written. Either way nothing is zeroed twice: the memset of a 32 MiB window per response had been
+// 8% of the RADOS gateway's CPU (perf).
 //
 // Why not a std::string: glibc serves large blocks from mmap at 16 bytes past a page boundary,
 // and on this project's AMD EPYC machines the kernel's copy into a destination 1 to 31 bytes
@@ -96,6 +96,16 @@ class PageBuffer {
   static size_t RoundUpToPages(size_t bytes) {
     return (bytes + kPageBytes - 1) / kPageBytes * kPageBytes;
   }
+  // Writes a zero (what the page holds) to every page from user space. MAP_POPULATE makes the
+  // pages resident in the guest, but a hypervisor with shadow page tables (this project's
+  // machines run under PVM) still traps the process's first access to each page: a receive
+  // into fresh populated pages ran at 3-5 Gbit/s against 12-27 into touched ones (`bench path`,
+  // concurrent retrievals, 2026-12-03). One store a page moves that cost here, outside any use.
+  static void TouchEveryPage(std::byte* p, size_t bytes) {
+    for (size_t at = 0; at < bytes; at += kPageBytes) {
+      *static_cast<volatile std::byte*>(p + at) = std::byte{0};
+    }
+  }
   static Block Allocate(size_t bytes, Pages pages) {
     // Whole pages: aligned_alloc wants a multiple of the alignment, mmap maps pages.
     const size_t rounded = bytes == 0 ? kPageBytes : RoundUpToPages(bytes);
@@ -104,6 +114,7 @@ class PageBuffer {
       void* p = ::mmap(nullptr, rounded, PROT_READ | PROT_WRITE,
                        MAP_PRIVATE | MAP_ANONYMOUS | populate, -1, 0);
       if (p == MAP_FAILED) throw std::bad_alloc();
+      if (populate != 0) TouchEveryPage(static_cast<std::byte*>(p), rounded);
       return Block(static_cast<std::byte*>(p), PageBlockFree{rounded});
     }
     void* p = std::aligned_alloc(kPageBytes, rounded);
