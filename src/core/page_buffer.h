@@ -1,13 +1,14 @@
 // Memory for the kernel to copy file and socket bytes into: zeroed, and starting `offset` bytes
 // past a page boundary (0 unless asked otherwise).
 //
-// Blocks of kMappedBufferBytes or more are mapped from the kernel, resident from the start
-// (MAP_POPULATE and a write to every page: a destination an engine writes into is memory it
-// already has, and a timed receive should not fault its pages in), or, with Pages::kOnFirstWrite,
-// each page zeroed and made resident when first written: a buffer that may never be written in full
-// (a layerwise read window whose slices stay in the store's own memory) then costs only the pages
-// written. Either way nothing is zeroed twice: the memset of a 32 MiB window per response had been
-// 8% of the RADOS gateway's CPU (perf).
+// Blocks of kMappedBufferBytes or more are mapped from the kernel, either resident from the
+// start (MAP_POPULATE, then every page written once by the kernel and once by the process, see
+// Prefault: a destination an engine writes into is memory it already has, and a timed receive
+// should not fault its pages in), or, with Pages::kOnFirstWrite, each page zeroed and made
+// resident when first written: a buffer that may never be written in full (a layerwise read
+// window whose slices stay in the store's own memory) then costs only the pages written, and is
+// never zeroed twice (the memset of a 32 MiB window per response had been 8% of the RADOS
+// gateway's CPU, perf).
 //
 // Why not a std::string: glibc serves large blocks from mmap at 16 bytes past a page boundary,
 // and on this project's AMD EPYC machines the kernel's copy into a destination 1 to 31 bytes
@@ -15,7 +16,9 @@
 // s/GiB against 0.20-0.22 at offsets 0, 32, 48 or 4080; docs/decisions.md).
 #pragma once
 
+#include <fcntl.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstddef>
@@ -96,12 +99,25 @@ class PageBuffer {
   static size_t RoundUpToPages(size_t bytes) {
     return (bytes + kPageBytes - 1) / kPageBytes * kPageBytes;
   }
-  // Writes a zero (what the page holds) to every page from user space. MAP_POPULATE makes the
-  // pages resident in the guest, but a hypervisor with shadow page tables (this project's
-  // machines run under PVM) still traps the process's first access to each page: a receive
-  // into fresh populated pages ran at 3-5 Gbit/s against 12-27 into touched ones (`bench path`,
-  // concurrent retrievals, 2026-12-03). One store a page moves that cost here, outside any use.
-  static void TouchEveryPage(std::byte* p, size_t bytes) {
+  // Makes every page of a fresh mapping ready for the kernel's copies and the process's own
+  // accesses. MAP_POPULATE makes the pages resident in the guest, but under a hypervisor with
+  // shadow page tables (this project's machines run under PVM) the first access to each page
+  // through the process's addresses still traps, and the kernel's view and the process's view
+  // trap separately: the first pread of 256 MiB of a cached file into fresh populated memory ran
+  // at 6 Gbit/s against 125 the second time, and a store to every page from user space first
+  // left that unchanged, while a read from /dev/zero into it made the first pread run at 125
+  // (2026-12-03). So the kernel writes zeros once through the process's addresses, and the
+  // process stores a zero in every page: the traps are paid here, not in a timed receive.
+  static void Prefault(std::byte* p, size_t bytes) {
+    const int zero = ::open("/dev/zero", O_RDONLY | O_CLOEXEC);
+    if (zero >= 0) {
+      for (size_t at = 0; at < bytes;) {
+        const ssize_t n = ::read(zero, p + at, bytes - at);
+        if (n <= 0) break;
+        at += static_cast<size_t>(n);
+      }
+      ::close(zero);
+    }
     for (size_t at = 0; at < bytes; at += kPageBytes) {
       *static_cast<volatile std::byte*>(p + at) = std::byte{0};
     }
@@ -114,7 +130,7 @@ class PageBuffer {
       void* p = ::mmap(nullptr, rounded, PROT_READ | PROT_WRITE,
                        MAP_PRIVATE | MAP_ANONYMOUS | populate, -1, 0);
       if (p == MAP_FAILED) throw std::bad_alloc();
-      if (populate != 0) TouchEveryPage(static_cast<std::byte*>(p), rounded);
+      if (populate != 0) Prefault(static_cast<std::byte*>(p), rounded);
       return Block(static_cast<std::byte*>(p), PageBlockFree{rounded});
     }
     void* p = std::aligned_alloc(kPageBytes, rounded);

@@ -13,10 +13,12 @@
 #include <chrono>
 #include <cstring>
 #include <memory>
+#include <mutex>
 #include <set>
 #include <string>
 #include <vector>
 
+#include "core/page_buffer.h"
 #include "objectcache/chunk_key.h"
 #include "objectcache/chunk_object.h"
 #include "objectcache/client.h"
@@ -499,23 +501,27 @@ class PyClient {
     return std::make_unique<PySave>(Take(save), model_, n);
   }
 
-  // The C++ client alone on a request: regions of its own (touched before, as a tensor an engine
-  // reuses is), timed in C++ from the request to the retrieval's end, destruction included, as
-  // Python's is (the baseline of `bench model`'s python_vs_cpp_ratio).
+  // The C++ client alone on a request, timed in C++ from the request to the retrieval's end,
+  // destruction included, as Python's is (the baseline of `bench model`'s python_vs_cpp_ratio).
+  // Into regions of its own, on a page boundary (core/page_buffer.h: a plain new[] puts a large
+  // block 16 bytes past one, where the kernel's copy runs at half speed) and kept from one call
+  // to the next, as an engine's tensors are (memory written for the first time costs more on
+  // some virtual machines: docs/decisions.md).
   double CppRetrievalSeconds(py::iterable keys_obj, py::handle layers_obj,
                              const std::string& mode) {
     LayerwiseRequest req = NewRequest(keys_obj, layers_obj, mode);
     const uint64_t bytes = req.keys.size() * model_.layout.LayerSliceBytes();
-    std::vector<std::unique_ptr<std::byte[]>> regions;
-    for (uint32_t l = req.layers.first; l < req.layers.last; ++l) {
-      regions.emplace_back(new std::byte[bytes]);
-      std::memset(regions.back().get(), 0, bytes);
-      req.regions.emplace_back(regions.back().get(), bytes);
-    }
+    const size_t layers = req.layers.last - req.layers.first;
     Status s;
     double seconds = 0;
     {
       py::gil_scoped_release release;
+      std::lock_guard lock(cpp_regions_mu_);  // taken without the GIL: no thread waits holding it
+      if (cpp_regions_.size() != layers || (layers > 0 && cpp_regions_[0].size() != bytes)) {
+        cpp_regions_.clear();
+        for (size_t l = 0; l < layers; ++l) cpp_regions_.emplace_back(bytes);
+      }
+      for (PageBuffer& r : cpp_regions_) req.regions.push_back(r.bytes());
       const auto start = std::chrono::steady_clock::now();
       {
         Result<std::unique_ptr<LayerwiseRetrieval>> r = client_->RetrieveLayerwise(std::move(req));
@@ -545,6 +551,8 @@ class PyClient {
  private:
   ModelPreset model_;
   std::shared_ptr<Client> client_;
+  std::mutex cpp_regions_mu_;
+  std::vector<PageBuffer> cpp_regions_;  // CppRetrievalSeconds's, guarded by cpp_regions_mu_
 };
 
 ModelPreset MakeLayout(uint32_t layers, uint32_t kv_heads, uint32_t head_dim,
