@@ -104,10 +104,10 @@ class PageBuffer {
   // shadow page tables (this project's machines run under PVM) the first access to each page
   // through the process's addresses still traps, and the kernel's view and the process's view
   // trap separately: the first pread of 256 MiB of a cached file into fresh populated memory ran
-  // at 6 Gbit/s against 125 the second time, and a store to every page from user space first
-  // left that unchanged, while a read from /dev/zero into it made the first pread run at 125
-  // (2026-12-03). So the kernel writes zeros once through the process's addresses, and the
-  // process stores a zero in every page: the traps are paid here, not in a timed receive.
+  // at 6 Gbit/s against 125 the second time; a store to every page from user space beforehand
+  // left it at 6, a read from /dev/zero into the memory beforehand made it 125 (2026-12-03). So the
+  // kernel writes zeros once through the process's addresses, and the process stores a zero in
+  // every page: the traps are paid here, not in a timed receive.
   static void Prefault(std::byte* p, size_t bytes) {
     const int zero = ::open("/dev/zero", O_RDONLY | O_CLOEXEC);
     if (zero >= 0) {
