@@ -3,8 +3,10 @@
 // The compute time of each layer comes from a model profile and a GPU profile (docs/engine.md,
 // "Compute model"): linear layers cost 2 x (parameters per layer) FLOPs per new token, causal
 // attention over c cached and n new tokens 4 x hidden x (n x c + n^2 / 2) FLOPs per layer, at the
-// GPU's effective rate. The loop waits for each layer's KV, then "computes" by waiting for the
-// profile's time on a Clock, leaving the CPU free as a GPU would; it records TTFT and per-layer
+// GPU's effective rate. The loop waits for each layer's KV and hands the layer to an emulated
+// GPU, which computes it for the profile's time from the later of the KV's arrival and the end of
+// the previous layer (the loop runs ahead, as an engine's launching thread does; at the end it
+// waits on a Clock until the GPU is done, leaving the CPU free); it records TTFT and per-layer
 // stalls. Time is injected (Clock), so tests need no sleeps. docs/engine.md has the profiles and
 // their assumptions.
 #pragma once
@@ -66,12 +68,13 @@ struct PrefillPlan {
 struct PrefillResult {
   double ttft_seconds = 0;
   double compute_seconds = 0;
-  std::vector<double> stall_seconds;  // per layer: time spent waiting for its KV
+  std::vector<double> stall_seconds;  // per layer: the GPU's idle time waiting for its KV
   Status status;                      // the first layer whose KV failed, if any
 };
 
 // Runs the prefill: for each layer l, wait_for_layer(l) (blocks until its KV is ready; an error
-// ends the run), then computes layer l for its time. Starts the TTFT clock at the call.
+// ends the run), then the GPU computes layer l for its time once it is free. Starts the TTFT
+// clock at the call; TTFT ends when the GPU finishes the last layer.
 PrefillResult RunPrefill(const PrefillPlan& plan,
                          const std::function<Status(uint32_t layer)>& wait_for_layer,
                          Clock& clock = RealClock());

@@ -61,6 +61,25 @@ TEST(PrefillTest, SlowKvShowsAsPerLayerStalls) {
   EXPECT_NEAR(r.ttft_seconds, 32 * 1.5 * layer + layer, 1e-9);
 }
 
+TEST(PrefillTest, ALateWakeUpWhileTheGpuIsBusyAddsNothing) {
+  FakeClock clock;
+  PrefillPlan plan = Plan();
+  const double layer = LayerFlops(plan.model, 2048, 2048) / plan.gpu.flops_per_second;
+  // Every KV is ready, but each wait returns half a layer late (a thread woken late on a busy
+  // CPU): only the first one, before the GPU has anything to do, shows.
+  PrefillResult r = RunPrefill(
+      plan,
+      [&](uint32_t) {
+        clock.now += 0.5 * layer;
+        return Status();
+      },
+      clock);
+  ASSERT_TRUE(r.status.ok());
+  EXPECT_NEAR(r.stall_seconds[0], 0.5 * layer, 1e-12);
+  for (size_t l = 1; l < r.stall_seconds.size(); ++l) EXPECT_EQ(r.stall_seconds[l], 0) << l;
+  EXPECT_NEAR(r.ttft_seconds, 0.5 * layer + 32 * layer, 1e-9);
+}
+
 TEST(PrefillTest, FailedLayerEndsThePrefill) {
   FakeClock clock;
   PrefillResult r = RunPrefill(
