@@ -87,7 +87,8 @@ PrefillResult RunPrefill(const PrefillPlan& plan,
     gpu_done = std::max(gpu_done, ready) + layer_seconds;
     r.compute_seconds += layer_seconds;
   }
-  if (r.status.ok()) clock.SleepFor(gpu_done - clock.Now());
+  // The GPU's last layer; nothing to wait for when no layer was handed over (a model of none).
+  if (const double left = gpu_done - clock.Now(); r.status.ok() && left > 0) clock.SleepFor(left);
   r.ttft_seconds = clock.Now() - start;
   return r;
 }
