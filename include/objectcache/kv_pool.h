@@ -67,10 +67,10 @@ struct HostBackendOptions {
 };
 Result<std::unique_ptr<PageBackend>> NewHostPageBackend(HostBackendOptions options = {});
 
-// Unimplemented when built without the CUDA toolkit; Unavailable when no GPU can be used.
+// Unavailable when no GPU can be used (no driver, no device): every build has this backend.
 // page_bytes 0: the device's allocation granularity (2 MiB on current GPUs).
 Result<std::unique_ptr<PageBackend>> NewCudaPageBackend(int device = 0, uint64_t page_bytes = 0);
-// Whether NewCudaPageBackend can succeed here (built with CUDA, a GPU present).
+// Whether NewCudaPageBackend can succeed here (a CUDA driver and a GPU present).
 bool CudaAvailable();
 
 // Physical bytes shared by several pools: a pool takes a page's bytes before mapping it and

@@ -9,7 +9,7 @@
 #include <cerrno>
 #include <cstring>
 
-#include "mem/cuda_driver.h"
+#include "device/cuda_driver.h"
 #include "objectcache/kv_pool.h"
 
 namespace objectcache {
