@@ -115,6 +115,9 @@ struct LayerwiseRequest {
   RetrievalMode mode = RetrievalMode::kAggregatedLayerwise;
   // Instead of regions: each slice's own place. The memory must outlive the retrieval.
   SliceDestinationFn destination;
+  // Whether the bytes stay where `destination` put them once their layer is reported (false for
+  // a staging ring the caller reuses): only then may the DRAM tier be filled from them.
+  bool destination_keeps_bytes = true;
   // The engine's compute time per layer for this prompt (0: not said). A server sharing a
   // bandwidth cap compute-aware gives the retrieval the rate that keeps pace with it
   // (docs/scheduler.md).

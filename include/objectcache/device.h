@@ -17,6 +17,7 @@
 // Devices are thread-safe; a Stream or Event is used from one thread at a time.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -45,6 +46,9 @@ class Stream {
   virtual ~Stream() = default;
   // What identifies the stream to the device's WrapStream (a CUstream on CUDA).
   virtual uintptr_t handle() const = 0;
+  // Driver calls this object has enqueued (a scatter or gather is two: a copy and a kernel
+  // launch; the emulated device counts as CUDA would). Host-side waits are not on a stream.
+  std::atomic<uint64_t> driver_calls{0};
 };
 
 class Event {

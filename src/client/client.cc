@@ -231,7 +231,8 @@ class ClientImpl final : public Client {
         st->LayerReady(layer);
       }
     }
-    if (dram_ && fill_dram_ && r.first == 0 && r.last == layout.num_layers) {
+    if (dram_ && fill_dram_ && req.destination_keeps_bytes && r.first == 0 &&
+        r.last == layout.num_layers) {
       FillDram(req, local.size(), *remote_hits);
     }
     return Status();

@@ -114,12 +114,12 @@ class CudaDevice final : public Device {
   Status CopyToDevice(Stream& stream, DevicePtr dst, const std::byte* host,
                       uint64_t bytes) override {
     OC_RETURN_IF_ERROR(Current());
-    Count(bytes, 0, 1);
+    Count(stream, bytes, 0, 1);
     return Check(api_->cuMemcpyHtoDAsync(dst, host, bytes, S(stream)), "cuMemcpyHtoDAsync");
   }
   Status CopyToHost(Stream& stream, std::byte* host, DevicePtr src, uint64_t bytes) override {
     OC_RETURN_IF_ERROR(Current());
-    Count(0, bytes, 1);
+    Count(stream, 0, bytes, 1);
     return Check(api_->cuMemcpyDtoHAsync(host, src, bytes, S(stream)), "cuMemcpyDtoHAsync");
   }
 
@@ -145,7 +145,7 @@ class CudaDevice final : public Device {
     if (count == 0) return Status();
     OC_RETURN_IF_ERROR(Current());
     OC_ASSIGN_OR_RETURN(CUdeviceptr scratch, Scratch(stream, host_bytes));
-    Count(host_bytes, 0, 2);
+    Count(stream, host_bytes, 0, 2);
     OC_RETURN_IF_ERROR(Check(api_->cuMemcpyHtoDAsync(scratch, host, host_bytes, S(stream)),
                              "cuMemcpyHtoDAsync"));
     return LaunchKernel(stream, false, scratch, dst, table, count);
@@ -156,7 +156,7 @@ class CudaDevice final : public Device {
     if (count == 0) return Status();
     OC_RETURN_IF_ERROR(Current());
     OC_ASSIGN_OR_RETURN(CUdeviceptr scratch, Scratch(stream, host_bytes));
-    Count(0, host_bytes, 2);
+    Count(stream, 0, host_bytes, 2);
     // The gather kernel reads the table the other way: segment.dst of `src` to segment.src.
     OC_RETURN_IF_ERROR(LaunchKernel(stream, true, src, scratch, table, count));
     return Check(api_->cuMemcpyDtoHAsync(host, scratch, host_bytes, S(stream)),
@@ -165,7 +165,7 @@ class CudaDevice final : public Device {
 
   Status Record(Event& event, Stream& stream) override {
     OC_RETURN_IF_ERROR(Current());
-    Count(0, 0, 1);
+    Count(stream, 0, 0, 1);
     return Check(api_->cuEventRecord(E(event), S(stream)), "cuEventRecord");
   }
   Result<bool> Done(Event& event) override {
@@ -177,17 +177,20 @@ class CudaDevice final : public Device {
   }
   Status Wait(Event& event) override {
     OC_RETURN_IF_ERROR(Current());
-    Count(0, 0, 1);
+    {
+      std::lock_guard lock(mu_);
+      ++counters_.driver_calls;
+    }
     return Check(api_->cuEventSynchronize(E(event)), "cuEventSynchronize");
   }
   Status StreamWait(Stream& stream, Event& event) override {
     OC_RETURN_IF_ERROR(Current());
-    Count(0, 0, 1);
+    Count(stream, 0, 0, 1);
     return Check(api_->cuStreamWaitEvent(S(stream), E(event), 0), "cuStreamWaitEvent");
   }
   Status Synchronize(Stream& stream) override {
     OC_RETURN_IF_ERROR(Current());
-    Count(0, 0, 1);
+    Count(stream, 0, 0, 1);
     return Check(api_->cuStreamSynchronize(S(stream)), "cuStreamSynchronize");
   }
 
@@ -200,7 +203,8 @@ class CudaDevice final : public Device {
   Status Current() const { return cuda::MakeCurrent(ordinal_); }
   static cuda::CUstream S(Stream& s) { return static_cast<CudaStream&>(s).stream; }
   static cuda::CUevent E(Event& e) { return static_cast<CudaEvent&>(e).event; }
-  void Count(uint64_t to_device, uint64_t to_host, uint64_t calls) {
+  void Count(Stream& stream, uint64_t to_device, uint64_t to_host, uint64_t calls) {
+    stream.driver_calls += calls;
     std::lock_guard lock(mu_);
     counters_.driver_calls += calls;
     counters_.bytes_to_device += to_device;

@@ -184,7 +184,7 @@ class EmulatedDevice final : public Device,
   Status CopyToDevice(Stream& stream, DevicePtr dst, const std::byte* host,
                       uint64_t bytes) override {
     OC_RETURN_IF_ERROR(Ready());
-    Count(bytes, 0);
+    Count(stream, 1, bytes, 0);
     Enqueue(stream, [this, dst, host, bytes] {
       if (Inside(dst, bytes)) std::memcpy(At(dst), host, bytes);
     });
@@ -193,7 +193,7 @@ class EmulatedDevice final : public Device,
 
   Status CopyToHost(Stream& stream, std::byte* host, DevicePtr src, uint64_t bytes) override {
     OC_RETURN_IF_ERROR(Ready());
-    Count(0, bytes);
+    Count(stream, 1, 0, bytes);
     Enqueue(stream, [this, host, src, bytes] {
       if (Inside(src, bytes)) std::memcpy(host, At(src), bytes);
     });
@@ -212,7 +212,7 @@ class EmulatedDevice final : public Device,
                         Segments(table, count, host_bytes));
     uint64_t bytes = 0;
     for (size_t i = 0; i < count; ++i) bytes += (*segments)[i].bytes;
-    Count(bytes, 0);
+    Count(stream, 2, bytes, 0);
     Enqueue(stream, [this, dst, host, segments, count] {
       for (size_t i = 0; i < count; ++i) {
         const CopySegment& s = (*segments)[i];
@@ -229,7 +229,7 @@ class EmulatedDevice final : public Device,
                         Segments(table, count, host_bytes));
     uint64_t bytes = 0;
     for (size_t i = 0; i < count; ++i) bytes += (*segments)[i].bytes;
-    Count(0, bytes);
+    Count(stream, 2, 0, bytes);
     Enqueue(stream, [this, host, src, segments, count] {
       for (size_t i = 0; i < count; ++i) {
         const CopySegment& s = (*segments)[i];
@@ -248,7 +248,7 @@ class EmulatedDevice final : public Device,
       std::lock_guard lock(state->mu);
       generation = ++state->recorded;
     }
-    Call();
+    Count(stream, 1, 0, 0);
     static_cast<EmulatedStream&>(stream).worker->Enqueue(
         [state, generation] { state->Complete(generation); });
     return Status();
@@ -281,14 +281,14 @@ class EmulatedDevice final : public Device,
       std::lock_guard lock(state->mu);
       generation = state->recorded;
     }
-    Call();
+    Count(stream, 1, 0, 0);
     static_cast<EmulatedStream&>(stream).worker->Enqueue(
         [state, generation] { state->WaitFor(generation); });
     return Status();
   }
 
   Status Synchronize(Stream& stream) override {
-    Call();
+    Count(stream, 1, 0, 0);
     static_cast<EmulatedStream&>(stream).worker->Drain();
     return Ready();
   }
@@ -308,9 +308,11 @@ class EmulatedDevice final : public Device,
     std::lock_guard lock(mu_);
     ++counters_.driver_calls;
   }
-  void Count(uint64_t to_device, uint64_t to_host) {
+  // `calls` driver calls on `stream` (as many as the CUDA device makes for the operation).
+  void Count(Stream& stream, uint64_t calls, uint64_t to_device, uint64_t to_host) {
+    stream.driver_calls += calls;
     std::lock_guard lock(mu_);
-    ++counters_.driver_calls;
+    counters_.driver_calls += calls;
     counters_.bytes_to_device += to_device;
     counters_.bytes_to_host += to_host;
   }
