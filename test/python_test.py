@@ -7,11 +7,14 @@ prefix equal a full recompute's, also when chunks are damaged, missing or the se
   python_test.py --objectcache PATH --python-dir BUILD/python [unittest args]
 """
 import argparse
+import ctypes
+import math
 import os
 import subprocess
 import sys
 import tempfile
 import textwrap
+import types
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -31,7 +34,9 @@ def random_kv(layout, chunks, seed):
     return torch.randn(*shape, generator=g, dtype=torch.float32)
 
 
-class PackageTest(base.ServerCase):
+class PackageCase(base.ServerCase):
+    """A server with bucket kvs, and chunks of a small fp32 layout stored there."""
+
     @classmethod
     def setUpClass(cls):
         super().setUpClass()
@@ -53,6 +58,8 @@ class PackageTest(base.ServerCase):
         self.assertEqual(c.stats()["stored"], n)
         return keys, kv
 
+
+class PackageTest(PackageCase):
     def test_keys_are_the_clis_and_every_scope_separates(self):
         tokens = list(range(40))
         for scope in [{}, {"tenant": "acme"}, {"adapter": "sql-lora"},
@@ -235,6 +242,166 @@ class PackageTest(base.ServerCase):
         with self.assertRaises(objectcache.Error) as e:
             unsigned.lookup(keys)
         self.assertIn(e.exception.code, ("PermissionDenied", "Unauthenticated"))
+
+
+class CudaStandIn:
+    """A CUDA tensor as the binding sees one (device cuda:0, data_ptr, shape, strides, dtype),
+    viewing memory of the emulated device: `host` reads and writes the same bytes here."""
+
+    def __init__(self, host):
+        self.host = host
+        self.device = types.SimpleNamespace(type="cuda", index=0)
+        self.dtype, self.shape, self.requires_grad = host.dtype, host.shape, False
+
+    @classmethod
+    def empty(cls, dev, shape, dtype):
+        nbytes = math.prod(shape) * torch.tensor([], dtype=dtype).element_size()
+        memory = (ctypes.c_uint8 * nbytes).from_address(dev.allocate(nbytes))
+        return cls(torch.frombuffer(memory, dtype=torch.uint8).view(dtype).view(*shape))
+
+    def data_ptr(self):
+        return self.host.data_ptr()
+
+    def stride(self):
+        return self.host.stride()
+
+    def element_size(self):
+        return self.host.element_size()
+
+    def is_contiguous(self):
+        return self.host.is_contiguous()
+
+
+class DeviceTest(PackageCase):
+    """Retrieval into and saves from paged KV caches in device memory (docs/gpu.md), with CUDA
+    tensors standing on the emulated device (copies delayed on purpose)."""
+
+    BLOCKS = 12
+
+    def setUp(self):
+        self.dev = objectcache.Device("emulated", copy_delay_ms=1)
+        self.blocks = [9, 2, 7, 4, 11]
+
+    def caches(self, order="2BNHD"):
+        """One paged cache per layer, zeroed, in FLASH_ATTN's shape (or FlashInfer's)."""
+        lay = self.layout
+        shape = {"2BNHD": (2, self.BLOCKS, 16, lay.kv_heads, lay.head_dim),
+                 "B2NHD": (self.BLOCKS, 2, 16, lay.kv_heads, lay.head_dim)}[order]
+        out = [CudaStandIn.empty(self.dev, shape, torch.float32) for _ in range(lay.layers)]
+        for c in out:
+            c.host.zero_()
+        return out
+
+    @staticmethod
+    def block(cache, order, b):
+        """Block b of a cache as [2, tokens, heads, dim]."""
+        return cache.host[:, b] if order == "2BNHD" else cache.host[b]
+
+    def expect_blocks(self, caches, kv, chunks, order="2BNHD"):
+        lay = self.layout
+        for layer, cache in enumerate(caches):
+            for j in range(chunks):
+                want = kv[j, layer].view(2, 16, lay.kv_heads, lay.head_dim)
+                self.assertTrue(torch.equal(self.block(cache, order, self.blocks[j]), want),
+                                f"layer {layer} chunk {j}")
+            others = [b for b in range(self.BLOCKS) if b not in self.blocks[:chunks]]
+            for b in others:
+                self.assertEqual(int(self.block(cache, order, b).abs().sum()), 0, f"block {b}")
+
+    def test_a_cuda_tensor_goes_through_the_device_path(self):
+        keys, kv = self.stored_chunks(4, seed=41)
+        for order in ["2BNHD", "B2NHD"]:
+            caches = self.caches(order)
+            r = self.client().retrieve_to_device(keys + [bytes(16)], 3, caches, self.blocks,
+                                                 order=order, device=self.dev, staging_layers=2)
+            self.assertEqual(r.hits, 4)
+            r.wait_for_layer(0)
+            r.stream_wait_for_layer(1, self.dev.new_stream())
+            r.wait()
+            self.expect_blocks(caches, kv, 4, order)
+            stats = r.stats()
+            self.assertEqual(stats["layers"], 3)
+            self.assertEqual(stats["staging_bytes"], 2 * 5 * self.layout.layer_slice_bytes)
+
+    def test_strided_views_into_one_shared_buffer(self):
+        # vLLM's per-layer views into one buffer: [blocks, layers, 2, tokens, heads, dim].
+        lay = self.layout
+        whole = CudaStandIn.empty(self.dev, (self.BLOCKS, lay.layers, 2, 16, lay.kv_heads,
+                                             lay.head_dim), torch.float32)
+        whole.host.zero_()
+        caches = [CudaStandIn(whole.host[:, layer]) for layer in range(lay.layers)]
+        self.assertFalse(caches[0].is_contiguous())
+        keys, kv = self.stored_chunks(3, seed=42)
+        r = self.client().retrieve_to_device(keys, 3, caches, self.blocks, order="B2NHD",
+                                             device=self.dev)
+        r.wait()
+        self.expect_blocks(caches, kv, 3, "B2NHD")
+
+    def test_save_from_device_and_read_back(self):
+        lay = self.layout
+        caches = self.caches()
+        keys = objectcache.chunk_keys(range(70000, 70000 + 16 * 3), lay)
+        kv = random_kv(lay, 3, seed=43)
+        for layer, cache in enumerate(caches):
+            for j in range(3):
+                cache.host[:, self.blocks[j]] = kv[j, layer].view(2, 16, lay.kv_heads, lay.head_dim)
+        c = self.client()
+        save = c.save_from_device(keys, caches, self.blocks[:3], device=self.dev)
+        stream = self.dev.new_stream()
+        for layer in range(lay.layers):
+            save.save_layer(layer, stream)
+        with self.assertRaises(ValueError):
+            save.save_layer(0, stream)  # given twice
+        save.wait()
+        c.flush()
+        out = torch.zeros(lay.layers, 3, lay.layer_slice_bytes // 4)
+        c.retrieve_layerwise(keys, 3, [out[layer] for layer in range(lay.layers)]).wait()
+        for j in range(3):
+            self.assertTrue(torch.equal(out[:, j], kv[j]))
+
+    def test_every_misuse_gets_a_clear_error(self):
+        keys, _ = self.stored_chunks(2, seed=44)
+        c = self.client()
+        caches = self.caches()
+
+        def fails(exc, text, **kw):
+            args = dict(keys=keys, layers=3, caches=caches, block_ids=self.blocks, device=self.dev)
+            args.update(kw)
+            with self.assertRaises(exc) as e:
+                c.retrieve_to_device(**args)
+            self.assertIn(text, str(e.exception))
+
+        fails(ValueError, "on the CPU", caches=[torch.zeros(2, 12, 16, 2, 8)] * 3)
+        fails(TypeError, "dtype", caches=[CudaStandIn(x.host.view(torch.int32)) for x in caches])
+        fails(ValueError, "must name each", order="2BNHH")
+        fails(ValueError, "dimensions", order="BNC")
+        wide = CudaStandIn.empty(self.dev, (2, self.BLOCKS, 16, 2, 16), torch.float32)
+        fails(ValueError, "not contiguous", caches=[CudaStandIn(wide.host[..., ::2])] * 3)
+        fails(ValueError, "outside the cache", block_ids=[0, 12])
+        fails(ValueError, "named twice", block_ids=[1, 1])
+        fails(ValueError, "expected 3 layer tensors", caches=caches[:2])
+        fails(ValueError, "do not hold", block_ids=[3])
+        fails(ValueError, "layerwise mode", mode="S3Agg-CW")
+        grad = [CudaStandIn(x.host) for x in caches]
+        grad[1].requires_grad = True
+        fails(ValueError, "requires grad", caches=grad)
+        fails(ValueError, "differs from layer tensor 0", caches=[caches[0], caches[1],
+                                                               CudaStandIn(caches[2].host[:, :6])])
+        with self.assertRaises(ValueError) as e:
+            c.retrieve_layerwise(keys, 3, caches)
+        self.assertIn("retrieve_to_device", str(e.exception))
+        with self.assertRaises(ValueError):
+            objectcache.Device("tpu")
+        for cache in caches:
+            self.assertEqual(int(cache.host.abs().sum()), 0)  # nothing was written
+
+    def test_without_a_gpu_the_tensors_device_is_unavailable(self):
+        if os.path.exists("/dev/nvidiactl"):
+            self.skipTest("a GPU is here")
+        keys, _ = self.stored_chunks(1, seed=45)
+        with self.assertRaises(objectcache.Error) as e:
+            self.client().retrieve_to_device(keys, 3, self.caches(), self.blocks)
+        self.assertEqual(e.exception.code, "Unavailable")
 
 
 def make_engine(endpoint, step=None, mode="S3Agg-LW", blocks=64, bucket="engine", **model_kw):

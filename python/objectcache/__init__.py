@@ -8,12 +8,15 @@ engine-neutral connector with vLLM's KV connector v1 shape and a reference engin
     hits = client.lookup(keys)
     r = client.retrieve_layerwise(keys[:hits], layout.layers, kv_caches, block_table=blocks)
     r.wait_for_layer(0)   # just before layer 0's attention
-"""
-from ._native import (Client, Error, Layout, Retrieval, Save, chunk_keys,  # noqa: F401
-                      encode_chunk)
 
-__all__ = ["Client", "Error", "Layout", "Retrieval", "Save", "chunk_keys", "encode_chunk",
-           "layout_for_model"]
+KV caches in GPU memory (torch CUDA tensors) take client.retrieve_to_device and
+client.save_from_device (docs/gpu.md).
+"""
+from ._native import (Client, Device, DeviceRetrieval, DeviceSave, Error,  # noqa: F401
+                      Layout, Retrieval, Save, chunk_keys, encode_chunk)
+
+__all__ = ["Client", "Device", "DeviceRetrieval", "DeviceSave", "Error", "Layout", "Retrieval",
+           "Save", "chunk_keys", "encode_chunk", "layout_for_model"]
 
 _TORCH_DTYPES = {"torch.bfloat16": "bf16", "torch.float16": "fp16", "torch.float32": "fp32",
                  "torch.uint8": "fp8", "torch.int8": "fp8", "torch.float8_e4m3fn": "fp8",

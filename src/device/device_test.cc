@@ -180,7 +180,7 @@ TEST_P(DeviceTest, AnEngineStreamIsReachedByItsHandle) {
 }
 
 TEST(EmulatedDeviceTest, CopiesRunLaterThanTheCallsThatEnqueueThem) {
-  auto d = NewEmulatedDevice({.copy_delay = 50ms});
+  auto d = NewEmulatedDevice({.copy_delay = 200ms});
   Pinned in(*d, 4096), out(*d, 4096);
   Fill(in.span(), 1);
   std::memset(out.p, 0, 4096);
@@ -190,7 +190,7 @@ TEST(EmulatedDeviceTest, CopiesRunLaterThanTheCallsThatEnqueueThem) {
   ASSERT_TRUE(d->CopyToDevice(*stream, mem, in.p, 4096).ok());
   ASSERT_TRUE(d->CopyToHost(*stream, out.p, mem, 4096).ok());
   ASSERT_TRUE(d->Record(*event, *stream).ok());
-  EXPECT_FALSE(*d->Done(*event));  // 100 ms of copies are still ahead of it
+  EXPECT_FALSE(*d->Done(*event));  // 400 ms of copies are still ahead of it
   ASSERT_TRUE(d->Wait(*event).ok());
   EXPECT_EQ(std::memcmp(in.p, out.p, 4096), 0);
   EXPECT_EQ(d->Counters().bytes_to_device, 4096u);

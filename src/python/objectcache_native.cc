@@ -24,134 +24,14 @@
 #include "objectcache/client.h"
 #include "objectcache/kv_layout.h"
 #include "objectcache/status.h"
+#include "python/device_binding.h"
+#include "python/native_support.h"
 
 namespace py = pybind11;
 using namespace objectcache;
+using namespace objectcache::python;
 
 namespace {
-
-// Text fields of the key namespace are bounded: a salt or an adapter name is short.
-constexpr size_t kMaxScopeText = 4096;
-
-PyObject* g_error_type = nullptr;  // objectcache.Error, created at import
-
-[[noreturn]] void Raise(const Status& s) {
-  py::object error = py::reinterpret_borrow<py::object>(g_error_type)(s.message());
-  error.attr("code") = std::string(StatusCodeName(s.code()));
-  error.attr("message") = s.message();
-  PyErr_SetObject(g_error_type, error.ptr());
-  throw py::error_already_set();
-}
-
-void Check(const Status& s) {
-  if (!s.ok()) Raise(s);
-}
-
-// The value of a result, or raises its error. Takes a named result (GCC 12 sees a moved-from
-// temporary std::expected as maybe uninitialized).
-template <typename T>
-T Take(Result<T>& r) {
-  if (!r) Raise(r.error());
-  return std::move(*r);
-}
-
-// The value of a result, or ValueError with its message (bad arguments, not cache errors).
-template <typename T>
-T OrValueError(Result<T> r) {
-  if (!r) throw py::value_error(r.error().message());
-  return std::move(*r);
-}
-
-// ---- keys and tokens -------------------------------------------------------------------------
-
-ChunkKey ToKey(py::handle h) {
-  if (py::isinstance<py::bytes>(h)) {
-    std::string b = h.cast<std::string>();
-    if (b.size() != ChunkKey::kBytes) {
-      throw py::value_error("a chunk key is 16 bytes, not " + std::to_string(b.size()));
-    }
-    ChunkKey::Bytes bytes;
-    std::memcpy(bytes.data(), b.data(), bytes.size());
-    return ChunkKey(bytes);
-  }
-  if (py::isinstance<py::str>(h)) {
-    Result<ChunkKey> k = ChunkKey::FromHex(h.cast<std::string>());
-    if (!k) throw py::value_error(k.error().message());
-    return *k;
-  }
-  throw py::type_error("a chunk key is 16 bytes or 32 hex digits");
-}
-
-std::vector<ChunkKey> ToKeys(py::iterable keys) {
-  std::vector<ChunkKey> out;
-  for (py::handle h : keys) out.push_back(ToKey(h));
-  return out;
-}
-
-py::bytes KeyBytes(const ChunkKey& k) {
-  return py::bytes(reinterpret_cast<const char*>(k.bytes().data()), k.bytes().size());
-}
-
-py::list KeyList(const std::vector<ChunkKey>& keys) {
-  py::list out;
-  for (const ChunkKey& k : keys) out.append(KeyBytes(k));
-  return out;
-}
-
-std::vector<uint32_t> ToTokens(py::handle tokens) {
-  // A tensor or array gives its ids through tolist(); anything else is iterated.
-  py::object seq = py::hasattr(tokens, "tolist") ? tokens.attr("tolist")()
-                                                 : py::reinterpret_borrow<py::object>(tokens);
-  std::vector<uint32_t> out;
-  for (py::handle h : py::iterable(seq)) {
-    if (!py::isinstance<py::int_>(h)) throw py::type_error("token ids are integers");
-    const long long v = h.cast<long long>();
-    if (v < 0 || v > UINT32_MAX) {
-      throw py::value_error("token id " + std::to_string(v) + " is outside 0..4294967295");
-    }
-    out.push_back(static_cast<uint32_t>(v));
-  }
-  return out;
-}
-
-std::string ScopeText(const std::optional<std::string>& s, const char* what) {
-  if (!s) return {};
-  if (s->size() > kMaxScopeText) {
-    throw py::value_error(std::string(what) + " is longer than 4096 bytes");
-  }
-  return *s;
-}
-
-// ---- memory of tensors and buffers -----------------------------------------------------------
-
-// A contiguous run of host memory and the Python object that owns it.
-struct Region {
-  std::byte* data = nullptr;
-  uint64_t bytes = 0;
-  uint64_t first_dim = 0;  // the leading dimension (blocks of a paged cache); 0 for a buffer
-};
-
-bool IsTensor(py::handle h) {
-  return py::hasattr(h, "data_ptr") && py::hasattr(h, "is_contiguous") && py::hasattr(h, "dtype");
-}
-
-std::string TensorDtype(py::handle t) { return py::str(t.attr("dtype")).cast<std::string>(); }
-
-// The torch dtypes whose elements are the layout's: fp8 may be any one-byte type.
-bool DtypeMatches(const std::string& torch_dtype, KvDtype dtype) {
-  switch (dtype) {
-    case KvDtype::kBf16:
-      return torch_dtype == "torch.bfloat16";
-    case KvDtype::kFp16:
-      return torch_dtype == "torch.float16";
-    case KvDtype::kFp32:
-      return torch_dtype == "torch.float32";
-    case KvDtype::kFp8:
-      return torch_dtype == "torch.uint8" || torch_dtype == "torch.int8" ||
-             torch_dtype.starts_with("torch.float8");
-  }
-  return false;
-}
 
 Region ToRegion(py::handle obj, const KvLayout& layout, bool writable, const char* what) {
   Region r;
@@ -159,7 +39,8 @@ Region ToRegion(py::handle obj, const KvLayout& layout, bool writable, const cha
     const std::string device = py::str(obj.attr("device").attr("type")).cast<std::string>();
     if (device != "cpu") {
       throw py::value_error(std::string(what) + " is on " + device +
-                            "; this build fills CPU tensors (see docs/python.md)");
+                            ": this call takes CPU tensors; retrieve_to_device and "
+                            "save_from_device take CUDA ones (docs/gpu.md)");
     }
     if (!obj.attr("is_contiguous")().cast<bool>()) {
       throw py::value_error(std::string(what) + " is not contiguous");
@@ -279,32 +160,6 @@ SliceMap MapSlices(py::handle layers_obj, size_t chunks, const KvLayout& layout,
     map.owners.append(list[i]);
   }
   return map;
-}
-
-RetrievalMode ParseMode(const std::string& name) {
-  for (RetrievalMode m : {RetrievalMode::kAggregatedLayerwise, RetrievalMode::kAggregatedChunkwise,
-                          RetrievalMode::kPlainLayerwise, RetrievalMode::kPlainChunkwise}) {
-    if (name == RetrievalModeName(m)) return m;
-  }
-  throw py::value_error("unknown mode '" + name + "' (S3Agg-LW, S3Agg-CW, S3-LW or S3-CW)");
-}
-
-LayerRange ToRange(py::handle layers, const KvLayout& layout) {
-  uint64_t first = 0, last = 0;
-  if (py::isinstance<py::int_>(layers)) {
-    first = 0;
-    last = layers.cast<uint64_t>();
-  } else {
-    auto pair = layers.cast<std::pair<long long, long long>>();
-    if (pair.first < 0 || pair.second < 0) throw py::value_error("layers are not negative");
-    first = pair.first;
-    last = pair.second;
-  }
-  if (first >= last || last > layout.num_layers) {
-    throw py::value_error("layers [" + std::to_string(first) + ", " + std::to_string(last) +
-                          ") are not inside the layout's " + std::to_string(layout.num_layers));
-  }
-  return {static_cast<uint32_t>(first), static_cast<uint32_t>(last)};
 }
 
 // ---- the Python-facing classes ---------------------------------------------------------------
@@ -533,6 +388,56 @@ class PyClient {
     return seconds;
   }
 
+  std::unique_ptr<PyDeviceRetrieval> RetrieveDevice(
+      py::iterable keys_obj, py::handle layers_obj, py::handle caches, py::iterable block_ids,
+      const std::string& order, uint64_t first_token, const std::string& mode, py::object device,
+      uint32_t staging_layers, double compute_seconds_per_layer) {
+    LayerwiseRequest base = NewRequest(keys_obj, layers_obj, mode);
+    if (!(compute_seconds_per_layer >= 0 && compute_seconds_per_layer < 3600)) {
+      throw py::value_error("compute_seconds_per_layer must be in [0, 3600)");
+    }
+    DeviceCaches on = ReadDeviceCaches(caches, base.layers.last - base.layers.first,
+                                       model_.layout, order, block_ids, first_token, device,
+                                       /*writable=*/true);
+    DeviceRetrievalRequest req{.model = model_,
+                               .keys = std::move(base.keys),
+                               .layers = base.layers,
+                               .target = on.target,
+                               .mode = base.mode,
+                               .staging_layers = staging_layers,
+                               .compute_seconds_per_layer = compute_seconds_per_layer};
+    Result<std::unique_ptr<DeviceRetrieval>> r = [&] {
+      py::gil_scoped_release release;
+      return RetrieveToDevice(*client_, std::move(req));
+    }();
+    if (!r && r.error().code() == StatusCode::kInvalidArgument) {
+      throw py::value_error(r.error().message());
+    }
+    return std::make_unique<PyDeviceRetrieval>(Take(r), std::move(on), base.layers);
+  }
+
+  std::unique_ptr<PyDeviceSave> SaveDevice(py::iterable keys_obj, py::handle caches,
+                                           py::iterable block_ids, const std::string& order,
+                                           uint64_t first_token, py::object device,
+                                           uint32_t staging_layers) {
+    std::vector<ChunkKey> keys = ToKeys(keys_obj);
+    if (keys.empty()) throw py::value_error("no keys to save");
+    DeviceCaches on = ReadDeviceCaches(caches, model_.layout.num_layers, model_.layout, order,
+                                       block_ids, first_token, device, /*writable=*/false);
+    DeviceSaveRequest req{.model = model_,
+                          .keys = std::move(keys),
+                          .source = on.target,
+                          .staging_layers = staging_layers};
+    Result<std::unique_ptr<DeviceSave>> s = [&] {
+      py::gil_scoped_release release;
+      return SaveFromDevice(*client_, std::move(req));
+    }();
+    if (!s && s.error().code() == StatusCode::kInvalidArgument) {
+      throw py::value_error(s.error().message());
+    }
+    return std::make_unique<PyDeviceSave>(Take(s), std::move(on));
+  }
+
   void Flush() {
     py::gil_scoped_release release;
     client_->Flush();
@@ -585,6 +490,7 @@ PYBIND11_MODULE(_native, m) {
       "and .message says what happened.",
       PyExc_RuntimeError, nullptr);
   m.attr("Error") = py::handle(g_error_type);
+  BindDevices(m);
 
   py::class_<ModelPreset>(m, "Layout", R"doc(
 The shape of a model's KV cache and its chunking: what a chunk object holds.
@@ -711,6 +617,24 @@ j. `mode` is S3Agg-LW (default), S3Agg-CW, S3-LW or S3-CW.)doc")
            py::arg("layers"), py::arg("mode") = "S3Agg-LW",
            "Benchmarks only: the same retrieval by the C++ client into its own memory, timed "
            "in C++.")
+      .def("retrieve_to_device", &PyClient::RetrieveDevice, py::keep_alive<0, 1>(),
+           py::arg("keys"), py::arg("layers"), py::arg("caches"), py::arg("block_ids"),
+           py::arg("order") = "2BNHD", py::arg("first_token") = 0, py::arg("mode") = "S3Agg-LW",
+           py::arg("device") = py::none(), py::arg("staging_layers") = 4,
+           py::arg("compute_seconds_per_layer") = 0.0,
+           R"doc(Starts retrieving the cached prefix of `keys` into paged KV caches in GPU memory
+and returns at once (docs/gpu.md). `caches` has one CUDA tensor per layer of `layers`, its
+dimensions named by `order`: "2BNHD" (vLLM FLASH_ATTN), "B2NHD" (FlashInfer), "B2HND", "BNC" or
+"B1NC" (MLA); any strides, the head dimension contiguous. Token i of the prefix goes to block
+block_ids[(first_token + i) // block_size]. Each layer is verified in pinned staging
+(staging_layers layers of it) before it is copied to the GPU. `device`: an objectcache.Device
+(the emulated one in tests); None, the tensors' GPU.)doc")
+      .def("save_from_device", &PyClient::SaveDevice, py::keep_alive<0, 1>(), py::arg("keys"),
+           py::arg("caches"), py::arg("block_ids"), py::arg("order") = "2BNHD",
+           py::arg("first_token") = 0, py::arg("device") = py::none(),
+           py::arg("staging_layers") = 4,
+           "Starts saving the chunks `keys` from paged KV caches in GPU memory (one CUDA tensor "
+           "per layer of the model): DeviceSave.save_layer after each layer's forward.")
       .def("flush", &PyClient::Flush, "Blocks until every chunk queued so far is stored.")
       .def("stats", &PyClient::Stats,
            "{stored, dropped, failed, dram_bytes}: the write-behind queue's counts.");
