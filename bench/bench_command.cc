@@ -369,6 +369,7 @@ void AddBenchCommands(CLI::App* app) {
   AddPathBenchCommand(bench);
   AddNvmeKvBenchCommand(bench);
   AddEvictBenchCommand(bench);
+  AddGpuBenchCommand(bench);
 }
 
 }  // namespace objectcache::bench

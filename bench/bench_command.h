@@ -12,6 +12,8 @@
 //   bench sched   bandwidth cap shared by equal, bytes and compute-aware: added TTFT
 //   bench mem     elastic KV pool vs a static one: page costs, allocation, memory given back
 //   bench nvme-kv   the NVMe-KV controller against S3 GET/HEAD and direct store calls
+//   bench gpu     KV into and out of paged device memory (a GPU or the emulated device):
+//                 every byte checked, one layer's scatter against one plain copy
 //   bench backends  on a Ceph cluster: radosgw with plain S3 against our gateway over RADOS
 //                 and over the local store; throughput and TTFT
 #pragma once
@@ -37,6 +39,8 @@ void AddEvictBenchCommand(CLI::App* bench);
 void AddTlsBenchCommand(CLI::App* bench);
 // Registers `bench path` under the `bench` command.
 void AddPathBenchCommand(CLI::App* bench);
+// Registers `bench gpu` under the `bench` command.
+void AddGpuBenchCommand(CLI::App* bench);
 // Registers `bench nvme-kv` under the `bench` command.
 void AddNvmeKvBenchCommand(CLI::App* bench);
 // Registers `demo`: the TTFT experiment on one model, the README's main job.
