@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -90,7 +91,14 @@ class DeviceKvTest : public ::testing::TestWithParam<Case> {
                          {{"x-objectcache-kv-layout", ModelToJson(model_)}});
     ASSERT_TRUE(res.has_value() && res->status == 200u);
     client_ = *Client::Create({.endpoints = {endpoint}, .bucket = "kvc"});
-    device_ = device::NewEmulatedDevice({.copy_delay = 1ms});
+    // OBJECTCACHE_TEST_DEVICE=cuda:0 runs the same tests on a GPU (scripts/gpu-check).
+    if (const char* spec = std::getenv("OBJECTCACHE_TEST_DEVICE")) {
+      Result<std::shared_ptr<device::Device>> d = device::OpenDevice(spec);
+      ASSERT_TRUE(d.has_value()) << d.error().ToString();
+      device_ = *d;
+    } else {
+      device_ = device::NewEmulatedDevice({.copy_delay = 1ms});
+    }
 
     std::mt19937_64 rng(GetParam().block_size * 7 + static_cast<int>(GetParam().shape));
     std::vector<uint32_t> tokens(kv.tokens_per_chunk * (kStored + 1));
@@ -162,10 +170,20 @@ class DeviceKvTest : public ::testing::TestWithParam<Case> {
     return out;
   }
 
-  // The emulated device's memory is host memory: read it as it is at this instant.
+  // Whether the layer holds `expected` now: the emulated device's memory is host memory, read
+  // as it is at this instant; a GPU's is copied back on a stream of its own.
   bool LayerHolds(uint32_t layer, const std::vector<std::byte>& expected) const {
-    return std::memcmp(reinterpret_cast<const void*>(layers_[layer]), expected.data(),
-                       expected.size()) == 0;
+    if (device_->emulated()) {
+      return std::memcmp(reinterpret_cast<const void*>(layers_[layer]), expected.data(),
+                         expected.size()) == 0;
+    }
+    std::byte* host = *device_->AllocatePinned(expected.size());
+    auto stream = *device_->NewStream();
+    const bool same = device_->CopyToHost(*stream, host, layers_[layer], expected.size()).ok() &&
+                      device_->Synchronize(*stream).ok() &&
+                      std::memcmp(host, expected.data(), expected.size()) == 0;
+    device_->FreePinned(host);
+    return same;
   }
 
   DeviceRetrievalRequest Request(uint32_t staging_layers = 2) const {
