@@ -1,8 +1,9 @@
 // `objectcache bench gpu`: KV straight into and out of device memory (docs/gpu.md). A prefix
 // stored on a local server is retrieved into a paged KV cache in vLLM's FLASH_ATTN layout on the
 // device, copied back and checked byte for byte (every block outside the request untouched);
-// the scatter of one layer into its blocks is timed against one plain host-to-device copy of
-// the same bytes, interleaved; new chunks are saved from the device's blocks and read back
+// an emulated prefill consumes it layer by layer from the device (TTFT against the KV already
+// resident); the scatter of one layer into its blocks is timed against one plain host-to-device
+// copy of the same bytes, interleaved; new chunks are saved from the device's blocks and read back
 // through the host path. Runs on a GPU (--device cuda:0) or the emulated device.
 #include <xxhash.h>
 
@@ -13,6 +14,7 @@
 
 #include "bench/bench_command.h"
 #include "bench/kv_fixture.h"
+#include "engine/prefill.h"
 #include "objectcache/chunk_object.h"
 #include "objectcache/device_kv.h"
 
@@ -175,6 +177,34 @@ Status RunGpu(const GpuFlags& f) {
   }
   const uint64_t kv_bytes = chunks * kv.ChunkKvBytes();
 
+  // The emulated prefill of as many new tokens as are cached, on an H200 profile: each layer
+  // computed once its KV is in the device's blocks, against the same prefill with its KV
+  // resident there already; interleaved.
+  OC_ASSIGN_OR_RETURN(engine::ModelCompute compute, engine::FindModelCompute(model.name));
+  OC_ASSIGN_OR_RETURN(engine::GpuProfile gpu, engine::FindGpuProfile("h200"));
+  const engine::PrefillPlan plan{
+      .model = compute, .gpu = gpu, .cached_tokens = chunks * kv.tokens_per_chunk,
+      .new_tokens = chunks * kv.tokens_per_chunk};
+  std::vector<double> ttft_device, ttft_resident;
+  for (int r = 0; r < f.repeats; ++r) {
+    DeviceRetrievalRequest req{.model = model,
+                               .keys = prefix.keys,
+                               .layers = {0, kv.num_layers},
+                               .target = {.device = dev,
+                                          .paged = cache.paged,
+                                          .layer_bases = cache.layers,
+                                          .block_ids = blocks}};
+    req.staging_layers = f.staging_layers;
+    OC_ASSIGN_OR_RETURN(std::unique_ptr<DeviceRetrieval> retrieval,
+                        RetrieveToDevice(*client, std::move(req)));
+    const engine::PrefillResult loaded = engine::RunPrefill(
+        plan, [&](uint32_t layer) { return retrieval->WaitForLayer(layer); });
+    OC_RETURN_IF_ERROR(loaded.status);
+    ttft_device.push_back(loaded.ttft_seconds);
+    ttft_resident.push_back(
+        engine::RunPrefill(plan, [](uint32_t) { return Status(); }).ttft_seconds);
+  }
+
   // The cache's chunks saved from its blocks under new keys, and read back through the host
   // path: every slice what was stored.
   std::vector<uint32_t> tokens(chunks * kv.tokens_per_chunk);
@@ -246,6 +276,12 @@ Status RunGpu(const GpuFlags& f) {
   report.Metric("copy_gbps", layer_bytes * 8 / Median(copy) / 1e9, "Gbit/s",
                 "the same bytes, one host-to-device copy");
   report.Metric("scatter_vs_copy_ratio", Median(copy) / Median(scatter), "x", "goal >= 0.8");
+  report.Metric("ttft_resident_s", Median(ttft_resident), "s",
+                "emulated H200 prefill, KV already on the device");
+  report.Metric("ttft_device_s", Median(ttft_device), "s",
+                "the same, KV retrieved into the device layer by layer");
+  report.Metric("ttft_added_pct", 100 * (Median(ttft_device) / Median(ttft_resident) - 1), "%",
+                "");
   report.Metric("save_seconds", save_seconds, "s", "every layer off the device into objects");
   report.Metric("save_verified", saved.ok() ? 1 : 0, "", "saved chunks read back byte for byte");
   report.Print();

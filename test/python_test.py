@@ -153,6 +153,23 @@ class PackageTest(PackageCase):
         r.wait()
         self.assertTrue(torch.equal(dest[0][:2], kv[:2, 0]))
 
+    def test_a_buffer_being_written_cannot_be_resized(self):
+        # While a retrieval may write into a bytearray, the binding holds its buffer export:
+        # resizing it (which would move its memory to other Python objects' use) fails.
+        keys, kv = self.stored_chunks(2, 7)
+        bufs = [bytearray(2 * self.layout.layer_slice_bytes) for _ in range(3)]
+        r = self.client().retrieve_layerwise(keys, 3, bufs)
+        for buf in bufs:
+            with self.assertRaises(BufferError):
+                buf.extend(b"x" * 4096)
+            with self.assertRaises(BufferError):
+                del buf[:100]
+        r.wait()
+        del r
+        for layer, buf in enumerate(bufs):
+            self.assertEqual(bytes(buf), kv[:, layer].numpy().tobytes())
+            buf.extend(b"x")  # released with the retrieval
+
     def test_save_layer_by_layer(self):
         keys = objectcache.chunk_keys(range(20000, 20000 + 64), self.layout)
         kv = random_kv(self.layout, 4, 2)

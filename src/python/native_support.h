@@ -5,6 +5,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -55,6 +56,7 @@ struct Region {
   std::byte* data = nullptr;
   uint64_t bytes = 0;
   uint64_t first_dim = 0;  // the leading dimension (blocks of a paged cache); 0 for a buffer
+  std::shared_ptr<py::buffer_info> view;  // a buffer object's export (none for a tensor)
 };
 
 bool IsTensor(py::handle h);

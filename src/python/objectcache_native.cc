@@ -62,7 +62,9 @@ Region ToRegion(py::handle obj, const KvLayout& layout, bool writable, const cha
   if (!PyObject_CheckBuffer(obj.ptr())) {
     throw py::type_error(std::string(what) + " is neither a torch tensor nor a buffer");
   }
-  py::buffer_info info = py::reinterpret_borrow<py::buffer>(obj).request();
+  auto view = std::make_shared<py::buffer_info>(
+      py::reinterpret_borrow<py::buffer>(obj).request());
+  py::buffer_info& info = *view;
   // C-contiguous: every stride is the product of the later dimensions.
   int64_t expect = info.itemsize;
   for (ssize_t d = info.ndim - 1; d >= 0; --d) {
@@ -73,6 +75,7 @@ Region ToRegion(py::handle obj, const KvLayout& layout, bool writable, const cha
   }
   if (info.readonly && writable) throw py::value_error(std::string(what) + " is read-only");
   r.data = static_cast<std::byte*>(info.ptr);
+  r.view = std::move(view);
   r.bytes = static_cast<uint64_t>(info.size) * info.itemsize;
   r.first_dim = info.ndim > 0 ? info.shape[0] : 0;
   return r;
@@ -97,6 +100,9 @@ struct SliceAddresses {
 struct SliceMap {
   std::shared_ptr<SliceAddresses> at = std::make_shared<SliceAddresses>();
   py::list owners;  // the objects whose memory this is
+  // Their buffer exports, held as long as the memory is written: a bytearray cannot be resized
+  // (BufferError) while a retrieval may write into it.
+  std::vector<std::shared_ptr<py::buffer_info>> views;
 };
 
 SliceMap MapSlices(py::handle layers_obj, size_t chunks, const KvLayout& layout, size_t expect,
@@ -158,6 +164,7 @@ SliceMap MapSlices(py::handle layers_obj, size_t chunks, const KvLayout& layout,
     }
     m.layers.push_back(r);
     map.owners.append(list[i]);
+    if (r.view) map.views.push_back(std::move(r.view));
   }
   return map;
 }
