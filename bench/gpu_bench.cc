@@ -128,14 +128,16 @@ Status RunGpu(const GpuFlags& f) {
   OC_ASSIGN_OR_RETURN(ServerChild server, StartServer(root.path(), true));
   OC_RETURN_IF_ERROR(CreateBucket(server.endpoint, "kvgpu", model));
   OC_ASSIGN_OR_RETURN(std::unique_ptr<Client> client,
-                      Client::Create({.endpoints = {server.endpoint}, .bucket = "kvgpu",
+                      Client::Create({.endpoints = {server.endpoint},
+                                      .bucket = "kvgpu",
                                       .write_behind_bytes = uint64_t{64} << 30}));
   std::cerr << "bench gpu: storing " << chunks << " chunks (" << f.tokens << " tokens of "
             << model.name << ") on " << dev->name() << "\n";
   OC_ASSIGN_OR_RETURN(PrefixSet prefix, StorePrefix(model, chunks, 7, client.get()));
 
   // The cache: the request's blocks shuffled among 64 more than it needs.
-  DeviceCache cache{.device = dev, .paged = PagedKvLayout::FlashAttn(kv, chunks + 64, f.block_size)};
+  DeviceCache cache{.device = dev,
+                    .paged = PagedKvLayout::FlashAttn(kv, chunks + 64, f.block_size)};
   for (uint32_t l = 0; l < kv.num_layers; ++l) {
     OC_ASSIGN_OR_RETURN(device::DevicePtr p, dev->Allocate(cache.paged.layer_bytes));
     cache.layers.push_back(p);
@@ -148,22 +150,25 @@ Status RunGpu(const GpuFlags& f) {
   OC_RETURN_IF_ERROR(host.Allocate());
   OC_ASSIGN_OR_RETURN(std::unique_ptr<device::Stream> stream, dev->NewStream());
 
+  // The whole prefix into the cache's blocks, every layer.
+  auto retrieve = [&] {
+    DeviceRetrievalRequest req{
+        .model = model,
+        .keys = prefix.keys,
+        .layers = {0, kv.num_layers},
+        .target = {
+            .device = dev, .paged = cache.paged, .layer_bases = cache.layers, .block_ids = blocks}};
+    req.staging_layers = f.staging_layers;
+    return RetrieveToDevice(*client, std::move(req));
+  };
+
   // Retrievals into the device, each from a cache set to the sentinel; the last one checked.
   std::vector<double> seconds, calls_per_layer;
   uint64_t staging = 0, checked = 0;
   for (int r = 0; r < f.repeats; ++r) {
     OC_RETURN_IF_ERROR(Fill(cache, host, *stream));
-    DeviceRetrievalRequest req{.model = model,
-                               .keys = prefix.keys,
-                               .layers = {0, kv.num_layers},
-                               .target = {.device = dev,
-                                          .paged = cache.paged,
-                                          .layer_bases = cache.layers,
-                                          .block_ids = blocks}};
-    req.staging_layers = f.staging_layers;
     const double t0 = NowSeconds();
-    OC_ASSIGN_OR_RETURN(std::unique_ptr<DeviceRetrieval> retrieval,
-                        RetrieveToDevice(*client, std::move(req)));
+    OC_ASSIGN_OR_RETURN(std::unique_ptr<DeviceRetrieval> retrieval, retrieve());
     OC_RETURN_IF_ERROR(retrieval->Wait());
     seconds.push_back(NowSeconds() - t0);
     OC_ASSIGN_OR_RETURN(uint32_t hits, retrieval->Hits());
@@ -182,23 +187,15 @@ Status RunGpu(const GpuFlags& f) {
   // resident there already; interleaved.
   OC_ASSIGN_OR_RETURN(engine::ModelCompute compute, engine::FindModelCompute(model.name));
   OC_ASSIGN_OR_RETURN(engine::GpuProfile gpu, engine::FindGpuProfile("h200"));
-  const engine::PrefillPlan plan{
-      .model = compute, .gpu = gpu, .cached_tokens = chunks * kv.tokens_per_chunk,
-      .new_tokens = chunks * kv.tokens_per_chunk};
+  const engine::PrefillPlan plan{.model = compute,
+                                 .gpu = gpu,
+                                 .cached_tokens = chunks * kv.tokens_per_chunk,
+                                 .new_tokens = chunks * kv.tokens_per_chunk};
   std::vector<double> ttft_device, ttft_resident;
   for (int r = 0; r < f.repeats; ++r) {
-    DeviceRetrievalRequest req{.model = model,
-                               .keys = prefix.keys,
-                               .layers = {0, kv.num_layers},
-                               .target = {.device = dev,
-                                          .paged = cache.paged,
-                                          .layer_bases = cache.layers,
-                                          .block_ids = blocks}};
-    req.staging_layers = f.staging_layers;
-    OC_ASSIGN_OR_RETURN(std::unique_ptr<DeviceRetrieval> retrieval,
-                        RetrieveToDevice(*client, std::move(req)));
-    const engine::PrefillResult loaded = engine::RunPrefill(
-        plan, [&](uint32_t layer) { return retrieval->WaitForLayer(layer); });
+    OC_ASSIGN_OR_RETURN(std::unique_ptr<DeviceRetrieval> retrieval, retrieve());
+    const engine::PrefillResult loaded =
+        engine::RunPrefill(plan, [&](uint32_t layer) { return retrieval->WaitForLayer(layer); });
     OC_RETURN_IF_ERROR(loaded.status);
     ttft_device.push_back(loaded.ttft_seconds);
     ttft_resident.push_back(
@@ -228,16 +225,15 @@ Status RunGpu(const GpuFlags& f) {
   client->Flush();
   if (client->Stats().failed > 0) return DataLossError("saved chunks were refused");
   prefix.keys = save_keys;
-  OC_ASSIGN_OR_RETURN(std::unique_ptr<LayerwiseRetrieval> back,
-                      prefix.StartRetrieval(client.get(), RetrievalMode::kAggregatedLayerwise,
-                                            chunks));
+  OC_ASSIGN_OR_RETURN(
+      std::unique_ptr<LayerwiseRetrieval> back,
+      prefix.StartRetrieval(client.get(), RetrievalMode::kAggregatedLayerwise, chunks));
   OC_RETURN_IF_ERROR(back->Wait());
   const Status saved = prefix.CheckRetrieved(*back, chunks);
 
   // One layer's scatter into its blocks against one copy of the same bytes, interleaved (they
   // overwrite layers 0 and 1 of the cache).
-  OC_ASSIGN_OR_RETURN(PagedSegments segments,
-                      PagedKvSegments(kv, cache.paged, blocks, 0, chunks));
+  OC_ASSIGN_OR_RETURN(PagedSegments segments, PagedKvSegments(kv, cache.paged, blocks, 0, chunks));
   OC_ASSIGN_OR_RETURN(std::unique_ptr<device::SegmentTable> table,
                       dev->UploadSegments(segments.segments));
   OC_ASSIGN_OR_RETURN(std::unique_ptr<device::Event> done, dev->NewEvent());
@@ -246,10 +242,10 @@ Status RunGpu(const GpuFlags& f) {
   for (int r = 0; r < 5 * f.repeats; ++r) {
     for (bool scatter_turn : {r % 2 == 0, r % 2 != 0}) {
       const double t0 = NowSeconds();
-      OC_RETURN_IF_ERROR(scatter_turn ? dev->Scatter(*stream, cache.layers[0], host.p, layer_bytes,
-                                                     *table, table->size())
-                                      : dev->CopyToDevice(*stream, cache.layers[1], host.p,
-                                                          layer_bytes));
+      OC_RETURN_IF_ERROR(
+          scatter_turn
+              ? dev->Scatter(*stream, cache.layers[0], host.p, layer_bytes, *table, table->size())
+              : dev->CopyToDevice(*stream, cache.layers[1], host.p, layer_bytes));
       OC_RETURN_IF_ERROR(dev->Record(*done, *stream));
       OC_RETURN_IF_ERROR(dev->Wait(*done));
       (scatter_turn ? scatter : copy).push_back(NowSeconds() - t0);
@@ -280,8 +276,7 @@ Status RunGpu(const GpuFlags& f) {
                 "emulated H200 prefill, KV already on the device");
   report.Metric("ttft_device_s", Median(ttft_device), "s",
                 "the same, KV retrieved into the device layer by layer");
-  report.Metric("ttft_added_pct", 100 * (Median(ttft_device) / Median(ttft_resident) - 1), "%",
-                "");
+  report.Metric("ttft_added_pct", 100 * (Median(ttft_device) / Median(ttft_resident) - 1), "%", "");
   report.Metric("save_seconds", save_seconds, "s", "every layer off the device into objects");
   report.Metric("save_verified", saved.ok() ? 1 : 0, "", "saved chunks read back byte for byte");
   report.Print();

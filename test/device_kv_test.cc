@@ -108,7 +108,8 @@ class DeviceKvTest : public ::testing::TestWithParam<Case> {
       std::string bytes(kv.ChunkKvBytes(), '\0');
       for (char& c : bytes) c = static_cast<char>(rng());
       kv_.push_back(bytes);
-      if (i < kStored) client_->StoreAsync(keys_[i], *EncodeChunkObject(kv, keys_[i], AsBytes(bytes)));
+      if (i < kStored)
+        client_->StoreAsync(keys_[i], *EncodeChunkObject(kv, keys_[i], AsBytes(bytes)));
     }
     client_->Flush();
     ASSERT_EQ(client_->Stats().stored, kStored);
@@ -212,20 +213,21 @@ class DeviceKvTest : public ::testing::TestWithParam<Case> {
   uint64_t first_token_ = 0;
 };
 
-INSTANTIATE_TEST_SUITE_P(
-    Layouts, DeviceKvTest,
-    ::testing::Values(Case{"FlashAttn16", Shape::kFlashAttn, 16},
-                      Case{"FlashAttn8", Shape::kFlashAttn, 8},
-                      Case{"FlashAttn32", Shape::kFlashAttn, 32},
-                      Case{"FlashInfer16", Shape::kFlashInfer, 16},
-                      Case{"Hnd16", Shape::kHnd, 16}, Case{"MlaLatent16", Shape::kLatent, 16},
-                      Case{"MlaLatent64", Shape::kLatent, 64}),
-    [](const auto& param_info) { return std::string(param_info.param.name); });
+INSTANTIATE_TEST_SUITE_P(Layouts, DeviceKvTest,
+                         ::testing::Values(Case{"FlashAttn16", Shape::kFlashAttn, 16},
+                                           Case{"FlashAttn8", Shape::kFlashAttn, 8},
+                                           Case{"FlashAttn32", Shape::kFlashAttn, 32},
+                                           Case{"FlashInfer16", Shape::kFlashInfer, 16},
+                                           Case{"Hnd16", Shape::kHnd, 16},
+                                           Case{"MlaLatent16", Shape::kLatent, 16},
+                                           Case{"MlaLatent64", Shape::kLatent, 64}),
+                         [](const auto& param_info) { return std::string(param_info.param.name); });
 
 TEST_P(DeviceKvTest, EveryLayerLandsInItsBlocksAndIsReadyOnlyOnceItsCopyCompleted) {
   AllocateCache();
   std::vector<std::vector<std::byte>> expected;
-  for (uint32_t l = 0; l < model_.layout.num_layers; ++l) expected.push_back(Expected(l, kStored, kv_));
+  for (uint32_t l = 0; l < model_.layout.num_layers; ++l)
+    expected.push_back(Expected(l, kStored, kv_));
   std::vector<int> ready_and_right(model_.layout.num_layers, -1);
   DeviceRetrievalRequest req = Request();
   req.on_layer = [&](uint32_t layer, const Status& s) {
@@ -255,7 +257,8 @@ TEST_P(DeviceKvTest, EveryLayerLandsInItsBlocksAndIsReadyOnlyOnceItsCopyComplete
   const DeviceTransferStats stats = (*r)->Stats();
   EXPECT_EQ(stats.staging_bytes, 2 * keys_.size() * model_.layout.LayerSliceBytes());
   EXPECT_EQ(stats.layers, model_.layout.num_layers);
-  EXPECT_EQ(stats.bytes, uint64_t{model_.layout.num_layers} * kStored * model_.layout.LayerSliceBytes());
+  EXPECT_EQ(stats.bytes,
+            uint64_t{model_.layout.num_layers} * kStored * model_.layout.LayerSliceBytes());
   // A scatter (a copy and a kernel launch), an event and a wait for it, a layer.
   EXPECT_EQ(stats.driver_calls, 4u * model_.layout.num_layers);
 }
@@ -315,19 +318,19 @@ TEST_P(DeviceKvTest, SavedFromDeviceMemoryAndReadBackByteForByte) {
     for (char& c : kv.back()) c = static_cast<char>(rng());
   }
   auto engine = *device_->NewStream();
-  auto save = SaveFromDevice(*client_, {.model = model_,
-                                        .keys = keys,
-                                        .source = {.device = device_,
-                                                   .paged = paged_,
-                                                   .layer_bases = layers_,
-                                                   .block_ids = blocks_},
-                                        .staging_layers = 2});
+  auto save = SaveFromDevice(
+      *client_,
+      {.model = model_,
+       .keys = keys,
+       .source = {.device = device_, .paged = paged_, .layer_bases = layers_, .block_ids = blocks_},
+       .staging_layers = 2});
   ASSERT_TRUE(save.has_value()) << save.error().ToString();
   ASSERT_FALSE((*save)->dropped());
   std::vector<std::vector<std::byte>> computed;
   for (uint32_t l = 0; l < model_.layout.num_layers; ++l) {
     computed.push_back(Expected(l, keys.size(), kv));
-    ASSERT_TRUE(device_->CopyToDevice(*engine, layers_[l], computed[l].data(), computed[l].size()).ok());
+    ASSERT_TRUE(
+        device_->CopyToDevice(*engine, layers_[l], computed[l].data(), computed[l].size()).ok());
     ASSERT_TRUE((*save)->SaveLayer(l, *engine).ok());
   }
   EXPECT_EQ((*save)->SaveLayer(0, *engine).code(), StatusCode::kInvalidArgument);
@@ -338,7 +341,8 @@ TEST_P(DeviceKvTest, SavedFromDeviceMemoryAndReadBackByteForByte) {
   client_->Flush();
   // Read back through the host path: every slice as the chunk's bytes were.
   const uint64_t slice = model_.layout.LayerSliceBytes();
-  std::vector<std::string> regions(model_.layout.num_layers, std::string(keys.size() * slice, '\0'));
+  std::vector<std::string> regions(model_.layout.num_layers,
+                                   std::string(keys.size() * slice, '\0'));
   LayerwiseRequest req{.model = model_, .keys = keys, .layers = {0, model_.layout.num_layers}};
   for (std::string& r : regions) req.regions.push_back(AsWritableBytes(r));
   auto r = client_->RetrieveLayerwise(std::move(req));
@@ -383,7 +387,8 @@ TEST_P(DeviceKvTest, MalformedRequestsAreRefusedBeforeAnythingMoves) {
   req = Request();
   req.staging_layers = 0;
   EXPECT_EQ(refused(req), StatusCode::kInvalidArgument);
-  for (uint32_t l = 0; l < model_.layout.num_layers; ++l) EXPECT_TRUE(LayerHolds(l, Expected(l, 0, kv_)));
+  for (uint32_t l = 0; l < model_.layout.num_layers; ++l)
+    EXPECT_TRUE(LayerHolds(l, Expected(l, 0, kv_)));
 }
 
 TEST(PagedKvSegmentsTest, ContiguousVectorsMergeIntoOneRunPerKAndV) {

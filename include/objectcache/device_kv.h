@@ -47,8 +47,7 @@ struct PagedKvLayout {
   // FlashInfer's (and vLLM's Triton backend's), (num_blocks, 2, block_size, kv_heads, head_dim).
   static PagedKvLayout FlashInfer(const KvLayout& kv, uint64_t num_blocks, uint32_t block_size);
   // The head-major (HND) order, (num_blocks, 2, kv_heads, block_size, head_dim).
-  static PagedKvLayout FlashInferHnd(const KvLayout& kv, uint64_t num_blocks,
-                                     uint32_t block_size);
+  static PagedKvLayout FlashInferHnd(const KvLayout& kv, uint64_t num_blocks, uint32_t block_size);
   // An MLA latent cache, (num_blocks, block_size, width): kv.kind must be latent.
   static PagedKvLayout Latent(const KvLayout& kv, uint64_t num_blocks, uint32_t block_size);
 

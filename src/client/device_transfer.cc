@@ -56,8 +56,8 @@ Result<PagedSegments> CheckTarget(const ModelPreset& model, const DeviceKvTarget
   if (keys == 0) return InvalidArgumentError("no keys");
   if (staging_layers == 0) return InvalidArgumentError("staging needs at least one layer");
   if (target.layer_bases.size() != bases) {
-    return InvalidArgumentError(std::to_string(target.layer_bases.size()) +
-                                " layer bases given, " + std::to_string(bases) + " needed");
+    return InvalidArgumentError(std::to_string(target.layer_bases.size()) + " layer bases given, " +
+                                std::to_string(bases) + " needed");
   }
   for (device::DevicePtr base : target.layer_bases) {
     if (base == 0) return InvalidArgumentError("a layer base is null");
@@ -160,7 +160,7 @@ class DeviceRetrievalImpl final : public DeviceRetrieval {
   // What the completion thread is told about each layer, in order.
   struct Verdict {
     uint32_t layer;
-    Status status;     // OK: its copy is enqueued and events_[layer] marks its end
+    Status status;      // OK: its copy is enqueued and events_[layer] marks its end
     bool last = false;  // the network side's own failure: nothing follows
   };
 
@@ -201,8 +201,8 @@ class DeviceRetrievalImpl final : public DeviceRetrieval {
       Result<uint32_t> hits = Inner()->Hits();
       s = hits.status();
       if (s.ok() && *hits > 0) {
-        s = device_->Scatter(*stream_, req_.target.layer_bases[i], staging_.Slot(i),
-                             *hits * slice_, *table_, chunk_ends_[*hits - 1]);
+        s = device_->Scatter(*stream_, req_.target.layer_bases[i], staging_.Slot(i), *hits * slice_,
+                             *table_, chunk_ends_[*hits - 1]);
       }
       if (s.ok()) s = device_->Record(*events_[i], *stream_);
       std::lock_guard lock(mu_);

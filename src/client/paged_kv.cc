@@ -58,8 +58,7 @@ PagedKvLayout PagedKvLayout::FlashInferHnd(const KvLayout& kv, uint64_t num_bloc
           .layer_bytes = Mul(num_blocks, Mul(2, half))};
 }
 
-PagedKvLayout PagedKvLayout::Latent(const KvLayout& kv, uint64_t num_blocks,
-                                    uint32_t block_size) {
+PagedKvLayout PagedKvLayout::Latent(const KvLayout& kv, uint64_t num_blocks, uint32_t block_size) {
   const uint64_t vec = VectorBytes(kv);
   return {.block_size = block_size,
           .num_blocks = num_blocks,
@@ -103,8 +102,8 @@ Result<PagedSegments> PagedKvSegments(const KvLayout& kv, const PagedKvLayout& p
                                 std::to_string(chunks) + " chunks from token " +
                                 std::to_string(first_token));
   }
-  for (uint64_t b = first_token / paged.block_size; tokens > 0 && b <= (last - 1) / paged.block_size;
-       ++b) {
+  for (uint64_t b = first_token / paged.block_size;
+       tokens > 0 && b <= (last - 1) / paged.block_size; ++b) {
     if (block_ids[b] >= paged.num_blocks) {
       return InvalidArgumentError("block " + std::to_string(block_ids[b]) + " is outside the " +
                                   std::to_string(paged.num_blocks) + " blocks of the cache");

@@ -66,52 +66,52 @@ struct CUmemAccessDesc {
 // The entry points, by the name cuGetProcAddress knows them, with the version of their
 // signature this file declares (the exported symbol when cuGetProcAddress is missing).
 // X(name, exported symbol, return and parameters)
-#define OC_CUDA_ENTRY_POINTS(X)                                                                   \
-  X(cuInit, "cuInit", CUresult(unsigned))                                                         \
-  X(cuDriverGetVersion, "cuDriverGetVersion", CUresult(int*))                                     \
-  X(cuGetErrorString, "cuGetErrorString", CUresult(CUresult, const char**))                       \
-  X(cuDeviceGet, "cuDeviceGet", CUresult(CUdevice*, int))                                         \
-  X(cuDeviceGetCount, "cuDeviceGetCount", CUresult(int*))                                         \
-  X(cuDeviceGetName, "cuDeviceGetName", CUresult(char*, int, CUdevice))                           \
-  X(cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain", CUresult(CUcontext*, CUdevice))         \
-  X(cuCtxSetCurrent, "cuCtxSetCurrent", CUresult(CUcontext))                                      \
-  X(cuMemAlloc, "cuMemAlloc_v2", CUresult(CUdeviceptr*, size_t))                                  \
-  X(cuMemFree, "cuMemFree_v2", CUresult(CUdeviceptr))                                             \
-  X(cuMemHostAlloc, "cuMemHostAlloc", CUresult(void**, size_t, unsigned))                         \
-  X(cuMemFreeHost, "cuMemFreeHost", CUresult(void*))                                              \
-  X(cuMemHostRegister, "cuMemHostRegister_v2", CUresult(void*, size_t, unsigned))                 \
-  X(cuMemHostUnregister, "cuMemHostUnregister", CUresult(void*))                                  \
-  X(cuMemcpy, "cuMemcpy", CUresult(CUdeviceptr, CUdeviceptr, size_t))                             \
-  X(cuMemcpyHtoD, "cuMemcpyHtoD_v2", CUresult(CUdeviceptr, const void*, size_t))                  \
-  X(cuMemcpyHtoDAsync, "cuMemcpyHtoDAsync_v2",                                                    \
-    CUresult(CUdeviceptr, const void*, size_t, CUstream))                                         \
-  X(cuMemcpyDtoHAsync, "cuMemcpyDtoHAsync_v2", CUresult(void*, CUdeviceptr, size_t, CUstream))    \
-  X(cuStreamCreate, "cuStreamCreate", CUresult(CUstream*, unsigned))                              \
-  X(cuStreamDestroy, "cuStreamDestroy_v2", CUresult(CUstream))                                    \
-  X(cuStreamSynchronize, "cuStreamSynchronize", CUresult(CUstream))                               \
-  X(cuStreamWaitEvent, "cuStreamWaitEvent", CUresult(CUstream, CUevent, unsigned))                \
-  X(cuEventCreate, "cuEventCreate", CUresult(CUevent*, unsigned))                                 \
-  X(cuEventDestroy, "cuEventDestroy_v2", CUresult(CUevent))                                       \
-  X(cuEventRecord, "cuEventRecord", CUresult(CUevent, CUstream))                                  \
-  X(cuEventQuery, "cuEventQuery", CUresult(CUevent))                                              \
-  X(cuEventSynchronize, "cuEventSynchronize", CUresult(CUevent))                                  \
-  X(cuModuleLoadData, "cuModuleLoadData", CUresult(CUmodule*, const void*))                       \
-  X(cuModuleGetFunction, "cuModuleGetFunction", CUresult(CUfunction*, CUmodule, const char*))     \
-  X(cuLaunchKernel, "cuLaunchKernel",                                                             \
-    CUresult(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,    \
-             CUstream, void**, void**))                                                           \
-  X(cuMemGetAllocationGranularity, "cuMemGetAllocationGranularity",                               \
-    CUresult(size_t*, const CUmemAllocationProp*, CUmemAllocationGranularity_flags))              \
-  X(cuMemAddressReserve, "cuMemAddressReserve",                                                   \
-    CUresult(CUdeviceptr*, size_t, size_t, CUdeviceptr, unsigned long long))                      \
-  X(cuMemAddressFree, "cuMemAddressFree", CUresult(CUdeviceptr, size_t))                          \
-  X(cuMemCreate, "cuMemCreate",                                                                   \
-    CUresult(CUmemGenericAllocationHandle*, size_t, const CUmemAllocationProp*,                   \
-             unsigned long long))                                                                 \
-  X(cuMemRelease, "cuMemRelease", CUresult(CUmemGenericAllocationHandle))                         \
-  X(cuMemMap, "cuMemMap",                                                                         \
-    CUresult(CUdeviceptr, size_t, size_t, CUmemGenericAllocationHandle, unsigned long long))      \
-  X(cuMemUnmap, "cuMemUnmap", CUresult(CUdeviceptr, size_t))                                      \
+#define OC_CUDA_ENTRY_POINTS(X)                                                                \
+  X(cuInit, "cuInit", CUresult(unsigned))                                                      \
+  X(cuDriverGetVersion, "cuDriverGetVersion", CUresult(int*))                                  \
+  X(cuGetErrorString, "cuGetErrorString", CUresult(CUresult, const char**))                    \
+  X(cuDeviceGet, "cuDeviceGet", CUresult(CUdevice*, int))                                      \
+  X(cuDeviceGetCount, "cuDeviceGetCount", CUresult(int*))                                      \
+  X(cuDeviceGetName, "cuDeviceGetName", CUresult(char*, int, CUdevice))                        \
+  X(cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain", CUresult(CUcontext*, CUdevice))      \
+  X(cuCtxSetCurrent, "cuCtxSetCurrent", CUresult(CUcontext))                                   \
+  X(cuMemAlloc, "cuMemAlloc_v2", CUresult(CUdeviceptr*, size_t))                               \
+  X(cuMemFree, "cuMemFree_v2", CUresult(CUdeviceptr))                                          \
+  X(cuMemHostAlloc, "cuMemHostAlloc", CUresult(void**, size_t, unsigned))                      \
+  X(cuMemFreeHost, "cuMemFreeHost", CUresult(void*))                                           \
+  X(cuMemHostRegister, "cuMemHostRegister_v2", CUresult(void*, size_t, unsigned))              \
+  X(cuMemHostUnregister, "cuMemHostUnregister", CUresult(void*))                               \
+  X(cuMemcpy, "cuMemcpy", CUresult(CUdeviceptr, CUdeviceptr, size_t))                          \
+  X(cuMemcpyHtoD, "cuMemcpyHtoD_v2", CUresult(CUdeviceptr, const void*, size_t))               \
+  X(cuMemcpyHtoDAsync, "cuMemcpyHtoDAsync_v2",                                                 \
+    CUresult(CUdeviceptr, const void*, size_t, CUstream))                                      \
+  X(cuMemcpyDtoHAsync, "cuMemcpyDtoHAsync_v2", CUresult(void*, CUdeviceptr, size_t, CUstream)) \
+  X(cuStreamCreate, "cuStreamCreate", CUresult(CUstream*, unsigned))                           \
+  X(cuStreamDestroy, "cuStreamDestroy_v2", CUresult(CUstream))                                 \
+  X(cuStreamSynchronize, "cuStreamSynchronize", CUresult(CUstream))                            \
+  X(cuStreamWaitEvent, "cuStreamWaitEvent", CUresult(CUstream, CUevent, unsigned))             \
+  X(cuEventCreate, "cuEventCreate", CUresult(CUevent*, unsigned))                              \
+  X(cuEventDestroy, "cuEventDestroy_v2", CUresult(CUevent))                                    \
+  X(cuEventRecord, "cuEventRecord", CUresult(CUevent, CUstream))                               \
+  X(cuEventQuery, "cuEventQuery", CUresult(CUevent))                                           \
+  X(cuEventSynchronize, "cuEventSynchronize", CUresult(CUevent))                               \
+  X(cuModuleLoadData, "cuModuleLoadData", CUresult(CUmodule*, const void*))                    \
+  X(cuModuleGetFunction, "cuModuleGetFunction", CUresult(CUfunction*, CUmodule, const char*))  \
+  X(cuLaunchKernel, "cuLaunchKernel",                                                          \
+    CUresult(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, \
+             CUstream, void**, void**))                                                        \
+  X(cuMemGetAllocationGranularity, "cuMemGetAllocationGranularity",                            \
+    CUresult(size_t*, const CUmemAllocationProp*, CUmemAllocationGranularity_flags))           \
+  X(cuMemAddressReserve, "cuMemAddressReserve",                                                \
+    CUresult(CUdeviceptr*, size_t, size_t, CUdeviceptr, unsigned long long))                   \
+  X(cuMemAddressFree, "cuMemAddressFree", CUresult(CUdeviceptr, size_t))                       \
+  X(cuMemCreate, "cuMemCreate",                                                                \
+    CUresult(CUmemGenericAllocationHandle*, size_t, const CUmemAllocationProp*,                \
+             unsigned long long))                                                              \
+  X(cuMemRelease, "cuMemRelease", CUresult(CUmemGenericAllocationHandle))                      \
+  X(cuMemMap, "cuMemMap",                                                                      \
+    CUresult(CUdeviceptr, size_t, size_t, CUmemGenericAllocationHandle, unsigned long long))   \
+  X(cuMemUnmap, "cuMemUnmap", CUresult(CUdeviceptr, size_t))                                   \
   X(cuMemSetAccess, "cuMemSetAccess", CUresult(CUdeviceptr, size_t, const CUmemAccessDesc*, size_t))
 
 // The driver's functions, once resolved.

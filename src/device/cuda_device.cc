@@ -130,8 +130,7 @@ class CudaDevice final : public Device {
     const uint64_t bytes = segments.size_bytes();
     CUdeviceptr p = 0;
     OC_RETURN_IF_ERROR(Check(api_->cuMemAlloc(&p, bytes), "cuMemAlloc"));
-    if (Status s = Check(api_->cuMemcpyHtoD(p, segments.data(), bytes), "cuMemcpyHtoD");
-        !s.ok()) {
+    if (Status s = Check(api_->cuMemcpyHtoD(p, segments.data(), bytes), "cuMemcpyHtoD"); !s.ok()) {
       api_->cuMemFree(p);
       return s;
     }
@@ -146,8 +145,8 @@ class CudaDevice final : public Device {
     OC_RETURN_IF_ERROR(Current());
     OC_ASSIGN_OR_RETURN(CUdeviceptr scratch, Scratch(stream, host_bytes));
     Count(stream, host_bytes, 0, 2);
-    OC_RETURN_IF_ERROR(Check(api_->cuMemcpyHtoDAsync(scratch, host, host_bytes, S(stream)),
-                             "cuMemcpyHtoDAsync"));
+    OC_RETURN_IF_ERROR(
+        Check(api_->cuMemcpyHtoDAsync(scratch, host, host_bytes, S(stream)), "cuMemcpyHtoDAsync"));
     return LaunchKernel(stream, false, scratch, dst, table, count);
   }
 
@@ -250,9 +249,8 @@ class CudaDevice final : public Device {
     cuda::CUfunction& f = reverse ? gather_ : scatter_;
     if (!f) {
       OC_RETURN_IF_ERROR(Check(
-          api_->cuModuleGetFunction(&f, module_,
-                                    reverse ? "objectcache_gather_segments"
-                                            : "objectcache_copy_segments"),
+          api_->cuModuleGetFunction(
+              &f, module_, reverse ? "objectcache_gather_segments" : "objectcache_copy_segments"),
           "cuModuleGetFunction"));
     }
     return f;
@@ -274,8 +272,8 @@ class CudaDevice final : public Device {
   const int ordinal_;
   const std::string name_;
   mutable std::mutex mu_;
-  DeviceCounters counters_;          // guarded by mu_
-  cuda::CUmodule module_ = nullptr;  // guarded by mu_
+  DeviceCounters counters_;                                // guarded by mu_
+  cuda::CUmodule module_ = nullptr;                        // guarded by mu_
   cuda::CUfunction scatter_ = nullptr, gather_ = nullptr;  // guarded by mu_
 };
 

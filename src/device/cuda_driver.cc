@@ -31,8 +31,8 @@ Loaded Load() {
   auto resolve = [&](const char* name, const char* symbol) -> void* {
     void* fn = nullptr;
     int found = 0;
-    if (v2 && v2(name, &fn, kCudaApiVersion, CU_GET_PROC_ADDRESS_DEFAULT, &found) ==
-                  CUDA_SUCCESS && fn) {
+    if (v2 && v2(name, &fn, kCudaApiVersion, CU_GET_PROC_ADDRESS_DEFAULT, &found) == CUDA_SUCCESS &&
+        fn) {
       return fn;
     }
     if (!v2 && v1 && v1(name, &fn, kCudaApiVersion, CU_GET_PROC_ADDRESS_DEFAULT) == CUDA_SUCCESS &&
@@ -41,11 +41,11 @@ Loaded Load() {
     }
     return ::dlsym(lib, symbol);
   };
-#define OC_CUDA_RESOLVE(name, symbol, type)                                                   \
-  out.api.name = reinterpret_cast<std::add_pointer_t<type>>(resolve(#name, symbol));                             \
-  if (!out.api.name) {                                                                        \
-    out.status = UnavailableError("the CUDA driver lacks " #name " (" symbol ")");            \
-    return out;                                                                               \
+#define OC_CUDA_RESOLVE(name, symbol, type)                                          \
+  out.api.name = reinterpret_cast<std::add_pointer_t<type>>(resolve(#name, symbol)); \
+  if (!out.api.name) {                                                               \
+    out.status = UnavailableError("the CUDA driver lacks " #name " (" symbol ")");   \
+    return out;                                                                      \
   }
   OC_CUDA_ENTRY_POINTS(OC_CUDA_RESOLVE)
 #undef OC_CUDA_RESOLVE
@@ -75,8 +75,8 @@ Status Check(CUresult r, const char* what) {
   if (r == CUDA_SUCCESS) return Status();
   const char* msg = nullptr;
   if (const Loaded& d = TheDriver(); d.api.cuGetErrorString) d.api.cuGetErrorString(r, &msg);
-  const std::string m = std::string(what) + ": " + (msg ? msg : "CUDA error") + " (" +
-                        std::to_string(r) + ")";
+  const std::string m =
+      std::string(what) + ": " + (msg ? msg : "CUDA error") + " (" + std::to_string(r) + ")";
   return r == CUDA_ERROR_OUT_OF_MEMORY ? ResourceExhaustedError(m) : InternalError(m);
 }
 

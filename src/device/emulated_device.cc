@@ -92,9 +92,9 @@ class StreamWorker {
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<std::function<void()>> queue_;  // guarded by mu_
-  uint64_t enqueued_ = 0, finished_ = 0;      // guarded by mu_
-  bool stopping_ = false;                     // guarded by mu_
-  std::thread thread_;                        // last: starts after what it uses
+  uint64_t enqueued_ = 0, finished_ = 0;     // guarded by mu_
+  bool stopping_ = false;                    // guarded by mu_
+  std::thread thread_;                       // last: starts after what it uses
 };
 
 class EmulatedStream final : public Stream {
@@ -111,8 +111,7 @@ class EmulatedTable final : public SegmentTable {
   std::vector<CopySegment> segments;
 };
 
-class EmulatedDevice final : public Device,
-                             public std::enable_shared_from_this<EmulatedDevice> {
+class EmulatedDevice final : public Device, public std::enable_shared_from_this<EmulatedDevice> {
  public:
   explicit EmulatedDevice(EmulatedDeviceOptions options) : options_(options) {}
   ~EmulatedDevice() override {
@@ -357,12 +356,12 @@ class EmulatedDevice final : public Device,
 
   const EmulatedDeviceOptions options_;
   mutable std::mutex mu_;
-  std::map<DevicePtr, uint64_t> allocations_;                   // guarded by mu_
-  uint64_t allocated_ = 0;                                      // guarded by mu_
-  std::map<uintptr_t, std::weak_ptr<StreamWorker>> streams_;    // guarded by mu_
-  std::shared_ptr<StreamWorker> default_stream_;                // guarded by mu_
-  DeviceCounters counters_;                                     // guarded by mu_
-  Status fault_;                                                // guarded by mu_
+  std::map<DevicePtr, uint64_t> allocations_;                 // guarded by mu_
+  uint64_t allocated_ = 0;                                    // guarded by mu_
+  std::map<uintptr_t, std::weak_ptr<StreamWorker>> streams_;  // guarded by mu_
+  std::shared_ptr<StreamWorker> default_stream_;              // guarded by mu_
+  DeviceCounters counters_;                                   // guarded by mu_
+  Status fault_;                                              // guarded by mu_
 };
 
 }  // namespace

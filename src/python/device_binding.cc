@@ -19,7 +19,8 @@ std::shared_ptr<device::Device> CudaDevice(int index) {
 }
 
 // A stream argument: None (the current stream of the device: torch's for a GPU, the default
-// stream of the emulated device), an int handle, or an object with .cuda_stream (torch.cuda.Stream).
+// stream of the emulated device), an int handle, or an object with .cuda_stream
+// (torch.cuda.Stream).
 uintptr_t StreamHandle(py::handle stream, const device::Device& d, int index) {
   if (stream.is_none()) {
     if (d.emulated()) return 0;
@@ -64,8 +65,9 @@ PagedTensor ReadTensor(py::handle t, const KvLayout& kv, const std::string& orde
   if (!IsTensor(t)) throw py::type_error(what + " is not a torch tensor");
   const std::string type = py::str(t.attr("device").attr("type")).cast<std::string>();
   if (type == "cpu") {
-    throw py::value_error(what + " is on the CPU: retrieve_layerwise and start_save take CPU "
-                                 "tensors, the device transfers CUDA ones");
+    throw py::value_error(what +
+                          " is on the CPU: retrieve_layerwise and start_save take CPU "
+                          "tensors, the device transfers CUDA ones");
   }
   if (type != "cuda") throw py::value_error(what + " is on " + type + "; only CUDA is supported");
   const std::string dtype = TensorDtype(t);

@@ -37,7 +37,7 @@ class PyDevice {
 struct DeviceCaches {
   DeviceKvTarget target;
   int device_index = 0;  // the tensors' CUDA device
-  py::list owners;  // the tensors, kept alive while the transfer runs
+  py::list owners;       // the tensors, kept alive while the transfer runs
 };
 
 class PyDeviceRetrieval {

@@ -62,8 +62,7 @@ Region ToRegion(py::handle obj, const KvLayout& layout, bool writable, const cha
   if (!PyObject_CheckBuffer(obj.ptr())) {
     throw py::type_error(std::string(what) + " is neither a torch tensor nor a buffer");
   }
-  auto view = std::make_shared<py::buffer_info>(
-      py::reinterpret_borrow<py::buffer>(obj).request());
+  auto view = std::make_shared<py::buffer_info>(py::reinterpret_borrow<py::buffer>(obj).request());
   py::buffer_info& info = *view;
   // C-contiguous: every stride is the product of the later dimensions.
   int64_t expect = info.itemsize;
@@ -395,16 +394,18 @@ class PyClient {
     return seconds;
   }
 
-  std::unique_ptr<PyDeviceRetrieval> RetrieveDevice(
-      py::iterable keys_obj, py::handle layers_obj, py::handle caches, py::iterable block_ids,
-      const std::string& order, uint64_t first_token, const std::string& mode, py::object device,
-      uint32_t staging_layers, double compute_seconds_per_layer) {
+  std::unique_ptr<PyDeviceRetrieval> RetrieveDevice(py::iterable keys_obj, py::handle layers_obj,
+                                                    py::handle caches, py::iterable block_ids,
+                                                    const std::string& order, uint64_t first_token,
+                                                    const std::string& mode, py::object device,
+                                                    uint32_t staging_layers,
+                                                    double compute_seconds_per_layer) {
     LayerwiseRequest base = NewRequest(keys_obj, layers_obj, mode);
     if (!(compute_seconds_per_layer >= 0 && compute_seconds_per_layer < 3600)) {
       throw py::value_error("compute_seconds_per_layer must be in [0, 3600)");
     }
-    DeviceCaches on = ReadDeviceCaches(caches, base.layers.last - base.layers.first,
-                                       model_.layout, order, block_ids, first_token, device,
+    DeviceCaches on = ReadDeviceCaches(caches, base.layers.last - base.layers.first, model_.layout,
+                                       order, block_ids, first_token, device,
                                        /*writable=*/true);
     DeviceRetrievalRequest req{.model = model_,
                                .keys = std::move(base.keys),
@@ -624,11 +625,10 @@ j. `mode` is S3Agg-LW (default), S3Agg-CW, S3-LW or S3-CW.)doc")
            py::arg("layers"), py::arg("mode") = "S3Agg-LW",
            "Benchmarks only: the same retrieval by the C++ client into its own memory, timed "
            "in C++.")
-      .def("retrieve_to_device", &PyClient::RetrieveDevice, py::keep_alive<0, 1>(),
-           py::arg("keys"), py::arg("layers"), py::arg("caches"), py::arg("block_ids"),
-           py::arg("order") = "2BNHD", py::arg("first_token") = 0, py::arg("mode") = "S3Agg-LW",
-           py::arg("device") = py::none(), py::arg("staging_layers") = 4,
-           py::arg("compute_seconds_per_layer") = 0.0,
+      .def("retrieve_to_device", &PyClient::RetrieveDevice, py::keep_alive<0, 1>(), py::arg("keys"),
+           py::arg("layers"), py::arg("caches"), py::arg("block_ids"), py::arg("order") = "2BNHD",
+           py::arg("first_token") = 0, py::arg("mode") = "S3Agg-LW", py::arg("device") = py::none(),
+           py::arg("staging_layers") = 4, py::arg("compute_seconds_per_layer") = 0.0,
            R"doc(Starts retrieving the cached prefix of `keys` into paged KV caches in GPU memory
 and returns at once (docs/gpu.md). `caches` has one CUDA tensor per layer of `layers`, its
 dimensions named by `order`: "2BNHD" (vLLM FLASH_ATTN), "B2NHD" (FlashInfer), "B2HND", "BNC" or
