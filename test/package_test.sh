@@ -31,6 +31,10 @@ unit=/usr/lib/systemd/system/objectcache.service
 getent passwd objectcache >/dev/null || fail "no objectcache user"
 [ "$(stat -c %U /var/lib/objectcache)" = objectcache ] || fail "/var/lib/objectcache not the user's"
 [ "$(stat -c %a /etc/objectcache/credentials.toml)" = 640 ] || fail "credentials readable by all"
+for line in UMask=0077 CapabilityBoundingSet= PrivateUsers=yes ProtectProc=invisible \
+  ProtectKernelLogs=yes NoNewPrivileges=yes; do
+  grep -qx "$line" "$unit" || fail "the unit lacks $line"
+done
 if command -v systemd-analyze >/dev/null; then
   out=$(systemd-analyze verify "$unit" 2>&1) || fail "systemd-analyze verify: $out"
   echo "systemd-analyze verify: ok${out:+ ($out)}"

@@ -91,6 +91,9 @@ class PackageTest(PackageCase):
             # never writes the machine's /etc (the Debian package's test purges it meanwhile).
             self.assertTrue(os.path.isfile(os.path.join(prefix, "etc", "objectcache",
                                                         "objectcache.toml")))
+            # The credentials are readable by their owner and group only, as in the package.
+            secrets = os.path.join(prefix, "etc", "objectcache", "credentials.toml")
+            self.assertEqual(os.stat(secrets).st_mode & 0o777, 0o640)
             site = os.path.join(prefix, "lib", "python3", "dist-packages")
             out = subprocess.run(
                 [sys.executable, "-c", "import objectcache, objectcache.engine, "

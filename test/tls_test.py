@@ -222,6 +222,22 @@ class TlsTest(unittest.TestCase):
                 ctx.wrap_socket(raw_sock, server_hostname="127.0.0.1")
         self.assertTrue(self.s3.list_buckets())
 
+    def test_tls12_offers_only_forward_secret_aead_suites(self):
+        def handshake(cipher):
+            ctx = ssl.create_default_context(cafile=self.ca)
+            ctx.maximum_version = ssl.TLSVersion.TLSv1_2
+            ctx.set_ciphers(cipher)
+            with socket.create_connection(("127.0.0.1", self.server.port), timeout=10) as raw:
+                with ctx.wrap_socket(raw, server_hostname="127.0.0.1") as s:
+                    return s.cipher()[0]
+        self.assertEqual(handshake("ECDHE-ECDSA-AES128-GCM-SHA256"), "ECDHE-ECDSA-AES128-GCM-SHA256")
+        self.assertEqual(handshake("ECDHE-ECDSA-CHACHA20-POLY1305"), "ECDHE-ECDSA-CHACHA20-POLY1305")
+        for weak in ["ECDHE-ECDSA-AES128-SHA", "ECDHE-ECDSA-AES256-SHA384", "AES128-SHA",
+                     "AES128-GCM-SHA256"]:
+            with self.assertRaises(ssl.SSLError, msg=weak):
+                handshake(weak)
+        self.assertTrue(self.s3.list_buckets())
+
     def test_sighup_serves_a_renewed_certificate(self):
         port = self.server.port
         self.assertEqual(served_certificate_cn(port, self.ca), "server-one")

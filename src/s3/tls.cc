@@ -15,7 +15,8 @@ namespace ssl = boost::asio::ssl;
 
 namespace {
 
-// The context's common settings: TLS 1.2 or later, no compression, no renegotiation.
+// The context's common settings: TLS 1.2 or later with forward-secret AEAD suites only, no
+// compression, no renegotiation.
 Result<std::shared_ptr<ssl::context>> NewContext(ssl::context::method method) {
   auto ctx = std::make_shared<ssl::context>(method);
   boost::system::error_code ec;
@@ -32,6 +33,15 @@ Result<std::shared_ptr<ssl::context>> NewContext(ssl::context::method method) {
                                  "TLS_AES_256_GCM_SHA384") != 1) {
     ::ERR_clear_error();
     return InternalError("setting the TLS 1.3 cipher suites");
+  }
+  // TLS 1.2: the same, with an ephemeral key exchange (forward secrecy) and AEAD only: no
+  // static RSA, no CBC with SHA-1 or SHA-2 MACs.
+  if (::SSL_CTX_set_cipher_list(ctx->native_handle(),
+                                "ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-RSA-AES128-GCM-SHA256:"
+                                "ECDHE-ECDSA-CHACHA20-POLY1305:ECDHE-RSA-CHACHA20-POLY1305:"
+                                "ECDHE-ECDSA-AES256-GCM-SHA384:ECDHE-RSA-AES256-GCM-SHA384") != 1) {
+    ::ERR_clear_error();
+    return InternalError("setting the TLS 1.2 cipher suites");
   }
   return ctx;
 }
