@@ -285,7 +285,8 @@ Result<std::unique_ptr<ObjectWriter>> LocalStore::NewWriter(std::string_view key
   OC_RETURN_IF_ERROR(ValidateKey(key));
   OC_RETURN_IF_ERROR(ValidateAttributes(put_options.attributes));
   const std::string temp_name = std::to_string(next_temp_++);
-  Fd fd(::openat(tmp_dir_.get(), temp_name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644));
+  Fd fd(::openat(tmp_dir_.get(), temp_name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC,
+                 kStoreFileMode));
   if (!fd.valid()) {
     return ErrnoError("storing '" + std::string(key) + "': creating temporary file", errno);
   }
@@ -708,7 +709,7 @@ Status CheckFormat(int root, const std::string& path) {
     return FailedPreconditionError(
         path + " is not empty and is not an objectcache store (no FORMAT file)");
   }
-  Fd w(::openat(root, "FORMAT.tmp", O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+  Fd w(::openat(root, "FORMAT.tmp", O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, kStoreFileMode));
   if (!w.valid() || WriteAll(w.get(), kFormatText.data(), kFormatText.size()) != 0 ||
       ::fsync(w.get()) != 0 || ::renameat(root, "FORMAT.tmp", root, "FORMAT") != 0) {
     return ErrnoError("writing " + path + "/FORMAT", errno);
@@ -724,13 +725,17 @@ Result<std::unique_ptr<Store>> OpenLocalStore(const LocalStoreOptions& options,
   const std::string& path = options.root;
   if (path.empty()) return InvalidArgumentError("local store: empty directory path");
   std::error_code mkdir_error;
-  std::filesystem::create_directories(path, mkdir_error);  // with its parents
+  // With its parents; the store's own directory is its owner's alone (parents keep the umask's).
+  if (std::filesystem::create_directories(path, mkdir_error) &&
+      ::chmod(path.c_str(), kStoreDirMode) != 0) {
+    return ErrnoError("setting the mode of store directory " + path, errno);
+  }
   if (mkdir_error) return ErrnoError("creating store directory " + path, mkdir_error.value());
   Fd root(::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (!root.valid()) return ErrnoError("opening store directory " + path, errno);
 
   OC_RETURN_IF_ERROR(CheckFormat(root.get(), path));
-  Fd lock(::openat(root.get(), "LOCK", O_RDWR | O_CREAT | O_CLOEXEC, 0644));
+  Fd lock(::openat(root.get(), "LOCK", O_RDWR | O_CREAT | O_CLOEXEC, kStoreFileMode));
   if (!lock.valid()) return ErrnoError("creating " + path + "/LOCK", errno);
   if (::flock(lock.get(), LOCK_EX | LOCK_NB) != 0) {
     if (errno == EWOULDBLOCK) {

@@ -49,6 +49,30 @@ class LocalStoreTest : public ::testing::Test {
   std::string dir_;
 };
 
+TEST_F(LocalStoreTest, TheStoreIsReadableByItsOwnerOnly) {
+  // A store the server creates, whatever the umask: directories 0700, files 0600.
+  const mode_t umask_before = ::umask(0);
+  const std::string root = dir_ + "/new/store";
+  {
+    Result<std::unique_ptr<Store>> s = OpenLocalStore({.root = root});
+    ASSERT_TRUE(s.has_value()) << s.error().ToString();
+    ASSERT_TRUE((*s)->Put("k", AsBytes(std::string(5000, 'v'))).ok());
+  }
+  ::umask(umask_before);
+  size_t files = 0;
+  EXPECT_EQ(fs::status(root).permissions() & fs::perms::all, fs::perms::owner_all);
+  for (const auto& e : fs::recursive_directory_iterator(root)) {
+    const fs::perms p = e.symlink_status().permissions() & fs::perms::all;
+    if (e.is_directory()) {
+      EXPECT_EQ(p, fs::perms::owner_all) << e.path();
+    } else {
+      EXPECT_EQ(p, fs::perms::owner_read | fs::perms::owner_write) << e.path();
+      ++files;
+    }
+  }
+  EXPECT_GE(files, 3u);  // FORMAT, LOCK, the object
+}
+
 TEST_F(LocalStoreTest, SecondOpenOfTheSameDirectoryIsRefused) {
   auto store = Open();
   Result<std::unique_ptr<Store>> second = OpenLocalStore({.root = dir_});

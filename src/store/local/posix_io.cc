@@ -39,7 +39,7 @@ int OpenForReading(int dir, const char* name) {
 }
 
 Status EnsureDir(int parent, const char* name) {
-  if (::mkdirat(parent, name, 0755) != 0 && errno != EEXIST) {
+  if (::mkdirat(parent, name, kStoreDirMode) != 0 && errno != EEXIST) {
     return ErrnoError(std::string("creating directory ") + name, errno);
   }
   return Status();

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <dirent.h>
+#include <sys/types.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -16,6 +17,11 @@
 #include "objectcache/status.h"
 
 namespace objectcache::local {
+
+// What the store creates is its owner's alone: directories rwx------, files rw------- (the
+// process's umask can only narrow them further).
+inline constexpr mode_t kStoreDirMode = 0700;
+inline constexpr mode_t kStoreFileMode = 0600;
 
 class Fd {
  public:
