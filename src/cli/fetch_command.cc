@@ -47,6 +47,12 @@ Status RunFetch(const FetchFlags& f) {
   Status write_status;
   client::LayerStreamDecoder decoder(
       [&](const client::LayerStreamHeader& h) -> Result<client::LayerPlacement> {
+        // Nothing is sized from the server's word before it is checked against the request.
+        if (h.first_layer != range.first || h.layer_count != range.last - range.first ||
+            h.slice_bytes != model.layout.LayerSliceBytes() || h.keys != chunk_keys.size() ||
+            h.hits > chunk_keys.size()) {
+          return DataLossError("the layerwise response does not match the request");
+        }
         region.assign(h.hits * h.slice_bytes, '\0');
         return client::LayerPlacement{
             .regions = std::vector<std::span<std::byte>>(h.layer_count, AsWritableBytes(region)),
