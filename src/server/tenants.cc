@@ -125,6 +125,11 @@ Result<std::string> TenantStoreUri(std::string_view base, const TenantConfig& t)
   std::string ns;  // rados: the server's namespace, then "."
   const bool rados = base.starts_with("rados://");
   if (base == "mem://" || base == "mem:") {
+    if (evicts) {
+      return InvalidArgumentError("tenant " + t.name +
+                                  ": the memory store cannot evict; give it over_quota = "
+                                  "\"reject\", or serve a file:// or rados:// store");
+    }
     uri = "mem://";
   } else if (!rados && !base.starts_with("file://") && base.find("://") != std::string_view::npos) {
     return InvalidArgumentError(

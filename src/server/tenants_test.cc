@@ -82,6 +82,11 @@ TEST(TenantsFileTest, EachTenantHasANamespaceOfItsOwn) {
             "rados://kv?conf=/c.conf&namespace=prod.a");
   EXPECT_EQ(*TenantStoreUri("rados://kv", a), "rados://kv?namespace=a");
   EXPECT_EQ(*TenantStoreUri("mem://", a), "mem://");
+  // The memory store has no eviction: an evicting quota over it is refused, saying so.
+  const Result<std::string> mem_evicting = TenantStoreUri("mem://", evicting);
+  ASSERT_FALSE(mem_evicting.has_value());
+  EXPECT_NE(mem_evicting.error().message().find("cannot evict"), std::string::npos);
+  EXPECT_EQ(*TenantStoreUri("mem://", refusing), "mem://");
   EXPECT_EQ(TenantStoreUri("s3://h:1/b", a).error().code(), StatusCode::kInvalidArgument);
 }
 
