@@ -610,8 +610,10 @@ def fake_vllm_base():
         pass
 
     class KVConnectorBase_V1:
-        def __init__(self, vllm_config, role):
+        # As vLLM's base.py has it today: kv_cache_config is required.
+        def __init__(self, vllm_config, role, kv_cache_config):
             self._connector_metadata = None
+            self._kv_cache_config = kv_cache_config
 
         def bind_connector_metadata(self, meta):
             self._connector_metadata = meta
@@ -673,61 +675,172 @@ class ConnectorTest(base.ServerCase):
         for c in (seed, sched, worker):
             c.close()
 
-    def test_vllm_adapter_translates_and_delegates(self):
+    def vllm_config(self, bucket, latent=False, **extra):
         from types import SimpleNamespace as NS
-        fake = fake_vllm_base()
-        from objectcache import vllm_connector
-        self.s3.create_bucket(Bucket="vllm")
         c = CONFIG
         head_dim = c["hidden"] // c["heads"]
-        vllm_config = NS(
+        kv_heads, width = (1, 2 * head_dim) if latent else (c["kv_heads"], head_dim)
+        spec = NS(block_size=16, num_kv_heads=kv_heads, head_size=width, dtype=torch.float32)
+        kv_cache_config = NS(num_blocks=24, kv_cache_groups=[NS(
+            layer_names=[f"model.layers.{i}.self_attn.attn" for i in range(c["layers"])],
+            kv_cache_spec=spec)])
+        config = NS(
             kv_transfer_config=NS(kv_connector_extra_config={
-                "endpoints": [self.server.endpoint], "bucket": "vllm",
-                "access_key": base.ACCESS, "secret_key": base.SECRET}),
-            model_config=NS(model="tiny-llama", dtype=torch.float32, use_mla=False,
+                "endpoints": [self.server.endpoint], "bucket": bucket,
+                "access_key": base.ACCESS, "secret_key": base.SECRET, **extra}),
+            model_config=NS(model="tiny-llama", dtype=torch.float32, use_mla=latent,
                             get_num_layers=lambda p: c["layers"],
-                            get_num_kv_heads=lambda p: c["kv_heads"],
-                            get_head_size=lambda: head_dim),
+                            get_num_kv_heads=lambda p: kv_heads,
+                            get_head_size=lambda: width),
             parallel_config=NS(tensor_parallel_size=2, rank=1),
             cache_config=NS(cache_dtype="auto", block_size=16))
-        sched = vllm_connector.ObjectCacheVllmConnector(vllm_config, fake.KVConnectorRole.SCHEDULER)
-        worker = vllm_connector.ObjectCacheVllmConnector(vllm_config, fake.KVConnectorRole.WORKER)
+        return config, kv_cache_config
+
+    def vllm_pair(self, bucket, latent=False, **extra):
+        fake = fake_vllm_base()
+        from objectcache import vllm_connector
+        self.s3.create_bucket(Bucket=bucket)
+        config, kv_cache_config = self.vllm_config(bucket, latent, **extra)
+        sched = vllm_connector.ObjectCacheVllmConnector(config, fake.KVConnectorRole.SCHEDULER,
+                                                        kv_cache_config)
+        worker = vllm_connector.ObjectCacheVllmConnector(config, fake.KVConnectorRole.WORKER,
+                                                         kv_cache_config)
+        return fake, sched, worker
+
+    def vllm_step(self, sched, worker, caches, new=(), cached=None, scheduled=None):
+        """One engine step as vLLM's current source runs it: the metadata, then start_load_kv
+        before the forward only when a load is synchronous, else after it (#53333); the hooks
+        in every attention layer; wait_for_save."""
+        from types import SimpleNamespace as NS
+        out = NS(scheduled_new_reqs=[NS(req_id=rid, block_ids=(blocks,)) for rid, blocks in new],
+                 scheduled_cached_reqs=cached, num_scheduled_tokens=scheduled,
+                 has_sync_kv_loads=False)
+        meta = sched.build_connector_meta(out)
+        worker.bind_connector_metadata(meta)
+        if out.has_sync_kv_loads:
+            worker.start_load_kv(None)
+        for name, cache in caches.items():
+            worker.wait_for_layer_load(name)
+            worker.save_kv_layer(name, cache, None)
+        if not out.has_sync_kv_loads:
+            worker.start_load_kv(None)
+        worker.wait_for_save()
+        worker.clear_connector_metadata()
+        return out
+
+    def vllm_request(self, sched, rid, prompt):
+        from types import SimpleNamespace as NS
+        req = NS(request_id=rid, prompt_token_ids=prompt, lora_request=None, cache_salt=None)
+        matched, asynchronous = sched.get_num_new_matched_tokens(req, 0)
+        self.assertFalse(asynchronous)
+        # Asked again (vLLM may), the answer is the same and no second lookup is made.
+        self.assertEqual(sched.get_num_new_matched_tokens(req, 0), (matched, False))
+        sched.update_state_after_alloc(req, None, matched)
+        return req, matched
+
+    def test_vllm_adapter_follows_the_current_contract(self):
+        fake, sched, worker = self.vllm_pair("vllm")
+        c = CONFIG
+        head_dim = c["hidden"] // c["heads"]
         layout = worker.impl.config.layout
         self.assertEqual((layout.name, layout.layers, layout.kv_heads, layout.head_dim,
                           layout.dtype), ("tiny-llama/tp2.1", c["layers"], c["kv_heads"],
                                           head_dim, "fp32"))
+        cls = type(worker)
+        self.assertIsNone(cls.get_required_kvcache_layout(None))
+        self.assertTrue(cls.requires_piecewise_for_cudagraph({}))
+        self.assertFalse(worker.requires_kv_delivery)
         g = torch.Generator().manual_seed(8)
         caches = {f"model.layers.{i}.self_attn.attn": torch.randn(
-            16, 2, 16, c["kv_heads"], head_dim, generator=g) for i in range(c["layers"])}
+            24, 2, 16, c["kv_heads"], head_dim, generator=g) for i in range(c["layers"])}
         with self.assertRaisesRegex(ValueError, "num_blocks, 2, block_size"):
-            worker.register_kv_caches({"x": torch.empty(2, 16, 16, c["kv_heads"], head_dim)})
-        worker.register_kv_caches(caches)
+            worker.register_kv_caches({f"model.layers.{i}.a": torch.empty(
+                2, 24, 16, c["kv_heads"], head_dim) for i in range(c["layers"])})
+        # A draft model's layer beyond the layout is not served, and its hooks do nothing.
+        worker.register_kv_caches({**caches, "model.layers.99.self_attn.attn": torch.empty(0)})
+        worker.wait_for_layer_load("model.layers.99.self_attn.attn")
 
-        def step(rid, block_ids):
-            req = NS(request_id=rid, prompt_token_ids=self.prompt, lora_request=None,
-                     cache_salt=None)
-            matched, asynchronous = sched.get_num_new_matched_tokens(req, 0)
-            sched.update_state_after_alloc(req, NS(), matched)
-            meta = sched.build_connector_meta(NS(
-                scheduled_new_reqs=[NS(req_id=rid, block_ids=(block_ids,))],
-                num_scheduled_tokens={rid: len(self.prompt) - matched}))
-            self.assertIsInstance(meta, fake.KVConnectorMetadata)
-            worker.bind_connector_metadata(meta)
-            worker.start_load_kv(None)
-            for name, cache in caches.items():
-                worker.wait_for_layer_load(name)
-                worker.save_kv_layer(name, cache, None)
-            worker.wait_for_save()
-            worker.clear_connector_metadata()
-            sched.request_finished(req, block_ids)
-            return matched
-
-        self.assertEqual(step("a", list(range(6))), 0)  # computes and saves chunks 0..5
+        # Request a: a cold prompt over two steps (chunked prefill); in neither step is a load
+        # synchronous, so start_load_kv comes after the forward, and both steps' chunks are saved.
+        from types import SimpleNamespace as NS
+        a, matched = self.vllm_request(sched, "a", self.prompt)
+        self.assertEqual(matched, 0)
+        self.vllm_step(sched, worker, caches, new=[("a", list(range(3)))], scheduled={"a": 48})
+        self.vllm_step(sched, worker, caches, scheduled={"a": 48}, cached=NS(
+            req_ids=["a"], new_block_ids=[([3, 4, 5],)], num_computed_tokens=[48],
+            resumed_req_ids=set()))
+        sched.request_finished(a, list(range(6)))
+        self.assertEqual(sched.impl._sched, {})  # nothing kept for a finished request
         worker.impl.flush()
-        self.assertEqual(step("b", list(range(10, 16))), 80)  # the last token is computed
+        self.assertEqual(worker.impl.client.stats()["stored"], 6)
+
+        # Request b: the same prompt into other blocks: 5 chunks load (the last token is
+        # computed), in a step whose load is synchronous.
+        b, matched = self.vllm_request(sched, "b", self.prompt)
+        self.assertEqual(matched, 80)
+        out = self.vllm_step(sched, worker, caches, new=[("b", list(range(10, 16)))],
+                             scheduled={"b": 16})
+        self.assertTrue(out.has_sync_kv_loads)
         for cache in caches.values():
             self.assertTrue(torch.equal(cache[10:15], cache[0:5]))
+        # Preempted and resumed into yet other blocks: its prefix loads again.
+        sched.update_state_after_alloc(b, None, 80)
+        self.vllm_step(sched, worker, caches, scheduled={"b": 16}, cached=NS(
+            req_ids=["b"], new_block_ids=[([17, 18, 19, 20, 21, 22],)], num_computed_tokens=[0],
+            resumed_req_ids={"b"}))
+        for cache in caches.values():
+            self.assertTrue(torch.equal(cache[17:22], cache[0:5]))
         self.assertEqual(worker.get_block_ids_with_load_errors(), set())
+        sched.request_finished(b, [])
+        worker.shutdown()
+
+    def test_vllm_adapter_on_cuda_caches_in_every_layout(self):
+        # CUDA tensors standing on the emulated device, in each layout vLLM allocates; request
+        # a saves, request b loads its prefix into other blocks, no other block touched.
+        c = CONFIG
+        head_dim = c["hidden"] // c["heads"]
+        h, blocks = c["kv_heads"], 24
+        layouts = {  # name: (latent, memory shape, view of it as vLLM's logical layer shape)
+            "flash_attn": (False, (2, blocks, 16, h, head_dim), lambda t: t),
+            "flashinfer": (False, (blocks, 2, 16, h, head_dim), lambda t: t),
+            "flashinfer_hnd": (False, (blocks, 2, h, 16, head_dim), lambda t: t.transpose(2, 3)),
+            "packed_nhd": (False, (blocks, 16, h, 2 * head_dim), lambda t: t.transpose(1, 2)),
+            "mla": (True, (blocks, 16, 2 * head_dim), lambda t: t),
+            "mla_4d": (True, (blocks, 1, 16, 2 * head_dim), lambda t: t),
+        }
+        for name, (latent, shape, view) in layouts.items():
+            dev = objectcache.Device("emulated", copy_delay_ms=0.2)
+            fake, sched, worker = self.vllm_pair("vllm-" + name.replace("_", "-"), latent,
+                                                 device=dev, staging_layers=2)
+            memory = [CudaStandIn.empty(dev, shape, torch.float32) for _ in range(c["layers"])]
+            caches = {f"model.layers.{i}.self_attn.attn": CudaStandIn(view(m.host))
+                      for i, m in enumerate(memory)}
+            g = torch.Generator().manual_seed(3)
+            for m in memory:
+                m.host.copy_(torch.randn(*shape, generator=g))
+            worker.register_kv_caches(caches)
+            before = [m.host.clone() for m in memory]
+            a, _ = self.vllm_request(sched, "a", self.prompt)
+            self.vllm_step(sched, worker, caches, new=[("a", [5, 6, 7, 8, 9, 10])],
+                           scheduled={"a": len(self.prompt)})
+            sched.request_finished(a, [])
+            worker.impl.flush()
+            b, matched = self.vllm_request(sched, "b", self.prompt)
+            self.assertEqual(matched, 80, name)
+            self.vllm_step(sched, worker, caches, new=[("b", [20, 1, 14, 3, 22, 0])],
+                           scheduled={"b": 16})
+            self.assertEqual(worker.get_block_ids_with_load_errors(), set(), name)
+            for i, cache in enumerate(caches.values()):
+                t = cache.host
+                block = (lambda t, k: t[:, k]) if name == "flash_attn" else (lambda t, k: t[k])
+                for src, dst in zip([5, 6, 7, 8, 9], [20, 1, 14, 3, 22]):
+                    self.assertTrue(torch.equal(block(t, dst), block(t, src)), (name, i, dst))
+                changed = {20, 1, 14, 3, 22}
+                orig = view(before[i])
+                for k in range(blocks):
+                    if k not in changed:
+                        self.assertTrue(torch.equal(block(t, k), block(orig, k)), (name, i, k))
+            worker.shutdown()
 
 
 def load(python_dir):

@@ -8,7 +8,15 @@ with exactly vLLM's call names; objects from the engine are read by duck typing:
 - a request has `request_id`, `prompt_token_ids`, and optionally `lora_name` (or vLLM's
   `lora_request.lora_name`) and `cache_salt`;
 - blocks are the request's KV block ids, in order (vLLM: `blocks.get_block_ids()[0]`);
-- a scheduler output lists the newly scheduled requests with their blocks (`NewRequest`).
+- a scheduler output lists the newly scheduled requests with their blocks (`NewRequest`) and
+  the requests scheduled before (`CachedRequest`: a later chunk of a long prompt, or a preempted
+  request resumed with new blocks).
+
+KV caches are CPU tensors of [num_blocks, 2, block_size, kv_heads, head_dim] (the host path), or
+CUDA tensors in any layout `cache_order` recognises (the device path, docs/gpu.md). Every hook
+catches every failure: a load that fails is reported as blocks to recompute
+(`get_block_ids_with_load_errors`), a save that fails is dropped; the engine never sees an
+exception from a hook.
 
 The reference engine (objectcache.engine) drives its prefix caching through these calls only;
 objectcache.vllm_connector registers the same class with vLLM.
@@ -45,6 +53,8 @@ class ConnectorConfig:
     dram_tier_bytes: int = 0
     write_behind_bytes: int = 256 << 20
     timeout: float = 60.0
+    device: object = None              # an objectcache.Device for CUDA caches (None: their GPU)
+    staging_layers: int = 4            # pinned staging of a device load or save, in layers
 
     @property
     def tokens_per_chunk(self) -> int:
@@ -64,11 +74,21 @@ class NewRequest:
 
 
 @dataclass
+class CachedRequest:
+    """A request scheduled in an earlier step (vLLM's scheduled_cached_reqs)."""
+    request_id: str
+    new_block_ids: list[int]     # appended to its blocks; for a resumed request, all of them
+    num_computed_tokens: int     # tokens the engine has for it before this step
+    resumed: bool = False        # preempted and scheduled again: its prefix is loaded again
+
+
+@dataclass
 class SchedulerOutput:
     scheduled_new_reqs: list[NewRequest]
     # Prompt tokens each request computes in this step (vLLM's num_scheduled_tokens); None: the
     # whole rest of the prompt. Only chunks computed by the end of the step are saved.
     num_scheduled_tokens: dict[str, int] | None = None
+    scheduled_cached_reqs: list[CachedRequest] = field(default_factory=list)
 
 
 @dataclass
@@ -78,7 +98,7 @@ class RequestMeta:
     first_chunk: int             # chunks before it are in the engine's own prefix cache
     load_keys: list[bytes]       # chunks first_chunk.. of the prompt, loaded into load_blocks
     load_blocks: list[int]
-    save_keys: list[bytes]       # the chunks this step computes, saved from save_blocks
+    save_keys: list[bytes]       # the chunks this step completes, saved from save_blocks
     save_blocks: list[int]
 
 
@@ -86,12 +106,56 @@ class RequestMeta:
 class ConnectorMetadata:
     requests: list[RequestMeta] = field(default_factory=list)
 
+    @property
+    def has_loads(self) -> bool:
+        return any(r.load_keys for r in self.requests)
+
+
+@dataclass
+class _Scheduled:
+    """The scheduler side's state of one request, from its allocation to its end."""
+    keys: list[bytes]
+    prompt_tokens: int
+    local: int                   # tokens the engine had itself when the load was decided
+    external: int                # tokens loaded from ObjectCache
+    load_pending: bool           # the load is still to be sent to the workers
+    done: int                    # chunks the cache has or will have: local, loaded or saved
+    blocks: list[int] = field(default_factory=list)
+
 
 def _adapter(request) -> str | None:
     name = getattr(request, "lora_name", None)
     if name is None and getattr(request, "lora_request", None) is not None:
         name = request.lora_request.lora_name
     return name
+
+
+def _is_cuda(tensor) -> bool:
+    device = getattr(tensor, "device", None)
+    return getattr(device, "type", "cpu") == "cuda"
+
+
+def cache_order(shape, layout: Layout) -> str:
+    """The dimensions of one layer's paged cache, named for the device path (docs/gpu.md), from
+    its logical shape: FLASH_ATTN's (2, B, N, H, D), FlashInfer's and Triton's (B, 2, N, H, D),
+    K and V packed per token and head (B, H, N, 2D), MLA's (B, N, C) and (B, 1, N, C)."""
+    shape = tuple(shape)
+    if layout.latent:
+        if len(shape) == 3:
+            return "BNC"
+        if len(shape) == 4 and shape[1] == 1:
+            return "B1NC"
+    elif len(shape) == 5 and shape[0] == 2:
+        return "2BNHD"
+    elif len(shape) == 5 and shape[1] == 2:
+        return "B2NHD"
+    elif len(shape) == 4 and shape[3] == 2 * layout.head_dim and shape[1] == layout.kv_heads:
+        return "BHNX"
+    raise ValueError(f"a KV cache of shape {shape} is not a layout ObjectCache knows for "
+                     f"{layout!r} (docs/gpu.md lists them)")
+
+
+_LAYER_NUMBER = re.compile(r"(?:^|\.)layers\.(\d+)\.")
 
 
 class ObjectCacheConnector:
@@ -103,16 +167,19 @@ class ObjectCacheConnector:
         self._g = g
         # scheduler side
         self._keys: dict[str, list[bytes]] = {}
-        self._computed: dict[str, int] = {}        # tokens the engine had before the lookup
-        self._pending: dict[str, tuple[int, int]] = {}  # (local tokens, external tokens)
+        self._matched: dict[str, tuple] = {}      # (args, result, num_computed_tokens)
+        self._sched: dict[str, _Scheduled] = {}
         self.lookup_errors = 0
         # worker side
         self._kv_caches: list = []
         self._layer_index: dict[str, int] = {}
+        self._order: str | None = None            # CUDA caches: their dimensions' names
         self._meta = ConnectorMetadata()
-        self._loads: dict[str, object] = {}
-        self._saves: dict[str, tuple[object, list[int]]] = {}
+        self._loads: dict[str, tuple] = {}
+        self._loads_started = False
+        self._saves: dict[str, object] = {}
         self._load_errors: dict[str, tuple[int, list[int]]] = {}  # first bad chunk, blocks
+        self.save_errors = 0
         self.save_seconds = 0.0  # time spent in save_kv_layer: the save path's forward cost
 
     def close(self) -> None:
@@ -120,9 +187,23 @@ class ObjectCacheConnector:
         self._saves.clear()
         self.client = None
 
+    def shutdown(self) -> None:
+        """Flushes what is being saved, then lets go of the client (vLLM's worker exit)."""
+        try:
+            self.flush()
+        except Exception:  # noqa: BLE001: a cache that cannot flush loses only cached KV
+            pass
+        self.close()
+
     def keys_for(self, request) -> list[bytes]:
         return chunk_keys(request.prompt_token_ids, self.config.layout, tenant=self.config.tenant,
                           adapter=_adapter(request), cache_salt=getattr(request, "cache_salt", None))
+
+    def _keys_of(self, request) -> list[bytes]:
+        rid = request.request_id
+        if rid not in self._keys:
+            self._keys[rid] = self.keys_for(request)
+        return self._keys[rid]
 
     # ---- scheduler side ----------------------------------------------------------------------
 
@@ -130,10 +211,13 @@ class ObjectCacheConnector:
                                    limit: int | None = None) -> tuple[int, bool]:
         """Prompt tokens beyond num_computed_tokens whose KV the cache has, and whether they load
         asynchronously (never: loads are layerwise, inside the forward pass). `limit` caps the
-        match in chunks (after a failed load: recompute from the first bad chunk)."""
-        keys = self.keys_for(request)
-        self._keys[request.request_id] = keys
-        self._computed[request.request_id] = num_computed_tokens
+        match in chunks (after a failed load: recompute from the first bad chunk). Asked again
+        with the same arguments, it answers from the first lookup."""
+        rid = request.request_id
+        args = (num_computed_tokens, limit)
+        if rid in self._matched and self._matched[rid][0] == args:
+            return self._matched[rid][1]
+        keys = self._keys_of(request)
         # At least the last prompt token is computed: the engine needs its logits.
         usable = min(len(keys), (len(request.prompt_token_ids) - 1) // self._g)
         if limit is not None:
@@ -142,77 +226,149 @@ class ObjectCacheConnector:
         if usable > 0:
             try:
                 hits = self.client.lookup(keys[:usable])
-            except Error:
-                self.lookup_errors += 1  # the cache is unreachable: compute everything
-        return max(0, hits * self._g - num_computed_tokens), False
+            except Exception:  # noqa: BLE001: the cache is unreachable: compute everything
+                self.lookup_errors += 1
+        result = (max(0, hits * self._g - num_computed_tokens), False)
+        self._matched[rid] = (args, result, num_computed_tokens)
+        return result
 
     def update_state_after_alloc(self, request, blocks, num_external_tokens: int):
         """Records what the scheduler accepted; the blocks come with the scheduled request."""
         rid = request.request_id
-        if rid not in self._keys:
-            self._keys[rid] = self.keys_for(request)
-        self._pending[rid] = (self._computed.get(rid, 0), num_external_tokens)
+        local = self._matched[rid][2] if rid in self._matched else 0
+        g = self._g
+        self._sched[rid] = _Scheduled(self._keys_of(request), len(request.prompt_token_ids),
+                                      local, num_external_tokens, num_external_tokens > 0,
+                                      (local + num_external_tokens) // g)
 
     def build_connector_meta(self, scheduler_output: SchedulerOutput) -> ConnectorMetadata:
         meta = ConnectorMetadata()
         scheduled = scheduler_output.num_scheduled_tokens
         for new in scheduler_output.scheduled_new_reqs:
             rid = new.request.request_id
-            if rid not in self._pending:
+            st = self._sched.get(rid)
+            if st is None:
                 continue
-            local, external = self._pending.pop(rid)
-            keys, blocks, g = self._keys[rid], list(new.block_ids), self._g
-            first, loaded = local // g, external // g
-            computed = local + external
-            done = len(keys) * g if scheduled is None else computed + scheduled.get(rid, 0)
-            # Save only chunks whose every token is computed by the end of this step (a chunk
-            # saved before its KV exists would be wrong KV under a right key).
-            last = min(len(keys), len(blocks), done // g)
-            start = first + loaded
-            meta.requests.append(RequestMeta(
-                rid, first, keys[first:start], blocks[first:start], keys[start:last],
-                blocks[start:last]))
+            st.blocks = list(new.block_ids)
+            self._step(meta, rid, st, st.local + st.external, scheduled)
+        for cached in scheduler_output.scheduled_cached_reqs:
+            st = self._sched.get(cached.request_id)
+            if st is None:
+                continue
+            if cached.resumed:
+                st.blocks = list(cached.new_block_ids)
+            else:
+                st.blocks.extend(cached.new_block_ids)
+            before = cached.num_computed_tokens
+            if st.load_pending:  # resumed: what it loads counts as computed
+                before = max(before, st.local + st.external)
+            self._step(meta, cached.request_id, st, before, scheduled)
         return meta
 
+    def _step(self, meta, rid, st: _Scheduled, before: int, scheduled) -> None:
+        """One step of one request: its pending load, and the chunks the step completes."""
+        g, keys = self._g, st.keys
+        first = st.local // g
+        load_keys, load_blocks = [], []
+        if st.load_pending:
+            n = st.external // g
+            load_keys, load_blocks = keys[first:first + n], st.blocks[first:first + n]
+            st.load_pending = False
+        step = scheduled.get(rid, 0) if scheduled is not None else st.prompt_tokens - before
+        # Save only chunks whose every token is computed by the end of this step (a chunk saved
+        # before its KV exists would be wrong KV under a right key).
+        last = min(len(keys), len(st.blocks), (before + step) // g)
+        start = max(st.done, first + len(load_keys))
+        st.done = max(st.done, last)
+        if load_keys or start < last:
+            meta.requests.append(RequestMeta(rid, first, load_keys, load_blocks, keys[start:last],
+                                             st.blocks[start:last]))
+
     def request_finished(self, request, block_ids: list[int]) -> tuple[bool, dict | None]:
-        """Saves copy what they need during the forward pass, so the blocks can be freed now."""
-        for d in (self._keys, self._computed, self._pending):
+        """Saves copy what they need within their step, so the blocks can be freed now."""
+        for d in (self._keys, self._matched, self._sched):
             d.pop(request.request_id, None)
         return False, None
 
     # ---- worker side -------------------------------------------------------------------------
 
     def register_kv_caches(self, kv_caches: dict) -> None:
-        """Layer name -> the layer's paged cache [num_blocks, 2, block_size, kv_heads, head_dim],
-        in model order."""
-        self._kv_caches = list(kv_caches.values())
-        self._layer_index = {name: i for i, name in enumerate(kv_caches)}
-        if len(self._kv_caches) != self.config.layout.layers:
-            raise ValueError(f"{len(self._kv_caches)} KV caches for a layout of "
-                             f"{self.config.layout.layers} layers")
+        """Layer name -> the layer's paged cache. A layer's index comes from its name
+        (`...layers.N....`), else from the order; names beyond the layout's layers (a draft
+        model's) are not served. CPU caches: [num_blocks, 2, block_size, kv_heads, head_dim];
+        CUDA caches: any layout `cache_order` knows."""
+        layers = self.config.layout.layers
+        numbered = {}
+        for i, name in enumerate(kv_caches):
+            m = _LAYER_NUMBER.search(name)
+            numbered[name] = int(m.group(1)) if m else None
+        if any(v is None for v in numbered.values()):
+            numbered = {name: i for i, name in enumerate(kv_caches)}
+        served = {name: i for name, i in numbered.items() if i < layers}
+        if sorted(served.values()) != list(range(layers)):
+            raise ValueError(f"{len(served)} KV caches for a layout of {layers} layers")
+        self._layer_index = served
+        self._kv_caches = [None] * layers
+        for name, i in served.items():
+            self._kv_caches[i] = kv_caches[name]
+        first, lay = self._kv_caches[0], self.config.layout
+        if _is_cuda(first):
+            self._order = cache_order(first.shape, lay)
+            return
+        self._order = None
+        want = (2, lay.tokens_per_chunk, lay.kv_heads, lay.head_dim)
+        if lay.latent or first.dim() != 5 or tuple(first.shape[1:]) != want:
+            raise ValueError(f"a CPU KV cache of shape {tuple(first.shape)}; CPU caches are "
+                             f"[num_blocks, 2, block_size = {lay.tokens_per_chunk}, kv_heads, "
+                             "head_dim] (CUDA caches may have any layout docs/gpu.md lists)")
 
     def bind_connector_metadata(self, meta: ConnectorMetadata) -> None:
+        """The step's plan; its saves open here, so save_kv_layer finds them whenever the engine
+        starts its loads (vLLM starts them after the forward in steps without any)."""
         self._meta = meta
+        self._loads_started = False
+        for r in meta.requests:
+            if not r.save_keys:
+                continue
+            try:
+                if self._order is not None:
+                    save = self.client.save_from_device(
+                        r.save_keys, self._kv_caches, r.save_blocks, order=self._order,
+                        device=self.config.device, staging_layers=self.config.staging_layers)
+                else:
+                    save = self.client.start_save(r.save_keys)
+                self._saves[r.request_id] = (save, r.save_blocks)
+            except Exception:  # noqa: BLE001: not saving costs a later recompute, nothing else
+                self.save_errors += 1
 
     def clear_connector_metadata(self) -> None:
         self._meta = ConnectorMetadata()
         self._loads.clear()
+        self._loads_started = False
 
-    def start_load_kv(self, forward_context, **kwargs) -> None:
-        """Starts each request's layerwise retrieval into its blocks and each save; returns at
-        once."""
+    def start_load_kv(self, forward_context=None, **kwargs) -> None:
+        """Starts each request's layerwise retrieval into its blocks; returns at once."""
+        self._start_loads()
+
+    def _start_loads(self) -> None:
+        if self._loads_started:
+            return
+        self._loads_started = True
         for r in self._meta.requests:
-            if r.save_keys:
-                save = self.client.start_save(r.save_keys)
-                self._saves[r.request_id] = (save, r.save_blocks)
             if not r.load_keys:
                 continue
             try:
-                retrieval = self.client.retrieve_layerwise(
-                    r.load_keys, len(self._kv_caches), self._kv_caches, mode=self.config.mode,
-                    block_table=r.load_blocks)
+                if self._order is not None:
+                    retrieval = self.client.retrieve_to_device(
+                        r.load_keys, len(self._kv_caches), self._kv_caches, r.load_blocks,
+                        order=self._order, mode=self.config.mode, device=self.config.device,
+                        staging_layers=self.config.staging_layers)
+                else:
+                    retrieval = self.client.retrieve_layerwise(
+                        r.load_keys, len(self._kv_caches), self._kv_caches,
+                        mode=self.config.mode, block_table=r.load_blocks)
                 hits = retrieval.hits
-            except Error as e:
+            except Exception as e:  # noqa: BLE001: whatever failed, the prefix is recomputed
                 self._fail(r, e)
                 continue
             if hits < len(r.load_keys):  # a chunk went missing since the lookup
@@ -221,29 +377,53 @@ class ObjectCacheConnector:
             self._loads[r.request_id] = (retrieval, r)
 
     def wait_for_layer_load(self, layer_name: str) -> None:
-        layer = self._layer_index[layer_name]
+        """The layer's KV is in its blocks (on a GPU: the current stream waits for its copy)."""
+        layer = self._layer_index.get(layer_name)
+        if layer is None:
+            return  # not a layer this connector serves
+        self._start_loads()  # an engine that runs the forward first still gets its loads
+        device = self._order is not None and not getattr(self.config.device, "emulated", False)
         for rid, (retrieval, r) in list(self._loads.items()):
             try:
-                retrieval.wait_for_layer(layer)
-            except Error as e:
+                if device:
+                    retrieval.stream_wait_for_layer(layer)
+                else:
+                    retrieval.wait_for_layer(layer)
+            except Exception as e:  # noqa: BLE001
                 self._fail(r, e)
                 del self._loads[rid]
 
     def save_kv_layer(self, layer_name: str, kv_layer, attn_metadata, **kwargs) -> None:
+        layer = self._layer_index.get(layer_name)
+        if layer is None:
+            return
         start = time.perf_counter()
-        layer = self._layer_index[layer_name]
-        for save, blocks in self._saves.values():
-            save.save_layer(layer, kv_layer, block_ids=blocks)
+        for rid, (save, blocks) in list(self._saves.items()):
+            try:
+                if self._order is not None:
+                    save.save_layer(layer)
+                else:
+                    save.save_layer(layer, kv_layer, block_ids=blocks)
+            except Exception:  # noqa: BLE001: the save is dropped; its chunks are recomputed
+                self.save_errors += 1
+                del self._saves[rid]
         self.save_seconds += time.perf_counter() - start
 
     def wait_for_save(self) -> None:
-        """Each layer was copied when handed over: nothing to wait for; the chunks are sealed and
-        stored by the client's write-behind thread."""
+        """Host caches: each layer was copied when handed over. Device caches: waits until
+        every layer is off the GPU, so the step's blocks may be reused. The chunks are then
+        sealed and stored by the client's write-behind thread."""
+        for save, _ in self._saves.values():
+            if self._order is not None:
+                try:
+                    save.wait()
+                except Exception:  # noqa: BLE001
+                    self.save_errors += 1
         self._saves.clear()
 
     def get_finished(self, finished_req_ids: set[str]) -> tuple[set[str] | None,
                                                                 set[str] | None]:
-        return None, None  # no transfer outlives its forward pass
+        return None, None  # no transfer outlives its step
 
     # Load failures (vLLM reports them as blocks with load errors; the scheduler then
     # recomputes from there).
@@ -265,11 +445,11 @@ class ObjectCacheConnector:
     def _load_error(self, r: RequestMeta, first_bad: int) -> None:
         self._load_errors[r.request_id] = (r.first_chunk + first_bad, r.load_blocks[first_bad:])
 
-    def _fail(self, r: RequestMeta, error: Error) -> None:
+    def _fail(self, r: RequestMeta, error: Exception) -> None:
         # A damaged chunk is named in the error; everything from it on is recomputed. Otherwise
-        # (a server gone, a layer frame damaged in flight) the whole prefix is.
+        # (a server gone, a layer frame damaged in flight, a bad tensor) the whole prefix is.
         first_bad = 0
-        named = set(re.findall(r"\b[0-9a-f]{32}\b", error.message))
+        named = set(re.findall(r"\b[0-9a-f]{32}\b", str(getattr(error, "message", error))))
         for i, key in enumerate(r.load_keys):
             if key.hex() in named:
                 first_bad = i

@@ -4,16 +4,20 @@
         "kv_connector": "ObjectCacheVllmConnector",
         "kv_connector_module_path": "objectcache.vllm_connector",
         "kv_role": "kv_both",
+        "kv_load_failure_policy": "recompute",
         "kv_connector_extra_config": {"endpoints": ["http://127.0.0.1:9000"], "bucket": "kv",
                                       "access_key": "...", "secret_key": "..."}}'
 
 Everything the connector does is ObjectCacheConnector's, which the reference engine
-(objectcache.engine) drives and CI tests. This module only translates vLLM's objects: the layout
-from the model config, the role, the scheduled requests' block ids, the metadata class. vLLM
-cannot be installed on the machines this project is built on, so this adapter has not run inside
-vLLM (docs/python.md says what was and was not run). It needs vLLM's KV connector v1 API and a
-paged KV cache of [num_blocks, 2, block_size, kv_heads, head_dim] per layer (FlashInfer's);
-FlashAttention's [2, num_blocks, ...] is refused with a clear error.
+(objectcache.engine) drives and CI tests. This module translates vLLM's objects to the current
+connector contract (docs/python.md): the three-argument constructor and the geometry of
+`kv_cache_config`, the role, new and cached (resumed, later-chunk) requests, the metadata class,
+`has_sync_kv_loads` for steps that load (their loads run inside the forward, layer by layer),
+and the class-level answers vLLM asks at start-up. KV caches are read in whatever layout vLLM
+allocates (FLASH_ATTN, FlashInfer/Triton, K and V packed, MLA; any memory order): the device path
+addresses blocks by the tensors' strides. vLLM cannot be installed on the machines this project
+is built on, so this adapter runs in CI against a stand-in that follows vLLM's current source,
+not inside vLLM (docs/python.md says what was and was not run).
 """
 from __future__ import annotations
 
@@ -26,6 +30,11 @@ from vllm.distributed.kv_transfer.kv_connector.v1.base import (KVConnectorBase_V
 from . import connector as kvc
 from . import layout_for_model
 
+# vLLM's cache dtype strings and torch dtype names, as layout dtypes.
+_DTYPES = {"auto": None, "bfloat16": "bf16", "float16": "fp16", "half": "fp16", "float32": "fp32",
+           "float": "fp32", "fp8": "fp8", "fp8_e4m3": "fp8", "fp8_e5m2": "fp8", "fp8_inc": "fp8",
+           "uint8": "fp8", "float8_e4m3fn": "fp8", "float8_e5m2": "fp8"}
+
 
 class ObjectCacheVllmMetadata(KVConnectorMetadata):
     def __init__(self, meta: kvc.ConnectorMetadata):
@@ -34,24 +43,42 @@ class ObjectCacheVllmMetadata(KVConnectorMetadata):
 
 def _first_group(block_ids):
     """vLLM gives one list of block ids per KV cache group; ObjectCache serves one group."""
+    if block_ids is None:
+        return []
     if block_ids and isinstance(block_ids[0], (list, tuple)):
         if len(block_ids) != 1:
-            raise ValueError("ObjectCache serves models with one KV cache group")
+            raise ValueError("ObjectCache serves models with one KV cache group "
+                             "(run vLLM with --disable-hybrid-kv-cache-manager)")
         return list(block_ids[0])
     return list(block_ids)
 
 
-def config_from_vllm(vllm_config) -> kvc.ConnectorConfig:
+def _dtype_name(dtype) -> str:
+    text = str(dtype).removeprefix("torch.")
+    if text not in _DTYPES or _DTYPES[text] is None:
+        raise ValueError(f"no KV dtype for {dtype!r}")
+    return _DTYPES[text]
+
+
+def config_from_vllm(vllm_config, kv_cache_config=None) -> kvc.ConnectorConfig:
     extra = dict(vllm_config.kv_transfer_config.kv_connector_extra_config or {})
     model, parallel, cache = (vllm_config.model_config, vllm_config.parallel_config,
                               vllm_config.cache_config)
     dtype = model.dtype if cache.cache_dtype == "auto" else cache.cache_dtype
+    layers = model.get_num_layers(parallel)
+    kv_heads, head_size, block_size = (model.get_num_kv_heads(parallel), model.get_head_size(),
+                                       cache.block_size)
+    groups = getattr(kv_cache_config, "kv_cache_groups", None)
+    if groups:  # the geometry vLLM allocated (one group: see _first_group)
+        spec = groups[0].kv_cache_spec
+        layers = len(groups[0].layer_names)
+        kv_heads, head_size, block_size = spec.num_kv_heads, spec.head_size, spec.block_size
+        dtype = getattr(spec, "dtype", dtype)
     # Each tensor-parallel rank holds its own KV heads: its chunks are its own.
     rank = parallel.rank if hasattr(parallel, "rank") else 0
     name = f"{model.model}/tp{parallel.tensor_parallel_size}.{rank}"
-    layout = layout_for_model(name, model.get_num_layers(parallel),
-                              model.get_num_kv_heads(parallel), model.get_head_size(), dtype,
-                              tokens_per_chunk=cache.block_size,
+    layout = layout_for_model(name, layers, kv_heads, head_size, _dtype_name(dtype),
+                              tokens_per_chunk=block_size,
                               latent=bool(getattr(model, "use_mla", False)))
     endpoints = extra.pop("endpoints")
     bucket = extra.pop("bucket")
@@ -59,11 +86,41 @@ def config_from_vllm(vllm_config) -> kvc.ConnectorConfig:
                                layout, **extra)
 
 
+def _cached_requests(cached) -> list[kvc.CachedRequest]:
+    """vLLM's CachedRequestData (parallel lists) as CachedRequests."""
+    if cached is None:
+        return []
+    resumed = set(getattr(cached, "resumed_req_ids", None) or ())
+    flags = getattr(cached, "resumed_from_preemption", None)  # older vLLM: a list of flags
+    out = []
+    for i, rid in enumerate(cached.req_ids):
+        was_resumed = rid in resumed or bool(flags and flags[i])
+        out.append(kvc.CachedRequest(rid, _first_group(cached.new_block_ids[i]),
+                                     cached.num_computed_tokens[i], was_resumed))
+    return out
+
+
 class ObjectCacheVllmConnector(KVConnectorBase_V1):
-    def __init__(self, vllm_config, role):
-        super().__init__(vllm_config=vllm_config, role=role)
+    def __init__(self, vllm_config, role, kv_cache_config=None):
+        try:
+            super().__init__(vllm_config=vllm_config, role=role, kv_cache_config=kv_cache_config)
+        except TypeError:  # a vLLM from before the third argument
+            super().__init__(vllm_config=vllm_config, role=role)
         side = kvc.Role.SCHEDULER if role == KVConnectorRole.SCHEDULER else kvc.Role.WORKER
-        self.impl = kvc.ObjectCacheConnector(config_from_vllm(vllm_config), side)
+        self.impl = kvc.ObjectCacheConnector(config_from_vllm(vllm_config, kv_cache_config), side)
+
+    # ---- start-up ----
+    @classmethod
+    def get_required_kvcache_layout(cls, vllm_config):
+        return None  # any: blocks are addressed by the tensors' strides
+
+    @classmethod
+    def requires_piecewise_for_cudagraph(cls, extra_config) -> bool:
+        return True  # the layerwise hooks must run: full CUDA graphs would skip them
+
+    @property
+    def requires_kv_delivery(self) -> bool:
+        return False  # a best-effort cache: a request never waits for a save
 
     # ---- scheduler side ----
     def get_num_new_matched_tokens(self, request, num_computed_tokens):
@@ -75,18 +132,20 @@ class ObjectCacheVllmConnector(KVConnectorBase_V1):
     def build_connector_meta(self, scheduler_output):
         new = [kvc.NewRequest(SimpleNamespace(request_id=r.req_id), _first_group(r.block_ids))
                for r in scheduler_output.scheduled_new_reqs]
-        out = kvc.SchedulerOutput(new, dict(scheduler_output.num_scheduled_tokens))
-        return ObjectCacheVllmMetadata(self.impl.build_connector_meta(out))
+        out = kvc.SchedulerOutput(
+            new, dict(scheduler_output.num_scheduled_tokens),
+            _cached_requests(getattr(scheduler_output, "scheduled_cached_reqs", None)))
+        meta = self.impl.build_connector_meta(out)
+        if meta.has_loads:
+            # Loads land layer by layer inside the forward: vLLM must start them before it.
+            scheduler_output.has_sync_kv_loads = True
+        return ObjectCacheVllmMetadata(meta)
 
     def request_finished(self, request, block_ids):
         return self.impl.request_finished(request, block_ids)
 
     # ---- worker side ----
     def register_kv_caches(self, kv_caches):
-        for name, cache in kv_caches.items():
-            if cache.dim() != 5 or cache.shape[1] != 2:
-                raise ValueError(f"{name}: a KV cache of shape {tuple(cache.shape)}; ObjectCache "
-                                 "needs [num_blocks, 2, block_size, kv_heads, head_dim]")
         self.impl.register_kv_caches(kv_caches)
 
     def bind_connector_metadata(self, connector_metadata):
@@ -114,3 +173,6 @@ class ObjectCacheVllmConnector(KVConnectorBase_V1):
 
     def get_block_ids_with_load_errors(self):
         return self.impl.get_block_ids_with_load_errors()
+
+    def shutdown(self):
+        self.impl.shutdown()

@@ -85,7 +85,9 @@ PagedTensor ReadTensor(py::handle t, const KvLayout& kv, const std::string& orde
                           order + "' names " + std::to_string(order.size()));
   }
   const bool latent = kv.kind == KvKind::kLatent;
-  const std::string needed = latent ? "BNC" : "2BNHD";
+  // X: K and V packed in one dimension of 2 x head_dim (vLLM since #44455).
+  const bool packed = order.find('X') != std::string::npos;
+  const std::string needed = latent ? "BNC" : packed ? "BNHX" : "2BNHD";
   const uint64_t elem = t.attr("element_size")().cast<uint64_t>();
   std::map<char, std::pair<uint64_t, uint64_t>> dims;  // letter -> (size, stride in bytes)
   uint64_t extent = elem;                              // the last byte's offset + 1
@@ -112,7 +114,7 @@ PagedTensor ReadTensor(py::handle t, const KvLayout& kv, const std::string& orde
   if (dims.size() != needed.size()) {
     throw py::value_error("order '" + order + "' must name each of " + needed + " once");
   }
-  const char vec_dim = latent ? 'C' : 'D';
+  const char vec_dim = latent ? 'C' : packed ? 'X' : 'D';
   auto expect = [&](char c, uint64_t n, const char* name) {
     if (dims[c].first != n) {
       throw py::value_error(what + ": dimension " + std::string(1, c) + " is " +
@@ -120,9 +122,10 @@ PagedTensor ReadTensor(py::handle t, const KvLayout& kv, const std::string& orde
                             std::to_string(n));
     }
   };
-  expect(vec_dim, kv.head_dim, latent ? "latent width" : "head_dim");
+  expect(vec_dim, packed ? 2 * uint64_t{kv.head_dim} : kv.head_dim,
+         latent ? "latent width" : packed ? "2 x head_dim" : "head_dim");
   if (!latent) {
-    expect('2', 2, "K and V");
+    if (!packed) expect('2', 2, "K and V");
     expect('H', kv.num_kv_heads, "kv_heads");
   }
   if (dims[vec_dim].second != elem && kv.head_dim > 1) {
@@ -140,7 +143,7 @@ PagedTensor ReadTensor(py::handle t, const KvLayout& kv, const std::string& orde
                .block_stride = dims['B'].second,
                .token_stride = dims['N'].second,
                .head_stride = latent ? dims['C'].first * elem : dims['H'].second,
-               .kv_stride = latent ? 0 : dims['2'].second,
+               .kv_stride = latent ? 0 : packed ? kv.head_dim * elem : dims['2'].second,
                .layer_bytes = extent};
   return out;
 }
