@@ -696,16 +696,68 @@ class ConnectorTest(base.ServerCase):
             cache_config=NS(cache_dtype="auto", block_size=16))
         return config, kv_cache_config
 
-    def vllm_pair(self, bucket, latent=False, **extra):
+    def vllm_pair(self, bucket, latent=False, rank=0, **extra):
         fake = fake_vllm_base()
         from objectcache import vllm_connector
         self.s3.create_bucket(Bucket=bucket)
         config, kv_cache_config = self.vllm_config(bucket, latent, **extra)
+        # vLLM's scheduler side reports rank 0; each worker its own rank.
+        config.parallel_config.rank = 0
         sched = vllm_connector.ObjectCacheVllmConnector(config, fake.KVConnectorRole.SCHEDULER,
                                                         kv_cache_config)
+        config.parallel_config.rank = rank
         worker = vllm_connector.ObjectCacheVllmConnector(config, fake.KVConnectorRole.WORKER,
                                                          kv_cache_config)
         return fake, sched, worker
+
+    def test_vllm_tensor_parallel_ranks_keep_their_own_heads(self):
+        # Two ranks of one model save the same prompt, each its own heads; each loads its own.
+        from objectcache import vllm_connector
+        fake, sched, rank0 = self.vllm_pair("vllm-tp", rank=0)
+        config, kv_cache_config = self.vllm_config("vllm-tp")
+        config.parallel_config.rank = 1
+        rank1 = vllm_connector.ObjectCacheVllmConnector(config, fake.KVConnectorRole.WORKER,
+                                                        kv_cache_config)
+        c = CONFIG
+        g = torch.Generator().manual_seed(21)
+        caches = [{f"model.layers.{i}.self_attn.attn": torch.randn(
+            24, 2, 16, c["kv_heads"], c["hidden"] // c["heads"], generator=g)
+            for i in range(c["layers"])} for _ in range(2)]
+        workers = [rank0, rank1]
+        for w, cache in zip(workers, caches):
+            w.register_kv_caches(cache)
+
+        def step(req_id, blocks, scheduled):
+            from types import SimpleNamespace as NS
+            out = NS(scheduled_new_reqs=[NS(req_id=req_id, block_ids=(blocks,))],
+                     scheduled_cached_reqs=None, num_scheduled_tokens=scheduled,
+                     has_sync_kv_loads=False)
+            meta = sched.build_connector_meta(out)
+            for w, cache in zip(workers, caches):
+                w.bind_connector_metadata(meta)
+                w.start_load_kv(None)
+                for name, layer in cache.items():
+                    w.wait_for_layer_load(name)
+                    w.save_kv_layer(name, layer, None)
+                w.wait_for_save()
+                w.clear_connector_metadata()
+
+        a, _ = self.vllm_request(sched, "a", self.prompt)
+        step("a", list(range(6)), {"a": len(self.prompt)})
+        sched.request_finished(a, [])
+        for w in workers:
+            w.impl.flush()
+        b, matched = self.vllm_request(sched, "b", self.prompt)
+        self.assertEqual(matched, 80)
+        step("b", list(range(10, 16)), {"b": 16})
+        for w, cache in zip(workers, caches):
+            self.assertEqual(w.get_block_ids_with_load_errors(), set())
+            for layer in cache.values():
+                self.assertTrue(torch.equal(layer[10:15], layer[0:5]))
+        self.assertFalse(torch.equal(caches[0]["model.layers.0.self_attn.attn"][10:15],
+                                     caches[1]["model.layers.0.self_attn.attn"][10:15]))
+        for w in workers:
+            w.shutdown()
 
     def vllm_step(self, sched, worker, caches, new=(), cached=None, scheduled=None):
         """One engine step as vLLM's current source runs it: the metadata, then start_load_kv
@@ -744,7 +796,7 @@ class ConnectorTest(base.ServerCase):
         head_dim = c["hidden"] // c["heads"]
         layout = worker.impl.config.layout
         self.assertEqual((layout.name, layout.layers, layout.kv_heads, layout.head_dim,
-                          layout.dtype), ("tiny-llama/tp2.1", c["layers"], c["kv_heads"],
+                          layout.dtype), ("tiny-llama/tp2.0", c["layers"], c["kv_heads"],
                                           head_dim, "fp32"))
         cls = type(worker)
         self.assertIsNone(cls.get_required_kvcache_layout(None))

@@ -53,6 +53,7 @@ class ConnectorConfig:
     dram_tier_bytes: int = 0
     write_behind_bytes: int = 256 << 20
     timeout: float = 60.0
+    saves: bool = True                 # False: this worker only loads (an MLA rank but the first)
     device: object = None              # an objectcache.Device for CUDA caches (None: their GPU)
     staging_layers: int = 4            # pinned staging of a device load or save, in layers
 
@@ -100,6 +101,10 @@ class RequestMeta:
     load_blocks: list[int]
     save_keys: list[bytes]       # the chunks this step completes, saved from save_blocks
     save_blocks: list[int]
+    save_first: int = 0          # the first chunk of save_keys
+    # The prompt tokens through the last chunk named, its adapter and cache salt: a worker
+    # whose key namespace is its own (a tensor-parallel rank) derives its keys from them.
+    scope: tuple | None = None
 
 
 @dataclass
@@ -120,6 +125,7 @@ class _Scheduled:
     external: int                # tokens loaded from ObjectCache
     load_pending: bool           # the load is still to be sent to the workers
     done: int                    # chunks the cache has or will have: local, loaded or saved
+    scope: tuple                 # (prompt tokens, adapter, cache salt)
     blocks: list[int] = field(default_factory=list)
 
 
@@ -237,9 +243,12 @@ class ObjectCacheConnector:
         rid = request.request_id
         local = self._matched[rid][2] if rid in self._matched else 0
         g = self._g
-        self._sched[rid] = _Scheduled(self._keys_of(request), len(request.prompt_token_ids),
-                                      local, num_external_tokens, num_external_tokens > 0,
-                                      (local + num_external_tokens) // g)
+        tokens = list(request.prompt_token_ids)
+        self._sched[rid] = _Scheduled(self._keys_of(request), len(tokens), local,
+                                      num_external_tokens, num_external_tokens > 0,
+                                      (local + num_external_tokens) // g,
+                                      (tokens, _adapter(request),
+                                       getattr(request, "cache_salt", None)))
 
     def build_connector_meta(self, scheduler_output: SchedulerOutput) -> ConnectorMetadata:
         meta = ConnectorMetadata()
@@ -281,8 +290,11 @@ class ObjectCacheConnector:
         start = max(st.done, first + len(load_keys))
         st.done = max(st.done, last)
         if load_keys or start < last:
+            end = max(first + len(load_keys), last)
+            tokens, adapter, salt = st.scope
             meta.requests.append(RequestMeta(rid, first, load_keys, load_blocks, keys[start:last],
-                                             st.blocks[start:last]))
+                                             st.blocks[start:last], start,
+                                             (tokens[:end * g], adapter, salt)))
 
     def request_finished(self, request, block_ids: list[int]) -> tuple[bool, dict | None]:
         """Saves copy what they need within their step, so the blocks can be freed now."""
@@ -328,7 +340,9 @@ class ObjectCacheConnector:
         self._meta = meta
         self._loads_started = False
         for r in meta.requests:
-            if not r.save_keys:
+            self._own_keys(r)
+        for r in meta.requests:
+            if not r.save_keys or not self.config.saves:
                 continue
             try:
                 if self._order is not None:
@@ -340,6 +354,17 @@ class ObjectCacheConnector:
                 self._saves[r.request_id] = (save, r.save_blocks)
             except Exception:  # noqa: BLE001: not saving costs a later recompute, nothing else
                 self.save_errors += 1
+
+    def _own_keys(self, r: RequestMeta) -> None:
+        """The request's keys in this worker's namespace (its layout's name: a tensor-parallel
+        rank's is its own), from the tokens the scheduler sent."""
+        if r.scope is None:
+            return
+        tokens, adapter, salt = r.scope
+        keys = chunk_keys(tokens, self.config.layout, tenant=self.config.tenant, adapter=adapter,
+                          cache_salt=salt)
+        r.load_keys = keys[r.first_chunk:r.first_chunk + len(r.load_keys)]
+        r.save_keys = keys[r.save_first:r.save_first + len(r.save_keys)]
 
     def clear_connector_metadata(self) -> None:
         self._meta = ConnectorMetadata()

@@ -74,16 +74,19 @@ def config_from_vllm(vllm_config, kv_cache_config=None) -> kvc.ConnectorConfig:
         layers = len(groups[0].layer_names)
         kv_heads, head_size, block_size = spec.num_kv_heads, spec.head_size, spec.block_size
         dtype = getattr(spec, "dtype", dtype)
-    # Each tensor-parallel rank holds its own KV heads: its chunks are its own.
+    # Each tensor-parallel rank holds its own KV heads: its chunks are its own (the workers
+    # derive their keys in their own namespace from the scheduler's tokens). MLA latents are the
+    # same on every rank: one namespace, written by the first rank only.
     rank = parallel.rank if hasattr(parallel, "rank") else 0
-    name = f"{model.model}/tp{parallel.tensor_parallel_size}.{rank}"
+    latent = bool(getattr(model, "use_mla", False))
+    name = (f"{model.model}/mla" if latent
+            else f"{model.model}/tp{parallel.tensor_parallel_size}.{rank}")
     layout = layout_for_model(name, layers, kv_heads, head_size, _dtype_name(dtype),
-                              tokens_per_chunk=block_size,
-                              latent=bool(getattr(model, "use_mla", False)))
+                              tokens_per_chunk=block_size, latent=latent)
     endpoints = extra.pop("endpoints")
     bucket = extra.pop("bucket")
     return kvc.ConnectorConfig(endpoints if isinstance(endpoints, list) else [endpoints], bucket,
-                               layout, **extra)
+                               layout, saves=not latent or rank == 0, **extra)
 
 
 def _cached_requests(cached) -> list[kvc.CachedRequest]:
