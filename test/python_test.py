@@ -844,6 +844,12 @@ class ConnectorTest(base.ServerCase):
             self.assertTrue(torch.equal(cache[17:22], cache[0:5]))
         self.assertEqual(worker.get_block_ids_with_load_errors(), set())
         sched.request_finished(b, [])
+        # The same tokens behind an image, or a prompt of embeddings: nothing is shared.
+        image = NS(request_id="c", prompt_token_ids=self.prompt, lora_request=None,
+                   cache_salt=None, mm_features=[NS(identifier="img-1")])
+        self.assertEqual(sched.get_num_new_matched_tokens(image, 0), (0, False))
+        embeds = NS(request_id="d", prompt_token_ids=None, lora_request=None, cache_salt=None)
+        self.assertEqual(sched.get_num_new_matched_tokens(embeds, 0), (0, False))
         worker.shutdown()
 
     def test_vllm_adapter_on_cuda_caches_in_every_layout(self):

@@ -28,6 +28,7 @@ needs the last token's logits.
 from __future__ import annotations
 
 import enum
+import hashlib
 import re
 import time
 from dataclasses import dataclass, field
@@ -136,6 +137,19 @@ def _adapter(request) -> str | None:
     return name
 
 
+def _salt(request) -> str | None:
+    """The request's cache salt, with the identifiers of its multimodal inputs (vLLM's
+    mm_features): two images behind the same placeholder tokens never share KV. (Conservative:
+    the tokens before the first image are not shared with text-only prompts either.)"""
+    salt = getattr(request, "cache_salt", None)
+    features = getattr(request, "mm_features", None) or ()
+    ids = [str(getattr(f, "identifier", f)) for f in features]
+    if not ids:
+        return salt
+    digest = hashlib.sha256("\x00".join(ids).encode()).hexdigest()
+    return (salt or "") + "\x00mm:" + digest
+
+
 def _is_cuda(tensor) -> bool:
     device = getattr(tensor, "device", None)
     return getattr(device, "type", "cpu") == "cuda"
@@ -202,13 +216,20 @@ class ObjectCacheConnector:
         self.close()
 
     def keys_for(self, request) -> list[bytes]:
+        """No keys for a prompt given as embeddings (no token ids)."""
+        if request.prompt_token_ids is None:
+            return []
         return chunk_keys(request.prompt_token_ids, self.config.layout, tenant=self.config.tenant,
-                          adapter=_adapter(request), cache_salt=getattr(request, "cache_salt", None))
+                          adapter=_adapter(request), cache_salt=_salt(request))
 
     def _keys_of(self, request) -> list[bytes]:
         rid = request.request_id
         if rid not in self._keys:
-            self._keys[rid] = self.keys_for(request)
+            try:
+                self._keys[rid] = self.keys_for(request)
+            except Exception:  # noqa: BLE001: a request the cache cannot name is computed
+                self.lookup_errors += 1
+                self._keys[rid] = []
         return self._keys[rid]
 
     # ---- scheduler side ----------------------------------------------------------------------
@@ -225,7 +246,7 @@ class ObjectCacheConnector:
             return self._matched[rid][1]
         keys = self._keys_of(request)
         # At least the last prompt token is computed: the engine needs its logits.
-        usable = min(len(keys), (len(request.prompt_token_ids) - 1) // self._g)
+        usable = min(len(keys), (len(request.prompt_token_ids or ()) - 1) // self._g)
         if limit is not None:
             usable = min(usable, limit)
         hits = 0
@@ -243,12 +264,11 @@ class ObjectCacheConnector:
         rid = request.request_id
         local = self._matched[rid][2] if rid in self._matched else 0
         g = self._g
-        tokens = list(request.prompt_token_ids)
+        tokens = list(request.prompt_token_ids or ())
         self._sched[rid] = _Scheduled(self._keys_of(request), len(tokens), local,
                                       num_external_tokens, num_external_tokens > 0,
                                       (local + num_external_tokens) // g,
-                                      (tokens, _adapter(request),
-                                       getattr(request, "cache_salt", None)))
+                                      (tokens, _adapter(request), _salt(request)))
 
     def build_connector_meta(self, scheduler_output: SchedulerOutput) -> ConnectorMetadata:
         meta = ConnectorMetadata()
