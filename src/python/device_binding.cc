@@ -123,7 +123,9 @@ PagedTensor ReadTensor(py::handle t, const KvLayout& kv, const std::string& orde
     }
   };
   expect(vec_dim, packed ? 2 * uint64_t{kv.head_dim} : kv.head_dim,
-         latent ? "latent width" : packed ? "2 x head_dim" : "head_dim");
+         latent   ? "latent width"
+         : packed ? "2 x head_dim"
+                  : "head_dim");
   if (!latent) {
     if (!packed) expect('2', 2, "K and V");
     expect('H', kv.num_kv_heads, "kv_heads");
@@ -143,7 +145,9 @@ PagedTensor ReadTensor(py::handle t, const KvLayout& kv, const std::string& orde
                .block_stride = dims['B'].second,
                .token_stride = dims['N'].second,
                .head_stride = latent ? dims['C'].first * elem : dims['H'].second,
-               .kv_stride = latent ? 0 : packed ? kv.head_dim * elem : dims['2'].second,
+               .kv_stride = latent   ? 0
+                            : packed ? kv.head_dim * elem
+                                     : dims['2'].second,
                .layer_bytes = extent};
   return out;
 }

@@ -74,7 +74,8 @@ class PyDeviceSave {
 
 // Reads one paged cache tensor per layer (`expect` of them) whose dimensions are named by
 // `order` ("2BNHD" for FLASH_ATTN, "B2NHD" FlashInfer, "B2HND", "BHNX" with K and V packed in
-// X = 2 x head_dim, "BNC" or "B1NC" for MLA; see docs/gpu.md), on a CUDA device (the emulated one standing in when `device` is given).
+// X = 2 x head_dim, "BNC" or "B1NC" for MLA; see docs/gpu.md), on a CUDA device (the emulated one
+// standing in when `device` is given).
 DeviceCaches ReadDeviceCaches(py::handle caches, size_t expect, const KvLayout& kv,
                               const std::string& order, py::iterable block_ids,
                               uint64_t first_token, py::object device, bool writable);
