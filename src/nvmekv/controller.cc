@@ -152,6 +152,11 @@ class Controller::Impl {
   std::optional<Command> PollOnce() {
     uint32_t cc = mem_.Register32(reg::kCc).load(std::memory_order_acquire);
     bool enable = cc & reg::kCcEnable;
+    if (host_failed_ && enabled_) {  // a host that broke its queues gets nothing more done
+      enabled_ = false;
+      fatal_ = true;
+      MarkFatal();  // again on the leader, which alone writes CSTS otherwise
+    }
     if (enable && !enabled_ && !fatal_) {
       Enable(cc);
     } else if (!enable && (enabled_ || fatal_)) {
@@ -188,9 +193,10 @@ class Controller::Impl {
   std::optional<SubmissionEntry> Fetch(SubmissionQueue& sq) {
     uint32_t tail =
         mem_.Register32(SqTailDoorbell(sq.qid, kDoorbellStride)).load(std::memory_order_acquire);
-    if (tail >= sq.entries) {
+    if (tail >= sq.entries) {  // the host broke its queue: the fatal status until it resets
       if (tail != sq.last_bad_tail) counters_.bad_doorbells.fetch_add(1);
       sq.last_bad_tail = tail;
+      FailHost();
       return std::nullopt;
     }
     uint32_t head = sq.head.load(std::memory_order_relaxed);
@@ -201,19 +207,29 @@ class Controller::Impl {
     return e;
   }
 
-  // Posts a completion for command `cid` of `sq`, waiting while its completion queue is full
-  // (dropped when the controller stops or resets meanwhile: no one is waiting for it then).
+  // Posts a completion for command `cid` of `sq`, waiting while its completion queue is full:
+  // at most opt_.completion_timeout, and never past a stop, a reset or the host's disable
+  // (CC.EN = 0). A host that does not drain its queue in that time, or whose head doorbell is
+  // outside the queue, gets the controller's fatal status; the completion is dropped. Nothing a
+  // host writes can hold a worker, or the leader on the admin queue, for longer.
   void Post(SubmissionQueue& sq, uint16_t cid, const Outcome& o) {
     if (!o.status.ok()) counters_.errors.fetch_add(1);
     CompletionQueue& cq = *sq.cq;
     std::unique_lock l(cq.mu);
+    const auto deadline = Clock::now() + opt_.completion_timeout;
     for (;;) {
       uint32_t head =
           mem_.Register32(CqHeadDoorbell(cq.qid, kDoorbellStride)).load(std::memory_order_acquire);
-      if (head < cq.entries && (cq.tail + 1) % cq.entries != head) break;
-      if (stopping_ || resetting_) return;
+      if (head >= cq.entries) {
+        counters_.bad_doorbells.fetch_add(1);
+        return FailHost();
+      }
+      if ((cq.tail + 1) % cq.entries != head) break;
+      const uint32_t cc = mem_.Register32(reg::kCc).load(std::memory_order_acquire);
+      if (stopping_ || resetting_ || host_failed_ || !(cc & reg::kCcEnable)) return;
+      if (Clock::now() >= deadline) return FailHost();
       l.unlock();
-      std::this_thread::yield();
+      std::this_thread::sleep_for(std::chrono::microseconds(20));
       l.lock();
     }
     CompletionEntry* slot = cq.base + cq.tail;
@@ -286,6 +302,18 @@ class Controller::Impl {
 
   // CC.EN 1 -> 0: every queue goes; in-flight commands finish first (their completions are
   // dropped if they would have to wait for room).
+  // The host broke its side of a queue: the controller's fatal status (CSTS.CFS) until the host
+  // resets it; no command is fetched meanwhile.
+  void FailHost() {
+    if (host_failed_.exchange(true)) return;
+    counters_.host_failures.fetch_add(1);
+    MarkFatal();
+  }
+  void MarkFatal() {
+    SharedWord<uint32_t> csts = mem_.Register32(reg::kCsts);
+    csts.store(csts.load(std::memory_order_acquire) | reg::kCstsFatal, std::memory_order_release);
+  }
+
   void Reset() {
     resetting_ = true;
     WaitIdle();
@@ -294,6 +322,7 @@ class Controller::Impl {
     active_.clear();
     next_ = 0;
     enabled_ = fatal_ = shut_down_ = false;
+    host_failed_ = false;
     granted_io_queues_ = opt_.max_io_queues;
     queues_created_ = false;
     delete_missing_fails_ = false;
@@ -623,6 +652,7 @@ class Controller::Impl {
   std::vector<std::thread> workers_;
   std::atomic<int> in_flight_{0};
   std::atomic<bool> resetting_{false};
+  std::atomic<bool> host_failed_{false};  // set by FailHost, cleared by Reset
 
   // The leader's state: only the thread that is leader touches it (the hand-off through mu_
   // orders one leader's writes before the next's reads).

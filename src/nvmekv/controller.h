@@ -40,13 +40,18 @@ struct ControllerOptions {
   std::chrono::microseconds busy_poll{1000};
   std::chrono::microseconds poll_interval{10};
   std::chrono::microseconds max_poll_interval{1000};
+  // A completion queue full for this long (its host does not read its completions) puts the
+  // controller in its fatal status, as does a completion queue head doorbell outside the queue:
+  // the completion is dropped and the host must reset (CC.EN = 0), which always completes.
+  std::chrono::milliseconds completion_timeout{2000};
 };
 
 struct ControllerCounters {
   std::atomic<uint64_t> io_commands{0};
   std::atomic<uint64_t> admin_commands{0};
   std::atomic<uint64_t> errors{0};         // completions with a status other than success
-  std::atomic<uint64_t> bad_doorbells{0};  // doorbell values outside their queue (ignored)
+  std::atomic<uint64_t> bad_doorbells{0};  // doorbell values outside their queue
+  std::atomic<uint64_t> host_failures{0};  // fatal statuses for a host that broke its queues
   std::atomic<uint64_t> enables{0};        // CC.EN 0 -> 1 transitions that reached ready
 };
 

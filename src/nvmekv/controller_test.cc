@@ -414,6 +414,49 @@ TEST_F(NvmeKvControllerTest, AsynchronousSubmitAndPoll) {
   EXPECT_TRUE(io().Submit(std::span(eight).first(1), one).ok());
 }
 
+// What a broken host does to its queues stays with it: the controller takes its fatal status
+// within the completion timeout, a reset always completes, and the next host is served.
+TEST_F(NvmeKvControllerTest, NoHostCanWedgeTheController) {
+  using namespace std::chrono_literals;
+  Start({.completion_timeout = 200ms}, {.timeout = 1000ms});
+  const std::string name = device_.host->memory().name();
+  auto fatal = [&] {
+    for (int i = 0; i < 500; ++i) {
+      if (host().memory().Register32(reg::kCsts).load() & reg::kCstsFatal) return true;
+      std::this_thread::sleep_for(10ms);
+    }
+    return false;
+  };
+  auto reattach = [&] {
+    device_.host.reset();  // disables the controller: the reset must complete
+    auto again = Host::Attach({.shm_name = name, .timeout = 1000ms});
+    ASSERT_TRUE(again.ok()) << again.status().ToString();
+    device_.host = std::move(*again);
+    auto e = KvExist(io(), TestKey("kept"));
+    ASSERT_TRUE(e.ok()) << e.status().ToString();
+    EXPECT_TRUE(*e);
+  };
+  ASSERT_TRUE(KvStore(io(), TestKey("kept"), Buffer(3), 3).ok());
+  // 1. A completion queue head doorbell outside the queue (the admin queue's).
+  host().memory().Register32(CqHeadDoorbell(0, kDoorbellStride)).store(0xFFFFFFFF);
+  EXPECT_FALSE(host().IdentifyNamespace().ok());
+  EXPECT_TRUE(fatal());
+  reattach();
+  // 2. A host that stops reading its completions: its I/O completion queue looks full.
+  ASSERT_TRUE(KvExist(io(), TestKey("kept")).ok());
+  const uint32_t tail = io().raw().cq_head;  // where the next completion goes
+  host().memory().Register32(CqHeadDoorbell(io().id(), kDoorbellStride))
+      .store((tail + 1) % io().raw().entries);
+  EXPECT_FALSE(KvExist(io(), TestKey("kept")).ok());
+  EXPECT_TRUE(fatal());
+  reattach();
+  // 3. A submission queue tail doorbell outside the queue.
+  host().memory().Register32(SqTailDoorbell(io().id(), kDoorbellStride)).store(0xFFFFFFFF);
+  EXPECT_TRUE(fatal());
+  reattach();
+  EXPECT_EQ(device_.controller->counters().host_failures.load(), 3u);
+}
+
 TEST_F(NvmeKvControllerTest, OneHostAtATimeAndReattach) {
   Start();
   std::string name = device_.host->memory().name();
