@@ -16,6 +16,7 @@ import sys
 import tempfile
 import threading
 import unittest
+import urllib.error
 import urllib.request
 
 import botocore.exceptions
@@ -56,7 +57,11 @@ class TenantsTest(unittest.TestCase):
         cls.creds = os.path.join(cls.tmp.name, "credentials.toml")
         with open(cls.creds, "w") as f:
             f.write(CREDENTIALS)
-        cls.server = base.Server(cls.tmp.name, "--credentials", cls.creds)
+        cls.server = base.Server(cls.tmp.name, "--credentials", cls.creds,
+                                 "--metrics-listen", "127.0.0.1:0")
+        cls.server.wait_for_log("/metrics")
+        cls.metrics_port = int(re.search(r"metrics on http://127\.0\.0\.1:(\d+)/metrics",
+                                         cls.server.log_text()).group(1))
         cls.alpha = base.client(cls.server.endpoint, "AKALPHA", "alpha-secret-0123456789")
         cls.beta = base.client(cls.server.endpoint, "AKBETA", "beta-secret-0123456789")
         cls.gamma = base.client(cls.server.endpoint, "AKGAMMA", "gamma-secret-0123456789")
@@ -67,8 +72,30 @@ class TenantsTest(unittest.TestCase):
         cls.tmp.cleanup()
 
     def metrics(self):
-        with urllib.request.urlopen(self.server.endpoint + "/metrics", timeout=10) as r:
+        url = f"http://127.0.0.1:{self.metrics_port}/metrics"
+        with urllib.request.urlopen(url, timeout=10) as r:
             return r.read().decode()
+
+    def test_tenant_names_are_only_on_the_metrics_port(self):
+        # The metrics port is the operator's (loopback, say): it names the tenants. The S3 port
+        # answers no unsigned /metrics when there is one, and a server without one leaves the
+        # tenants out of its unsigned /metrics.
+        self.assertIn('tenant="alpha"', self.metrics())
+        with self.assertRaises(urllib.error.HTTPError):
+            urllib.request.urlopen(self.server.endpoint + "/metrics", timeout=10)
+        with tempfile.TemporaryDirectory() as d:
+            creds = os.path.join(d, "credentials.toml")
+            with open(creds, "w") as f:
+                f.write(CREDENTIALS)
+            server = base.Server(d, "--credentials", creds)
+            try:
+                with urllib.request.urlopen(server.endpoint + "/metrics", timeout=10) as r:
+                    text = r.read().decode()
+                self.assertIn("objectcache_requests_total", text)
+                for name in ("alpha", "beta", "gamma", "tenant="):
+                    self.assertFalse(name in text, f"{name} in the S3 port's /metrics")
+            finally:
+                self.assertEqual(server.stop(), 0)
 
     def metric(self, name, tenant):
         m = re.search(rf'^{name}{{tenant="{tenant}"}} (\d+)$', self.metrics(), re.M)

@@ -202,7 +202,11 @@ Status RunServe(const ServeFlags& f) {
     auto r = std::make_unique<TenantRouter>(uri, store.get(), &metrics, s3);
     OC_RETURN_IF_ERROR(r->Apply(tenant_configs));
     router = r.get();
-    metrics.more_series = [router] { return router->RenderMetrics(); };
+    // The tenants' names and usage only on the operator's own metrics port: the S3 port's
+    // /metrics is unsigned.
+    if (!f.metrics_listen.empty()) {
+      metrics.more_series = [router] { return router->RenderMetrics(); };
+    }
     handler = std::move(r);
   } else {
     handler = std::make_unique<S3Handler>(store.get(), &metrics, s3);
