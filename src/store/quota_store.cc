@@ -7,12 +7,14 @@ namespace {
 
 class QuotaStoreImpl;
 
-// Streams into the inner writer; the quota is checked when the size is known, at Commit.
+// Streams into the inner writer; the quota is checked when the size is known, at Commit, and
+// an object that outgrows the whole quota is refused on the append that makes it do so (it
+// could never commit), so an upload in flight holds at most the quota on disk.
 class QuotaWriter final : public ObjectWriter {
  public:
   QuotaWriter(QuotaStoreImpl* store, std::string key, std::unique_ptr<ObjectWriter> inner)
       : store_(store), key_(std::move(key)), inner_(std::move(inner)) {}
-  Status Append(std::span<const std::byte> bytes) override { return inner_->Append(bytes); }
+  Status Append(std::span<const std::byte> bytes) override;
   Status SetAttributes(std::string attributes) override {
     return inner_->SetAttributes(std::move(attributes));
   }
@@ -73,6 +75,17 @@ class QuotaStoreImpl final : public QuotaStore {
   std::atomic<uint64_t> rejections_{0};
   std::mutex commit_mu_;  // a commit and the check before it, one at a time
 };
+
+Status QuotaWriter::Append(std::span<const std::byte> bytes) {
+  const uint64_t quota = store_->quota();
+  const uint64_t written = inner_->bytes_written();
+  if (written > quota || bytes.size() > quota - written) {
+    return ResourceExhaustedError(std::string(kQuotaExceeded) + ": '" + key_ +
+                                  "' grows past the tenant's whole quota of " +
+                                  std::to_string(quota) + " bytes");
+  }
+  return inner_->Append(bytes);
+}
 
 Status QuotaWriter::Commit() {
   return store_->Committed(key_, inner_->bytes_written(), [&] { return inner_->Commit(); });

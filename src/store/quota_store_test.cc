@@ -45,6 +45,17 @@ TEST(QuotaStoreTest, AWriteOverTheQuotaFailsAndChangesNothing) {
   ASSERT_TRUE((*w)->Append(AsBytes(std::string(10, 'd'))).ok());
   EXPECT_EQ((*w)->Commit().code(), StatusCode::kResourceExhausted);
   EXPECT_EQ(store->Stat("d").error().code(), StatusCode::kNotFound);
+  // One that outgrows the whole quota is refused on that append: an upload in flight never
+  // holds more than the quota.
+  auto big = store->NewWriter("e");
+  ASSERT_TRUE(big.has_value());
+  ASSERT_TRUE((*big)->Append(AsBytes(std::string(999, 'e'))).ok());
+  ASSERT_TRUE((*big)->Append(AsBytes(std::string(1, 'e'))).ok());
+  const Status over = (*big)->Append(AsBytes(std::string(1, 'e')));
+  EXPECT_EQ(over.code(), StatusCode::kResourceExhausted);
+  EXPECT_TRUE(over.message().starts_with(kQuotaExceeded)) << over.ToString();
+  EXPECT_EQ((*big)->bytes_written(), 1000u);
+  EXPECT_EQ(store->Stat("e").error().code(), StatusCode::kNotFound);
   // An object larger than the whole quota, and sizes at the edge of u64.
   auto empty = Quota(0);
   EXPECT_TRUE(empty->Put("zero", {}).ok());
