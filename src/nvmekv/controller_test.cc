@@ -445,7 +445,9 @@ TEST_F(NvmeKvControllerTest, NoHostCanWedgeTheController) {
   // 2. A host that stops reading its completions: its I/O completion queue looks full.
   ASSERT_TRUE(KvExist(io(), TestKey("kept")).ok());
   const uint32_t tail = io().raw().cq_head;  // where the next completion goes
-  host().memory().Register32(CqHeadDoorbell(io().id(), kDoorbellStride))
+  host()
+      .memory()
+      .Register32(CqHeadDoorbell(io().id(), kDoorbellStride))
       .store((tail + 1) % io().raw().entries);
   EXPECT_FALSE(KvExist(io(), TestKey("kept")).ok());
   EXPECT_TRUE(fatal());
