@@ -47,27 +47,41 @@ class QuotaStoreImpl final : public QuotaStore {
     return std::unique_ptr<ObjectWriter>(new QuotaWriter(this, std::string(key), std::move(w)));
   }
 
-  // Runs `commit` (which makes `bytes` bytes under `key` visible) if the usage after it stays
-  // within the quota; QuotaExceeded otherwise.
+  // Runs `commit` (which makes `bytes` bytes under `key` visible) if the footprint after it
+  // stays within the quota; QuotaExceeded otherwise. An object's footprint is its payload and a
+  // block (kObjectFootprintBytes: the file system's block, index entry and header it costs), so
+  // a quota bounds what the tenant holds on disk, empty objects included.
   template <typename F>
   Status Committed(std::string_view key, uint64_t bytes, F commit) {
     std::lock_guard lock(commit_mu_);
-    const uint64_t used = base().Usage().bytes;
+    const StoreUsage usage = base().Usage();
+    const uint64_t used = Footprint(usage.bytes, usage.objects);
     const uint64_t quota = quota_;
-    if (bytes > quota || used > quota - bytes) {
+    const uint64_t adds = Footprint(bytes, 1);
+    if (adds > quota || used > quota - adds) {
       // Over, unless the object replaces one at least this much of it.
       Result<ObjectInfo> old = base().Stat(key);
-      const uint64_t freed = old.has_value() ? old->size : 0;
+      const uint64_t freed = old.has_value() ? Footprint(old->size, 1) : 0;
       const uint64_t after = used - std::min(used, freed);
-      if (bytes > quota || after > quota - bytes) {
+      if (adds > quota || after > quota - adds) {
         rejections_++;
         return ResourceExhaustedError(std::string(kQuotaExceeded) + ": writing " +
                                       std::to_string(bytes) + " bytes to '" + std::string(key) +
                                       "' would take the tenant's " + std::to_string(used) +
-                                      " bytes past its quota of " + std::to_string(quota));
+                                      " bytes on disk past its quota of " + std::to_string(quota));
       }
     }
     return commit();
+  }
+
+  // Payload plus a block an object, saturating at u64 max.
+  static uint64_t Footprint(uint64_t bytes, uint64_t objects) {
+    uint64_t blocks = 0, total = 0;
+    if (__builtin_mul_overflow(objects, kObjectFootprintBytes, &blocks) ||
+        __builtin_add_overflow(bytes, blocks, &total)) {
+      return UINT64_MAX;
+    }
+    return total;
   }
 
  private:
@@ -78,7 +92,7 @@ class QuotaStoreImpl final : public QuotaStore {
 
 Status QuotaWriter::Append(std::span<const std::byte> bytes) {
   const uint64_t quota = store_->quota();
-  const uint64_t written = inner_->bytes_written();
+  const uint64_t written = inner_->bytes_written() + kObjectFootprintBytes;
   if (written > quota || bytes.size() > quota - written) {
     return ResourceExhaustedError(std::string(kQuotaExceeded) + ": '" + key_ +
                                   "' grows past the tenant's whole quota of " +

@@ -1,6 +1,7 @@
 // A store that holds one tenant to a byte quota (docs/tenants.md).
 //
-// A write that would take the inner store's usage past the quota fails and changes nothing:
+// A write that would take the inner store's footprint (payload bytes plus kObjectFootprintBytes
+// an object) past the quota fails and changes nothing:
 // ResourceExhausted whose message starts with kQuotaExceeded, which the S3 server answers
 // 403 QuotaExceeded. The check and the commit happen under one lock, so writers through one
 // QuotaStore never pass the quota together; writers through other gateways over the same
@@ -19,6 +20,9 @@
 namespace objectcache {
 
 inline constexpr std::string_view kQuotaExceeded = "QuotaExceeded";
+// What an object costs against a quota beyond its payload: a block of the file system (and the
+// index entry and header it stands for), so that empty objects are not free.
+inline constexpr uint64_t kObjectFootprintBytes = 4096;
 
 class QuotaStore;
 

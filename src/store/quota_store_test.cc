@@ -27,8 +27,11 @@ std::unique_ptr<QuotaStore> Quota(uint64_t bytes) {
   return *NewQuotaStore(NewMemoryStore(), bytes);
 }
 
+constexpr uint64_t kBlock = kObjectFootprintBytes;
+
 TEST(QuotaStoreTest, AWriteOverTheQuotaFailsAndChangesNothing) {
-  auto store = Quota(1000);
+  // Each object costs its payload and a block.
+  auto store = Quota(2 * kBlock + 1000);
   ASSERT_TRUE(store->Put("a", AsBytes(std::string(600, 'a'))).ok());
   Status s = store->Put("b", AsBytes(std::string(401, 'b')));
   EXPECT_EQ(s.code(), StatusCode::kResourceExhausted);
@@ -39,6 +42,7 @@ TEST(QuotaStoreTest, AWriteOverTheQuotaFailsAndChangesNothing) {
   EXPECT_TRUE(store->Put("b", AsBytes(std::string(400, 'b'))).ok());
   EXPECT_EQ(store->Usage().bytes, 1000u);
   EXPECT_FALSE(store->Put("c", AsBytes(std::string(1, 'c'))).ok());
+  EXPECT_FALSE(store->Put("c", {}).ok());  // an empty object costs its block
   // Streaming writes are checked at commit, when their size is known.
   auto w = store->NewWriter("d");
   ASSERT_TRUE(w.has_value());
@@ -49,36 +53,48 @@ TEST(QuotaStoreTest, AWriteOverTheQuotaFailsAndChangesNothing) {
   // holds more than the quota.
   auto big = store->NewWriter("e");
   ASSERT_TRUE(big.has_value());
-  ASSERT_TRUE((*big)->Append(AsBytes(std::string(999, 'e'))).ok());
+  const uint64_t room = store->quota() - kBlock;
+  ASSERT_TRUE((*big)->Append(AsBytes(std::string(room - 1, 'e'))).ok());
   ASSERT_TRUE((*big)->Append(AsBytes(std::string(1, 'e'))).ok());
   const Status over = (*big)->Append(AsBytes(std::string(1, 'e')));
   EXPECT_EQ(over.code(), StatusCode::kResourceExhausted);
   EXPECT_TRUE(over.message().starts_with(kQuotaExceeded)) << over.ToString();
-  EXPECT_EQ((*big)->bytes_written(), 1000u);
+  EXPECT_EQ((*big)->bytes_written(), room);
   EXPECT_EQ(store->Stat("e").error().code(), StatusCode::kNotFound);
-  // An object larger than the whole quota, and sizes at the edge of u64.
-  auto empty = Quota(0);
-  EXPECT_TRUE(empty->Put("zero", {}).ok());
-  EXPECT_FALSE(empty->Put("one", AsBytes("x")).ok());
+  // A quota below one block holds nothing; one block holds one empty object; u64 max, anything.
+  auto none = Quota(kBlock - 1);
+  EXPECT_FALSE(none->Put("zero", {}).ok());
+  auto one = Quota(kBlock);
+  EXPECT_TRUE(one->Put("zero", {}).ok());
+  EXPECT_FALSE(one->Put("one", AsBytes("x")).ok());
   auto all = Quota(UINT64_MAX);
   EXPECT_TRUE(all->Put("x", AsBytes(std::string(100, 'x'))).ok());
 }
 
+TEST(QuotaStoreTest, EmptyObjectsAreNotFree) {
+  // What the disk holds is bounded, not only the payload: 1 MiB holds 256 empty objects.
+  auto store = Quota(1 << 20);
+  int stored = 0;
+  for (int i = 0; i < 10000 && store->Put("e" + std::to_string(i), {}).ok(); ++i) ++stored;
+  EXPECT_EQ(stored, (1 << 20) / static_cast<int>(kBlock));
+  EXPECT_EQ(store->Usage().objects, static_cast<uint64_t>(stored));
+}
+
 TEST(QuotaStoreTest, ReplacingCountsOnlyTheGrowthAndDeletesFreeRoom) {
-  auto store = Quota(1000);
+  auto store = Quota(kBlock + 1000);
   ASSERT_TRUE(store->Put("a", AsBytes(std::string(900, 'a'))).ok());
   EXPECT_TRUE(store->Put("a", AsBytes(std::string(950, 'a'))).ok());
   EXPECT_FALSE(store->Put("a", AsBytes(std::string(1001, 'a'))).ok());
   EXPECT_FALSE(store->Put("b", AsBytes(std::string(100, 'b'))).ok());
   ASSERT_TRUE(store->Delete("a").ok());
   EXPECT_TRUE(store->Put("b", AsBytes(std::string(1000, 'b'))).ok());
-  store->SetQuota(2000);
+  store->SetQuota(2 * kBlock + 2000);
   EXPECT_TRUE(store->Put("c", AsBytes(std::string(1000, 'c'))).ok());
-  EXPECT_EQ(store->quota(), 2000u);
+  EXPECT_EQ(store->quota(), 2 * kBlock + 2000);
 }
 
 TEST(QuotaStoreTest, ConcurrentWritersNeverPassTheQuotaTogether) {
-  auto store = Quota(64 * 1000);
+  auto store = Quota(64 * (1000 + kBlock));
   std::atomic<int> committed{0}, refused{0};
   std::vector<std::thread> writers;
   for (int t = 0; t < 8; ++t) {
