@@ -9,15 +9,14 @@ struct Segment {
   unsigned long long src, dst, bytes;
 };
 
-__device__ void CopySegments(const unsigned char* src, unsigned char* dst,
-                             const Segment* segments, unsigned long long count, bool reverse) {
+__device__ void CopySegments(const unsigned char* src, unsigned char* dst, const Segment* segments,
+                             unsigned long long count, bool reverse) {
   for (unsigned long long i = blockIdx.x; i < count; i += gridDim.x) {
     const Segment s = segments[i];
     const unsigned char* from = src + (reverse ? s.dst : s.src);
     unsigned char* to = dst + (reverse ? s.src : s.dst);
-    const unsigned long long aligned =
-        reinterpret_cast<unsigned long long>(from) | reinterpret_cast<unsigned long long>(to) |
-        s.bytes;
+    const unsigned long long aligned = reinterpret_cast<unsigned long long>(from) |
+                                       reinterpret_cast<unsigned long long>(to) | s.bytes;
     if ((aligned & 15) == 0) {
       const uint4* f = reinterpret_cast<const uint4*>(from);
       uint4* t = reinterpret_cast<uint4*>(to);
@@ -36,8 +35,7 @@ extern "C" __global__ void objectcache_copy_segments(const unsigned char* src, u
 }
 
 // Gather: the blocks (segment.dst of `src`) to staging (segment.src of `dst`).
-extern "C" __global__ void objectcache_gather_segments(const unsigned char* src,
-                                                       unsigned char* dst,
+extern "C" __global__ void objectcache_gather_segments(const unsigned char* src, unsigned char* dst,
                                                        const Segment* segments,
                                                        unsigned long long count) {
   CopySegments(src, dst, segments, count, true);

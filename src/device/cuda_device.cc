@@ -7,6 +7,7 @@
 #include <functional>
 #include <mutex>
 
+#include "device/call_counter.h"
 #include "device/copy_kernel_ptx.h"
 #include "device/cuda_driver.h"
 #include "objectcache/device.h"
@@ -114,12 +115,12 @@ class CudaDevice final : public Device {
   Status CopyToDevice(Stream& stream, DevicePtr dst, const std::byte* host,
                       uint64_t bytes) override {
     OC_RETURN_IF_ERROR(Current());
-    Count(stream, bytes, 0, 1);
+    counter_.Count(&stream, 1, bytes, 0);
     return Check(api_->cuMemcpyHtoDAsync(dst, host, bytes, S(stream)), "cuMemcpyHtoDAsync");
   }
   Status CopyToHost(Stream& stream, std::byte* host, DevicePtr src, uint64_t bytes) override {
     OC_RETURN_IF_ERROR(Current());
-    Count(stream, 0, bytes, 1);
+    counter_.Count(&stream, 1, 0, bytes);
     return Check(api_->cuMemcpyDtoHAsync(host, src, bytes, S(stream)), "cuMemcpyDtoHAsync");
   }
 
@@ -144,7 +145,7 @@ class CudaDevice final : public Device {
     if (count == 0) return Status();
     OC_RETURN_IF_ERROR(Current());
     OC_ASSIGN_OR_RETURN(CUdeviceptr scratch, Scratch(stream, host_bytes));
-    Count(stream, host_bytes, 0, 2);
+    counter_.Count(&stream, 2, host_bytes, 0);
     OC_RETURN_IF_ERROR(
         Check(api_->cuMemcpyHtoDAsync(scratch, host, host_bytes, S(stream)), "cuMemcpyHtoDAsync"));
     return LaunchKernel(stream, false, scratch, dst, table, count);
@@ -155,7 +156,7 @@ class CudaDevice final : public Device {
     if (count == 0) return Status();
     OC_RETURN_IF_ERROR(Current());
     OC_ASSIGN_OR_RETURN(CUdeviceptr scratch, Scratch(stream, host_bytes));
-    Count(stream, 0, host_bytes, 2);
+    counter_.Count(&stream, 2, 0, host_bytes);
     // The gather kernel reads the table the other way: segment.dst of `src` to segment.src.
     OC_RETURN_IF_ERROR(LaunchKernel(stream, true, src, scratch, table, count));
     return Check(api_->cuMemcpyDtoHAsync(host, scratch, host_bytes, S(stream)),
@@ -164,7 +165,7 @@ class CudaDevice final : public Device {
 
   Status Record(Event& event, Stream& stream) override {
     OC_RETURN_IF_ERROR(Current());
-    Count(stream, 0, 0, 1);
+    counter_.Count(&stream, 1);
     return Check(api_->cuEventRecord(E(event), S(stream)), "cuEventRecord");
   }
   Result<bool> Done(Event& event) override {
@@ -176,39 +177,26 @@ class CudaDevice final : public Device {
   }
   Status Wait(Event& event) override {
     OC_RETURN_IF_ERROR(Current());
-    {
-      std::lock_guard lock(mu_);
-      ++counters_.driver_calls;
-    }
+    counter_.Count(nullptr, 1);
     return Check(api_->cuEventSynchronize(E(event)), "cuEventSynchronize");
   }
   Status StreamWait(Stream& stream, Event& event) override {
     OC_RETURN_IF_ERROR(Current());
-    Count(stream, 0, 0, 1);
+    counter_.Count(&stream, 1);
     return Check(api_->cuStreamWaitEvent(S(stream), E(event), 0), "cuStreamWaitEvent");
   }
   Status Synchronize(Stream& stream) override {
     OC_RETURN_IF_ERROR(Current());
-    Count(stream, 0, 0, 1);
+    counter_.Count(&stream, 1);
     return Check(api_->cuStreamSynchronize(S(stream)), "cuStreamSynchronize");
   }
 
-  DeviceCounters Counters() const override {
-    std::lock_guard lock(mu_);
-    return counters_;
-  }
+  DeviceCounters Counters() const override { return counter_.Get(); }
 
  private:
   Status Current() const { return cuda::MakeCurrent(ordinal_); }
   static cuda::CUstream S(Stream& s) { return static_cast<CudaStream&>(s).stream; }
   static cuda::CUevent E(Event& e) { return static_cast<CudaEvent&>(e).event; }
-  void Count(Stream& stream, uint64_t to_device, uint64_t to_host, uint64_t calls) {
-    stream.driver_calls += calls;
-    std::lock_guard lock(mu_);
-    counters_.driver_calls += calls;
-    counters_.bytes_to_device += to_device;
-    counters_.bytes_to_host += to_host;
-  }
 
   std::unique_ptr<Stream> Own(std::unique_ptr<CudaStream> s) {
     CudaStream* raw = s.get();
@@ -272,7 +260,7 @@ class CudaDevice final : public Device {
   const int ordinal_;
   const std::string name_;
   mutable std::mutex mu_;
-  DeviceCounters counters_;                                // guarded by mu_
+  CallCounter counter_;
   cuda::CUmodule module_ = nullptr;                        // guarded by mu_
   cuda::CUfunction scatter_ = nullptr, gather_ = nullptr;  // guarded by mu_
 };

@@ -11,6 +11,7 @@
 #include <mutex>
 #include <thread>
 
+#include "device/call_counter.h"
 #include "objectcache/device.h"
 
 namespace objectcache::device {
@@ -29,6 +30,10 @@ struct EventState {
       completed = std::max(completed, generation);
     }
     cv.notify_all();
+  }
+  uint64_t Recorded() {
+    std::lock_guard lock(mu);
+    return recorded;
   }
   void WaitFor(uint64_t generation) {
     std::unique_lock lock(mu);
@@ -183,7 +188,7 @@ class EmulatedDevice final : public Device, public std::enable_shared_from_this<
   Status CopyToDevice(Stream& stream, DevicePtr dst, const std::byte* host,
                       uint64_t bytes) override {
     OC_RETURN_IF_ERROR(Ready());
-    Count(stream, 1, bytes, 0);
+    counter_.Count(&stream, 1, bytes, 0);
     Enqueue(stream, [this, dst, host, bytes] {
       if (Inside(dst, bytes)) std::memcpy(At(dst), host, bytes);
     });
@@ -192,7 +197,7 @@ class EmulatedDevice final : public Device, public std::enable_shared_from_this<
 
   Status CopyToHost(Stream& stream, std::byte* host, DevicePtr src, uint64_t bytes) override {
     OC_RETURN_IF_ERROR(Ready());
-    Count(stream, 1, 0, bytes);
+    counter_.Count(&stream, 1, 0, bytes);
     Enqueue(stream, [this, host, src, bytes] {
       if (Inside(src, bytes)) std::memcpy(host, At(src), bytes);
     });
@@ -211,7 +216,7 @@ class EmulatedDevice final : public Device, public std::enable_shared_from_this<
                         Segments(table, count, host_bytes));
     uint64_t bytes = 0;
     for (size_t i = 0; i < count; ++i) bytes += (*segments)[i].bytes;
-    Count(stream, 2, bytes, 0);
+    counter_.Count(&stream, 2, bytes, 0);
     Enqueue(stream, [this, dst, host, segments, count] {
       for (size_t i = 0; i < count; ++i) {
         const CopySegment& s = (*segments)[i];
@@ -228,7 +233,7 @@ class EmulatedDevice final : public Device, public std::enable_shared_from_this<
                         Segments(table, count, host_bytes));
     uint64_t bytes = 0;
     for (size_t i = 0; i < count; ++i) bytes += (*segments)[i].bytes;
-    Count(stream, 2, 0, bytes);
+    counter_.Count(&stream, 2, 0, bytes);
     Enqueue(stream, [this, host, src, segments, count] {
       for (size_t i = 0; i < count; ++i) {
         const CopySegment& s = (*segments)[i];
@@ -247,7 +252,7 @@ class EmulatedDevice final : public Device, public std::enable_shared_from_this<
       std::lock_guard lock(state->mu);
       generation = ++state->recorded;
     }
-    Count(stream, 1, 0, 0);
+    counter_.Count(&stream, 1);
     static_cast<EmulatedStream&>(stream).worker->Enqueue(
         [state, generation] { state->Complete(generation); });
     return Status();
@@ -262,12 +267,8 @@ class EmulatedDevice final : public Device, public std::enable_shared_from_this<
 
   Status Wait(Event& event) override {
     EventState& s = *static_cast<EmulatedEvent&>(event).state;
-    uint64_t generation = 0;
-    {
-      std::lock_guard lock(s.mu);
-      generation = s.recorded;
-    }
-    Call();
+    const uint64_t generation = s.Recorded();
+    counter_.Count(nullptr, 1);
     s.WaitFor(generation);
     return Ready();
   }
@@ -275,45 +276,26 @@ class EmulatedDevice final : public Device, public std::enable_shared_from_this<
   Status StreamWait(Stream& stream, Event& event) override {
     OC_RETURN_IF_ERROR(Ready());
     auto state = static_cast<EmulatedEvent&>(event).state;
-    uint64_t generation = 0;
-    {
-      std::lock_guard lock(state->mu);
-      generation = state->recorded;
-    }
-    Count(stream, 1, 0, 0);
+    const uint64_t generation = state->Recorded();
+    counter_.Count(&stream, 1);
     static_cast<EmulatedStream&>(stream).worker->Enqueue(
         [state, generation] { state->WaitFor(generation); });
     return Status();
   }
 
   Status Synchronize(Stream& stream) override {
-    Count(stream, 1, 0, 0);
+    counter_.Count(&stream, 1);
     static_cast<EmulatedStream&>(stream).worker->Drain();
     return Ready();
   }
 
-  DeviceCounters Counters() const override {
-    std::lock_guard lock(mu_);
-    return counters_;
-  }
+  DeviceCounters Counters() const override { return counter_.Get(); }
 
  private:
   // The device's sticky error, if a fault happened.
   Status Ready() const {
     std::lock_guard lock(mu_);
     return fault_;
-  }
-  void Call() {
-    std::lock_guard lock(mu_);
-    ++counters_.driver_calls;
-  }
-  // `calls` driver calls on `stream` (as many as the CUDA device makes for the operation).
-  void Count(Stream& stream, uint64_t calls, uint64_t to_device, uint64_t to_host) {
-    stream.driver_calls += calls;
-    std::lock_guard lock(mu_);
-    counters_.driver_calls += calls;
-    counters_.bytes_to_device += to_device;
-    counters_.bytes_to_host += to_host;
   }
   // A copy operation: waits copy_delay on the stream's worker, then runs.
   void Enqueue(Stream& stream, std::function<void()> copy) {
@@ -360,8 +342,8 @@ class EmulatedDevice final : public Device, public std::enable_shared_from_this<
   uint64_t allocated_ = 0;                                    // guarded by mu_
   std::map<uintptr_t, std::weak_ptr<StreamWorker>> streams_;  // guarded by mu_
   std::shared_ptr<StreamWorker> default_stream_;              // guarded by mu_
-  DeviceCounters counters_;                                   // guarded by mu_
-  Status fault_;                                              // guarded by mu_
+  CallCounter counter_;  // as many calls as the CUDA device makes for each operation
+  Status fault_;         // guarded by mu_
 };
 
 }  // namespace
