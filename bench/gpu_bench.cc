@@ -29,6 +29,7 @@ struct GpuFlags {
   size_t tokens = 16384;
   uint32_t block_size = 16;
   uint32_t staging_layers = 4;
+  int streams = 0;  // the client's aggregated_streams (0: by cores)
   int repeats = 3;
   std::string dir;
   std::string json;
@@ -130,6 +131,7 @@ Status RunGpu(const GpuFlags& f) {
   OC_ASSIGN_OR_RETURN(std::unique_ptr<Client> client,
                       Client::Create({.endpoints = {server.endpoint},
                                       .bucket = "kvgpu",
+                                      .aggregated_streams = f.streams,
                                       .write_behind_bytes = uint64_t{64} << 30}));
   std::cerr << "bench gpu: storing " << chunks << " chunks (" << f.tokens << " tokens of "
             << model.name << ") on " << dev->name() << "\n";
@@ -258,6 +260,7 @@ Status RunGpu(const GpuFlags& f) {
   report.Param("tokens", f.tokens);
   report.Param("block_size", f.block_size);
   report.Param("staging_layers", f.staging_layers);
+  report.Param("streams", f.streams);
   report.Param("repeats", f.repeats);
   const double med = Median(seconds);
   report.Metric("retrieve_seconds", med, "s", "16-token chunks into FLASH_ATTN blocks, median");
@@ -296,6 +299,9 @@ void AddGpuBenchCommand(CLI::App* bench) {
   g->add_option("--block-size", f->block_size, "Tokens a block")->capture_default_str();
   g->add_option("--staging-layers", f->staging_layers, "Layers of pinned staging")
       ->capture_default_str();
+  g->add_option("--streams", f->streams, "Connections a retrieval uses (0: one per 4 cores, 1-8)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 64));
   g->add_option("--repeats", f->repeats, "Timed retrievals")->capture_default_str();
   g->add_option("--dir", f->dir, "Scratch directory (default: a temporary one)");
   g->add_option("--json", f->json, "Write metrics to this JSON file");

@@ -90,7 +90,9 @@ class DeviceKvTest : public ::testing::TestWithParam<Case> {
     auto res = conn.Send("PUT", "/kvc", {}, "", [](auto) { return Status(); },
                          {{"x-objectcache-kv-layout", ModelToJson(model_)}});
     ASSERT_TRUE(res.has_value() && res->status == 200u);
-    client_ = *Client::Create({.endpoints = {endpoint}, .bucket = "kvc"});
+    // Three connections, each a stripe of the keys delivering layers at its own pace into the
+    // one staging ring (a 16-core machine's default).
+    client_ = *Client::Create({.endpoints = {endpoint}, .bucket = "kvc", .aggregated_streams = 3});
     // OBJECTCACHE_TEST_DEVICE=cuda:0 runs the same tests on a GPU (scripts/gpu-check).
     if (const char* spec = std::getenv("OBJECTCACHE_TEST_DEVICE")) {
       Result<std::shared_ptr<device::Device>> d = device::OpenDevice(spec);

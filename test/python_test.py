@@ -8,6 +8,7 @@ prefix equal a full recompute's, also when chunks are damaged, missing or the se
 """
 import argparse
 import ctypes
+import hashlib
 import math
 import os
 import subprocess
@@ -853,8 +854,11 @@ class ConnectorTest(base.ServerCase):
         worker.shutdown()
 
     def test_vllm_adapter_on_cuda_caches_in_every_layout(self):
-        # CUDA tensors standing on the emulated device, in each layout vLLM allocates; request
-        # a saves, request b loads its prefix into other blocks, no other block touched.
+        # CUDA tensors standing on the emulated device (real ones on the GPU that
+        # OBJECTCACHE_TEST_DEVICE names: scripts/gpu-check), in each layout vLLM allocates;
+        # request a saves, request b loads its prefix into other blocks, no other block touched.
+        gpu = os.environ.get("OBJECTCACHE_TEST_DEVICE", "")
+        gpu = torch.device(gpu) if gpu.startswith("cuda") else None
         c = CONFIG
         head_dim = c["hidden"] // c["heads"]
         h, blocks = c["kv_heads"], 24
@@ -867,17 +871,25 @@ class ConnectorTest(base.ServerCase):
             "mla_4d": (True, (blocks, 1, 16, 2 * head_dim), lambda t: t),
         }
         for name, (latent, shape, view) in layouts.items():
-            dev = objectcache.Device("emulated", copy_delay_ms=0.2)
+            dev = None if gpu else objectcache.Device("emulated", copy_delay_ms=0.2)
             fake, sched, worker = self.vllm_pair("vllm-" + name.replace("_", "-"), latent,
                                                  device=dev, staging_layers=2)
-            memory = [CudaStandIn.empty(dev, shape, torch.float32) for _ in range(c["layers"])]
-            caches = {f"model.layers.{i}.self_attn.attn": CudaStandIn(view(m.host))
-                      for i, m in enumerate(memory)}
             g = torch.Generator().manual_seed(3)
-            for m in memory:
-                m.host.copy_(torch.randn(*shape, generator=g))
+            if gpu:
+                memory = [torch.randn(*shape, generator=g).to(gpu) for _ in range(c["layers"])]
+                caches = {f"model.layers.{i}.self_attn.attn": view(m)
+                          for i, m in enumerate(memory)}
+                host = lambda m: m.cpu()  # noqa: E731: waits for the device's work
+            else:
+                memory = [CudaStandIn.empty(dev, shape, torch.float32)
+                          for _ in range(c["layers"])]
+                caches = {f"model.layers.{i}.self_attn.attn": CudaStandIn(view(m.host))
+                          for i, m in enumerate(memory)}
+                for m in memory:
+                    m.host.copy_(torch.randn(*shape, generator=g))
+                host = lambda m: m.host  # noqa: E731
             worker.register_kv_caches(caches)
-            before = [m.host.clone() for m in memory]
+            before = [host(m).clone() for m in memory]
             a, _ = self.vllm_request(sched, "a", self.prompt)
             self.vllm_step(sched, worker, caches, new=[("a", [5, 6, 7, 8, 9, 10])],
                            scheduled={"a": len(self.prompt)})
@@ -888,8 +900,8 @@ class ConnectorTest(base.ServerCase):
             self.vllm_step(sched, worker, caches, new=[("b", [20, 1, 14, 3, 22, 0])],
                            scheduled={"b": 16})
             self.assertEqual(worker.get_block_ids_with_load_errors(), set(), name)
-            for i, cache in enumerate(caches.values()):
-                t = cache.host
+            for i, m in enumerate(memory):
+                t = view(host(m))
                 block = (lambda t, k: t[:, k]) if name == "flash_attn" else (lambda t, k: t[k])
                 for src, dst in zip([5, 6, 7, 8, 9], [20, 1, 14, 3, 22]):
                     self.assertTrue(torch.equal(block(t, dst), block(t, src)), (name, i, dst))
@@ -899,6 +911,205 @@ class ConnectorTest(base.ServerCase):
                     if k not in changed:
                         self.assertTrue(torch.equal(block(t, k), block(orig, k)), (name, i, k))
             worker.shutdown()
+
+
+def fake_sglang_storage_base():
+    """Stands in for SGLang's HiCache storage module (SGLang cannot be installed here): the
+    abstract base its factory checks backends against, and the config it builds them with."""
+    import abc
+    import dataclasses
+    name = "sglang.srt.mem_cache.hicache_storage"
+    parts = name.split(".")
+    for i in range(1, len(parts) + 1):
+        sys.modules.setdefault(".".join(parts[:i]), types.ModuleType(".".join(parts[:i])))
+    mod = sys.modules[name]
+
+    @dataclasses.dataclass
+    class HiCacheStorageConfig:
+        tp_rank: int
+        tp_size: int
+        pp_rank: int
+        pp_size: int
+        attn_cp_rank: int
+        attn_cp_size: int
+        is_mla_model: bool
+        enable_storage_metrics: bool
+        is_page_first_layout: bool
+        model_name: str | None
+        dp_rank: int = 0
+        dp_size: int = 1
+        tp_lcm_size: int | None = None
+        should_split_heads: bool = False
+        extra_config: dict | None = None
+
+    class HiCacheStorage(abc.ABC):
+        def register_mem_pool_host(self, mem_pool_host):
+            self.mem_pool_host = mem_pool_host
+
+        @abc.abstractmethod
+        def get(self, key, target_location=None, target_sizes=None): ...
+
+        @abc.abstractmethod
+        def batch_get(self, keys, target_locations=None, target_sizes=None): ...
+
+        @abc.abstractmethod
+        def set(self, key, value=None, target_location=None, target_sizes=None): ...
+
+        @abc.abstractmethod
+        def batch_set(self, keys, values=None, target_locations=None, target_sizes=None): ...
+
+        @abc.abstractmethod
+        def exists(self, key): ...
+
+    mod.HiCacheStorage, mod.HiCacheStorageConfig = HiCacheStorage, HiCacheStorageConfig
+    return mod
+
+
+class HostPool:
+    """An SGLang host KV pool as the storage backend sees one: page_first MHA buffers
+    (2, tokens, layers, heads, head_dim), or MLA's (tokens, layers, 1, width); pages are flat
+    copies (get_data_page) and are written back from flat tensors (set_from_flat_data_page)."""
+
+    def __init__(self, tokens, layers=3, page_size=4, heads=2, head_dim=8, width=None,
+                 dtype=None, seed=None):
+        self.layer_num, self.page_size, self.layout = layers, page_size, "page_first"
+        self.dtype = dtype or torch.bfloat16
+        self.head_num, self.head_dim = heads, head_dim
+        shape = (tokens, layers, 1, width) if width else (2, tokens, layers, heads, head_dim)
+        self.mla = width is not None
+        self.kv = torch.zeros(*shape, dtype=self.dtype)
+        if seed is not None:
+            self.kv.copy_(torch.randn(*shape, generator=torch.Generator().manual_seed(seed)))
+
+    def _page(self, index):
+        p = slice(index, index + self.page_size)
+        return self.kv[p] if self.mla else self.kv[:, p]
+
+    def get_data_page(self, index, flat=True):
+        return self._page(index).flatten() if flat else self._page(index)
+
+    def get_dummy_flat_data_page(self):
+        return torch.zeros(self._page(0).numel(), dtype=self.dtype)
+
+    def set_from_flat_data_page(self, index, data_page):
+        self._page(index).copy_(data_page.reshape(self._page(index).shape))
+
+
+class SglangTest(base.ServerCase):
+    """objectcache.sglang_storage as SGLang's HiCache controller drives it (its generic page
+    path): pages backed up from one host pool come back byte for byte into another."""
+
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        cls.mod = fake_sglang_storage_base()
+        from objectcache import sglang_storage
+        cls.backend_class = sglang_storage.ObjectCacheStorage
+
+    def backend(self, bucket, pool, tp_rank=0, tp_size=1, mla=False, model="qwen/qwen3-8b"):
+        """As SGLang's factory builds a dynamic backend, then registers the host pool."""
+        self.assertTrue(issubclass(self.backend_class, self.mod.HiCacheStorage))
+        config = self.mod.HiCacheStorageConfig(
+            tp_rank=tp_rank, tp_size=tp_size, pp_rank=0, pp_size=1, attn_cp_rank=0,
+            attn_cp_size=1, is_mla_model=mla, enable_storage_metrics=False,
+            is_page_first_layout=True, model_name=model,
+            extra_config={"backend_name": "objectcache", "module_path": "objectcache.sglang_storage",
+                          "class_name": "ObjectCacheStorage", "endpoints": [self.server.endpoint],
+                          "bucket": bucket, "access_key": base.ACCESS,
+                          "secret_key": base.SECRET})
+        b = self.backend_class(config, {})
+        b.register_mem_pool_host(pool)
+        return b
+
+    @staticmethod
+    def page_keys(pages, seed=""):
+        """Chained page hashes, as SGLang makes them (any 64 hex digits would do)."""
+        keys, last = [], seed
+        for i in range(pages):
+            last = hashlib.sha256(f"{last}/{i}".encode()).hexdigest()
+            keys.append(last)
+        return keys
+
+    def backup(self, b, pool, keys):
+        return b.batch_set(keys, [pool.get_data_page(i * pool.page_size) for i in range(len(keys))])
+
+    def restore(self, b, pool, keys):
+        dummies = [pool.get_dummy_flat_data_page() for _ in keys]
+        pages = b.batch_get(keys, dummies)
+        for i, page in enumerate(pages):
+            if page is not None:
+                pool.set_from_flat_data_page(i * pool.page_size, page)
+        return pages
+
+    def test_pages_come_back_byte_for_byte_and_a_prefix_at_most(self):
+        self.s3.create_bucket(Bucket="sglang")
+        src, dst = HostPool(32, seed=1), HostPool(32)
+        b = self.backend("sglang", src)
+        keys = self.page_keys(6)
+        self.assertEqual(b.batch_exists(keys), 0)
+        self.assertTrue(self.backup(b, src, keys[:4]))
+        self.assertEqual(b.batch_exists(keys), 4)
+        self.assertTrue(b.exists(keys[3]) and not b.exists(keys[4]))
+        # Another process's backend over an empty pool: 4 pages, then None.
+        other = self.backend("sglang", dst)
+        pages = self.restore(other, dst, keys)
+        self.assertEqual([p is not None for p in pages], [True] * 4 + [False] * 2)
+        self.assertTrue(torch.equal(dst.kv[:, :16], src.kv[:, :16]))
+        self.assertFalse(dst.kv[:, 16:].any())
+        self.assertTrue(torch.equal(other.get(keys[1]), src.get_data_page(4).view(torch.uint8)))
+        # Other ranks, models and page arrangements have keys of their own.
+        self.assertEqual(self.backend("sglang", HostPool(32), tp_rank=1, tp_size=2)
+                         .batch_exists(keys), 0)
+        self.assertEqual(self.backend("sglang", HostPool(32), model="other").batch_exists(keys), 0)
+        layer_first = HostPool(32)
+        layer_first.layout = "layer_first"
+        self.assertEqual(self.backend("sglang", layer_first).batch_exists(keys), 0)
+
+    def test_mla_ranks_share_pages(self):
+        self.s3.create_bucket(Bucket="sglang-mla")
+        src = HostPool(16, width=12, seed=2)
+        keys = self.page_keys(3, "mla")
+        self.assertTrue(self.backup(self.backend("sglang-mla", src, 0, 2, mla=True), src, keys))
+        dst = HostPool(16, width=12)
+        rank1 = self.backend("sglang-mla", dst, 1, 2, mla=True)
+        self.assertEqual(rank1.batch_exists(keys), 3)
+        self.restore(rank1, dst, keys)
+        self.assertTrue(torch.equal(dst.kv[:12], src.kv[:12]))
+
+    def test_a_damaged_page_and_those_after_it_are_not_returned(self):
+        self.s3.create_bucket(Bucket="sglang-damaged")
+        src, dst = HostPool(32, seed=3), HostPool(32)
+        b = self.backend("sglang-damaged", src)
+        keys = self.page_keys(5, "damaged")
+        self.assertTrue(self.backup(b, src, keys))
+        path = None
+        for root, _, files in os.walk(self.server.store):
+            for f in files:
+                if b.key(keys[2]).hex() in f:
+                    path = os.path.join(root, f)
+        stride = -(-b.layout.layer_slice_bytes // 4096) * 4096  # slices start on 4 KiB
+        with open(path, "r+b") as f:  # one bit of the second layer slice
+            f.seek(4096 + stride + 10)
+            byte = f.read(1)
+            f.seek(-1, 1)
+            f.write(bytes([byte[0] ^ 0x01]))
+        pages = self.restore(b, dst, keys)
+        self.assertEqual([p is not None for p in pages], [True, True, False, False, False])
+        self.assertTrue(torch.equal(dst.kv[:, :8], src.kv[:, :8]))
+        self.assertFalse(dst.kv[:, 8:].any())
+
+    def test_misuse_gets_a_clear_error(self):
+        with self.assertRaisesRegex(ValueError, "endpoints"):
+            self.backend_class(self.mod.HiCacheStorageConfig(0, 1, 0, 1, 0, 1, False, False, True,
+                                                             "m", extra_config={"bucket": "b"}))
+        b = self.backend("sglang", HostPool(8))
+        with self.assertRaisesRegex(ValueError, "bytes"):
+            b.batch_set(self.page_keys(1), [torch.zeros(3)])
+        unregistered = self.backend_class(self.mod.HiCacheStorageConfig(
+            0, 1, 0, 1, 0, 1, False, False, True, "m",
+            extra_config={"endpoints": [self.server.endpoint], "bucket": "b"}))
+        with self.assertRaisesRegex(RuntimeError, "host memory pool"):
+            unregistered.batch_get(self.page_keys(1))
 
 
 def load(python_dir):

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <optional>
@@ -23,7 +24,8 @@ class ServerProcess {
  public:
   // Starts the server with its store in `dir` (which it creates) on `port` (0: any free one),
   // with `extra` arguments after the others (e.g. {"--bandwidth-cap", "1GB"}, or a --store of
-  // its own); port() is 0 on failure.
+  // its own); port() is 0 on failure. The binary is the build's, or $OBJECTCACHE_TEST_BINARY
+  // (test binaries carried to another machine, scripts/gpu-check).
   explicit ServerProcess(const std::string& dir, int port = 0,
                          const std::vector<std::string>& extra = {})
       : store_(dir + "/store") {
@@ -31,9 +33,11 @@ class ServerProcess {
     const std::string port_file = dir + "/port";
     std::filesystem::remove(port_file);
     const std::string listen = "127.0.0.1:" + std::to_string(port);
-    std::vector<const char*> argv = {OBJECTCACHE_PATH,  "serve",        "--anonymous",
-                                     "--listen",        listen.c_str(), "--port-file",
-                                     port_file.c_str(), "--log-level",  "error"};
+    const char* binary = std::getenv("OBJECTCACHE_TEST_BINARY");
+    if (binary == nullptr) binary = OBJECTCACHE_PATH;
+    std::vector<const char*> argv = {
+        binary,        "serve",           "--anonymous", "--listen", listen.c_str(),
+        "--port-file", port_file.c_str(), "--log-level", "error"};
     // A --store among `extra` replaces the local store in `dir`.
     if (std::find(extra.begin(), extra.end(), "--store") == extra.end()) {
       argv.push_back("--store");
@@ -43,7 +47,7 @@ class ServerProcess {
     argv.push_back(nullptr);
     pid_ = ::fork();
     if (pid_ == 0) {
-      ::execv(OBJECTCACHE_PATH, const_cast<char* const*>(argv.data()));
+      ::execv(binary, const_cast<char* const*>(argv.data()));
       ::_exit(127);
     }
     for (int i = 0; i < 200 && !std::filesystem::exists(port_file); ++i) {

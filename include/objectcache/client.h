@@ -54,9 +54,10 @@ struct ClientOptions {
   // Concurrent requests of the plain modes (one GET per chunk or per chunk per layer).
   int parallel_requests = 8;
   // Concurrent aggregated requests per endpoint, each for a contiguous stripe of the keys
-  // (more streams spread the work over more server workers and client threads; on a 2-core
-  // machine one is fastest: measured with `bench ttft`).
-  int aggregated_streams = 1;
+  // (more streams spread the work over more server workers and client threads, past what one
+  // TCP connection carries; on a 2-core machine one is fastest: measured with `bench ttft`).
+  // 0: one per 4 cores of this machine, 1 to 8 (docs/gpu.md).
+  int aggregated_streams = 0;
   // Idle keep-alive connections kept per endpoint for later requests. A request takes one (an
   // aggregated retrieval one per stream, the plain modes up to parallel_requests at once) and
   // gives it back; past this many idle, it is closed. Keep it at least the retrievals in

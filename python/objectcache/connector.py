@@ -57,6 +57,7 @@ class ConnectorConfig:
     saves: bool = True                 # False: this worker only loads (an MLA rank but the first)
     device: object = None              # an objectcache.Device for CUDA caches (None: their GPU)
     staging_layers: int = 4            # pinned staging of a device load or save, in layers
+    aggregated_streams: int = 0        # connections a retrieval uses (0: one per 4 cores, 1-8)
 
     @property
     def tokens_per_chunk(self) -> int:
@@ -66,7 +67,8 @@ class ConnectorConfig:
         return Client(self.endpoints, self.bucket, self.layout, access_key=self.access_key,
                       secret_key=self.secret_key, ca_file=self.ca_file,
                       dram_tier_bytes=self.dram_tier_bytes,
-                      write_behind_bytes=self.write_behind_bytes, timeout=self.timeout)
+                      write_behind_bytes=self.write_behind_bytes, timeout=self.timeout,
+                      aggregated_streams=self.aggregated_streams)
 
 
 @dataclass

@@ -16,6 +16,11 @@ goes through the connector's vLLM-shaped calls (objectcache.connector).
 an integer (a multiple of the chunk size) computes them in blocks of that many tokens aligned to
 position 0, so a token's arithmetic is the same whether the tokens before it were computed or
 restored, and the logits match a full recompute bit for bit.
+
+`ModelConfig.device` puts the weights, the paged cache and the forward pass on a torch device.
+On a CUDA device attention is torch's fused scaled-dot-product attention (causal, aligned to the
+last key) instead of the query blocks, and the cache is a CUDA tensor the connector fills and
+saves through the device path (docs/gpu.md).
 """
 from __future__ import annotations
 
@@ -39,6 +44,7 @@ class ModelConfig:
     rms_eps: float = 1e-5
     dtype: torch.dtype = torch.float32
     seed: int = 0
+    device: str = "cpu"  # where the weights are made and the forward pass runs
 
     @property
     def head_dim(self) -> int:
@@ -47,8 +53,10 @@ class ModelConfig:
     @property
     def name(self) -> str:
         # The weights follow from the config, so the config names the model (part of every key).
+        # A device's random generator gives other weights than the CPU's from the same seed.
+        where = "" if self.device == "cpu" else "-" + torch.device(self.device).type
         return (f"objectcache-ref-v{self.vocab_size}-h{self.hidden}-l{self.layers}-q{self.heads}"
-                f"-kv{self.kv_heads}-i{self.intermediate}-s{self.seed}")
+                f"-kv{self.kv_heads}-i{self.intermediate}-s{self.seed}{where}")
 
     def validate(self) -> None:
         if self.hidden % self.heads or self.heads % self.kv_heads:
@@ -71,30 +79,35 @@ class ReferenceModel:
     def __init__(self, config: ModelConfig):
         config.validate()
         self.config = config
-        g = torch.Generator().manual_seed(config.seed)
+        self.device = dev = torch.device(config.device)
+        g = torch.Generator(device=dev).manual_seed(config.seed)
         c, d = config, config.dtype
 
-        def w(*shape):
-            return (torch.randn(*shape, generator=g) / math.sqrt(shape[-1])).to(d)
+        def randn(*shape):
+            return torch.randn(*shape, generator=g, device=dev)
 
-        self.embed = torch.randn(c.vocab_size, c.hidden, generator=g).to(d)
+        def w(*shape):
+            return (randn(*shape) / math.sqrt(shape[-1])).to(d)
+
+        self.embed = randn(c.vocab_size, c.hidden).to(d)
         self.layers = []
         for _ in range(c.layers):
             self.layers.append({
-                "attn_norm": (1 + 0.1 * torch.randn(c.hidden, generator=g)).to(d),
+                "attn_norm": (1 + 0.1 * randn(c.hidden)).to(d),
                 "wq": w(c.heads * c.head_dim, c.hidden),
                 "wk": w(c.kv_heads * c.head_dim, c.hidden),
                 "wv": w(c.kv_heads * c.head_dim, c.hidden),
                 "wo": w(c.hidden, c.heads * c.head_dim),
-                "mlp_norm": (1 + 0.1 * torch.randn(c.hidden, generator=g)).to(d),
+                "mlp_norm": (1 + 0.1 * randn(c.hidden)).to(d),
                 "w_gate": w(c.intermediate, c.hidden),
                 "w_up": w(c.intermediate, c.hidden),
                 "w_down": w(c.hidden, c.intermediate),
             })
-        self.final_norm = (1 + 0.1 * torch.randn(c.hidden, generator=g)).to(d)
+        self.final_norm = (1 + 0.1 * randn(c.hidden)).to(d)
         self.lm_head = w(c.vocab_size, c.hidden)
         half = c.head_dim // 2
-        self.inv_freq = 1.0 / (c.rope_theta ** (torch.arange(0, half, dtype=torch.float64) / half))
+        self.inv_freq = 1.0 / (c.rope_theta ** (
+            torch.arange(0, half, dtype=torch.float64, device=dev) / half))
 
     def rms_norm(self, x, weight):
         var = x.float().pow(2).mean(-1, keepdim=True)
@@ -118,6 +131,8 @@ class ReferenceModel:
     def attention(self, q, k, v, q_positions):
         # q: [s, heads, hd] at consecutive positions; k, v: [n, kv_heads, hd] for positions
         # 0..n-1; causal. Query head h reads KV head h // group, without copying K or V.
+        if q.is_cuda:
+            return self._fused_attention(q, k, v)
         c = self.config
         s, group = q.shape[0], c.heads // c.kv_heads
         q = (q * (1.0 / math.sqrt(c.head_dim))).view(s, c.kv_heads, group, c.head_dim)
@@ -133,6 +148,20 @@ class ReferenceModel:
             out[a:b] = torch.einsum("kgsn,nkd->skgd", probs, v[:end])
         return out.view(s, c.heads, c.head_dim)
 
+    def _fused_attention(self, q, k, v):
+        # The queries are the last s of the n positions: causal attention aligned to the last key.
+        s, n, group = q.shape[0], k.shape[0], self.config.heads // self.config.kv_heads
+        q = q.transpose(0, 1)[None]
+        k = k.transpose(0, 1).repeat_interleave(group, 0)[None]
+        v = v.transpose(0, 1).repeat_interleave(group, 0)[None]
+        try:
+            from torch.nn.attention.bias import causal_lower_right
+            mask = causal_lower_right(s, n)
+        except ImportError:  # torch before 2.2
+            mask = torch.ones(s, n, dtype=torch.bool, device=q.device).tril(n - s)
+        out = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+        return out[0].transpose(0, 1)
+
 
 class PagedKvCache:
     """Per layer [num_blocks, 2, block_size, kv_heads, head_dim]; blocks handed out from a free
@@ -140,8 +169,10 @@ class PagedKvCache:
 
     def __init__(self, config: ModelConfig, num_blocks: int, block_size: int):
         self.block_size = block_size
+        self.device = torch.device(config.device)
         self.layers = [torch.zeros(num_blocks, 2, block_size, config.kv_heads, config.head_dim,
-                                   dtype=config.dtype) for _ in range(config.layers)]
+                                   dtype=config.dtype, device=self.device)
+                       for _ in range(config.layers)]
         self.free = list(range(num_blocks))
 
     def allocate(self, tokens: int) -> list[int]:
@@ -154,15 +185,21 @@ class PagedKvCache:
     def release(self, blocks: list[int]) -> None:
         self.free.extend(blocks)
 
-    def write(self, layer: int, blocks: list[int], first: int, k, v) -> None:
-        """K and V of positions first.. into the request's blocks."""
+    def block_table(self, blocks: list[int]):
+        """The request's blocks as an index tensor on the cache's device."""
+        return torch.tensor(blocks, dtype=torch.long).to(self.device)
+
+    def write(self, layer: int, blocks, first: int, k, v) -> None:
+        """K and V of positions first.. into the request's blocks (a list, or block_table's)."""
         g = self.block_size
-        p = torch.arange(first, first + k.shape[0])
-        b = torch.tensor(blocks, dtype=torch.long)[p // g]
+        if not torch.is_tensor(blocks):
+            blocks = self.block_table(blocks)
+        p = torch.arange(first, first + k.shape[0], device=self.device)
+        b = blocks[p // g]
         self.layers[layer][b, 0, p % g] = k
         self.layers[layer][b, 1, p % g] = v
 
-    def gather(self, layer: int, blocks: list[int], n: int):
+    def gather(self, layer: int, blocks, n: int):
         """K and V of positions 0..n-1: [n, kv_heads, head_dim] each."""
         used = self.layers[layer][blocks[:-(-n // self.block_size)]]
         k = used[:, 0].reshape(-1, *used.shape[3:])[:n]
@@ -256,9 +293,10 @@ class Engine:
         import time
         m, c = self.model, self.model.config
         n = len(tokens)
-        ids = torch.tensor(tokens[cached:], dtype=torch.long)
+        ids = torch.tensor(tokens[cached:], dtype=torch.long).to(m.device)
         x = m.embed[ids].clone()
-        positions = torch.arange(cached, n)
+        positions = torch.arange(cached, n, device=m.device)
+        table = self.cache.block_table(blocks)
         # The new tokens, in the blocks of operations that the step gives (aligned to 0).
         if self.step is None:
             spans = [(0, n - cached)]
@@ -275,13 +313,13 @@ class Engine:
                 q = m.rope((h @ w["wq"].T).view(b - a, c.heads, c.head_dim), pos)
                 k = m.rope((h @ w["wk"].T).view(b - a, c.kv_heads, c.head_dim), pos)
                 v = (h @ w["wv"].T).view(b - a, c.kv_heads, c.head_dim)
-                self.cache.write(layer, blocks, cached + a, k, v)
+                self.cache.write(layer, table, cached + a, k, v)
                 if i == 0 and self.worker is not None:
                     # The cached prefix's layer must be in before attention reads it.
                     self.worker.wait_for_layer_load(name)
                     if self.worker.has_load_error(request.request_id):
                         return None, seconds
-                keys, values = self.cache.gather(layer, blocks, cached + b)
+                keys, values = self.cache.gather(layer, table, cached + b)
                 attn = m.attention(q, keys, values, pos).reshape(b - a, -1) @ w["wo"].T
                 y = x[a:b] + attn
                 h = m.rms_norm(y, w["mlp_norm"])

@@ -4,9 +4,12 @@
 #include <condition_variable>
 #include <cstring>
 #include <deque>
+#include <memory>
 #include <mutex>
 #include <optional>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "client/dram_tier.h"
 #include "client/fetcher.h"
@@ -46,6 +49,49 @@ struct Pending {
   std::optional<KvLayout> seal;
 };
 
+// The chunk objects of finished saves, kept for the next save up to `limit` bytes: a save's
+// objects are as large as the KV it saves, and memory a process touches for the first time
+// costs a page fault a page, which on a virtual machine made saving 2 GiB from a GPU several
+// times slower than copying it (docs/gpu.md). Thread-safe; a buffer given back after the pool
+// is gone is freed.
+class ObjectBuffers : public std::enable_shared_from_this<ObjectBuffers> {
+ public:
+  explicit ObjectBuffers(uint64_t limit) : limit_(limit) {}
+
+  // An empty string, with room for `bytes` where a kept one has it.
+  std::shared_ptr<std::string> Take(uint64_t bytes) {
+    std::unique_ptr<std::string> s;
+    {
+      std::lock_guard lock(mu_);
+      if (!kept_.empty() && kept_.back()->capacity() >= bytes) {
+        s = std::move(kept_.back());
+        kept_.pop_back();
+        held_ -= s->capacity();
+      }
+    }
+    if (!s) s = std::make_unique<std::string>();
+    s->clear();
+    std::weak_ptr<ObjectBuffers> pool = weak_from_this();
+    return std::shared_ptr<std::string>(s.release(), [pool](std::string* p) {
+      std::unique_ptr<std::string> owned(p);
+      if (std::shared_ptr<ObjectBuffers> alive = pool.lock()) alive->Keep(std::move(owned));
+    });
+  }
+
+ private:
+  void Keep(std::unique_ptr<std::string> s) {
+    std::lock_guard lock(mu_);
+    if (s->capacity() == 0 || held_ + s->capacity() > limit_) return;
+    held_ += s->capacity();
+    kept_.push_back(std::move(s));
+  }
+
+  const uint64_t limit_;
+  std::mutex mu_;
+  std::vector<std::unique_ptr<std::string>> kept_;  // guarded by mu_
+  uint64_t held_ = 0;                               // guarded by mu_
+};
+
 class ClientImpl final : public Client {
  public:
   ClientImpl(std::unique_ptr<s3::ConnectionPool> pool, const ClientOptions& options)
@@ -59,6 +105,7 @@ class ClientImpl final : public Client {
                                           : nullptr),
         fill_dram_(options.fill_dram_on_retrieve),
         queue_limit_(options.write_behind_bytes),
+        buffers_(std::make_shared<ObjectBuffers>(options.write_behind_bytes)),
         writer_([this] { WriteBehindLoop(); }) {}
 
   ~ClientImpl() override {
@@ -93,6 +140,9 @@ class ClientImpl final : public Client {
     queued_bytes_ += bytes;
     return true;
   }
+  // Room for one chunk object of a save (a buffer of an earlier save where one is kept).
+  std::shared_ptr<std::string> ObjectBuffer(uint64_t bytes) { return buffers_->Take(bytes); }
+
   // Gives back what Reserve took for chunks that will not be queued.
   void Release(uint64_t bytes, size_t chunks) {
     std::lock_guard lock(queue_mu_);
@@ -201,7 +251,8 @@ class ClientImpl final : public Client {
                                      if (chunkwise) return;  // handed over once everything is in
                                      copy_local(layer);
                                      st->LayerReady(layer);
-                                   }};
+                                   },
+                               .failed = [&](const Status& s) { st->Fail(s); }};
     const client::FetchTarget target{
         .model = &req.model,
         .keys = std::span(req.keys).subspan(local.size()),
@@ -297,6 +348,7 @@ class ClientImpl final : public Client {
   const std::unique_ptr<DramTier> dram_;  // null: no DRAM tier
   const bool fill_dram_;
   const size_t queue_limit_;
+  const std::shared_ptr<ObjectBuffers> buffers_;  // for saves' chunk objects
   mutable std::mutex queue_mu_;
   std::condition_variable queue_cv_, done_cv_;
   // guarded by queue_mu_:
@@ -324,7 +376,7 @@ class SaveImpl final : public LayerwiseSave {
       // region is written when sealed and the padding after each slice is zeroed here.
       // The operation returns the size itself: GCC 12's libstdc++ may hand it the grown
       // capacity instead of the size asked for.
-      auto object = std::make_shared<std::string>();
+      std::shared_ptr<std::string> object = client_->ObjectBuffer(geometry_.ObjectBytes());
       const size_t bytes = geometry_.ObjectBytes();
       object->resize_and_overwrite(bytes, [&](char* p, size_t) {
         for (uint32_t l = 0; l < layout_.num_layers; ++l) {

@@ -177,11 +177,15 @@ class DeviceRetrievalImpl final : public DeviceRetrieval {
     return inner_.get();
   }
 
-  // The staging of a layer: waits until the layer `staging.slots()` before it is off it.
+  // The staging of a layer: waits until the layer `staging.slots()` before it is off it. Once
+  // the retrieval has failed and ended, at once: the other connections of a striped retrieval
+  // still deliver their stripes (into staging no copy reads any more: no layer is reported
+  // after the failure, and every copy before it was waited for) instead of waiting for a slot
+  // that is never freed.
   std::byte* SlotFor(uint32_t layer) {
     const uint32_t i = layer - req_.layers.first;
     std::unique_lock lock(mu_);
-    cv_.wait(lock, [&] { return i < released_ + staging_.slots(); });
+    cv_.wait(lock, [&] { return i < released_ + staging_.slots() || done_; });
     return staging_.Slot(i);
   }
 
@@ -189,7 +193,7 @@ class DeviceRetrievalImpl final : public DeviceRetrieval {
   void Verified(uint32_t layer, const Status& verdict) {
     const uint32_t i = layer - req_.layers.first;
     if (!verdict.ok()) {
-      Push({layer, verdict, true});
+      Push({layer, verdict, true});  // the last: no layer after it is reported
       return;
     }
     Status s;

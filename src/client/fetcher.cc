@@ -88,12 +88,33 @@ class Combiner {
   void PartLayer(uint32_t layer) {
     std::lock_guard lock(mu_);
     done_[layer - layers_.first]++;
-    while (next_ < layers_.last && done_[next_ - layers_.first] == parts_.size()) {
+    while (next_ < fail_from_ && next_ < layers_.last &&
+           done_[next_ - layers_.first] == parts_.size()) {
       events_.layer_ready(next_++);
     }
+    ReportFailure();
+  }
+
+  // A part failed for good, having delivered the layers before `from`: those are still ready
+  // once the other parts deliver them; then the failure is reported (once), while the other
+  // parts may still run, not when the last of them ends.
+  void PartFailed(const Status& s, uint32_t from) {
+    std::lock_guard lock(mu_);
+    if (from < fail_from_) {
+      fail_from_ = from;
+      failure_ = s;
+    }
+    ReportFailure();
   }
 
  private:
+  void ReportFailure() {  // with mu_ held
+    if (reported_ || next_ < fail_from_ || fail_from_ == kNoFailure) return;
+    reported_ = true;
+    if (events_.failed) events_.failed(failure_);
+  }
+  static constexpr uint32_t kNoFailure = UINT32_MAX;
+
   const std::vector<std::pair<size_t, std::vector<size_t>>>& parts_;
   const size_t total_;
   const LayerRange layers_;
@@ -103,6 +124,9 @@ class Combiner {
   size_t parts_with_hits_ = 0;                      // guarded by mu_
   std::vector<size_t> done_;                        // guarded by mu_: parts done per layer
   uint32_t next_;                                   // guarded by mu_: next layer to report
+  uint32_t fail_from_ = kNoFailure;                 // guarded by mu_: no layer from it is ready
+  Status failure_;                                  // guarded by mu_
+  bool reported_ = false;                           // guarded by mu_
 };
 
 }  // namespace
@@ -174,7 +198,9 @@ Status Fetcher::Aggregated(const FetchTarget& t, const FetchEvents& events) cons
   const uint64_t slice = t.model->layout.LayerSliceBytes();
   // Each endpoint's keys in `streams` contiguous stripes, one request (connection) each.
   std::vector<std::pair<size_t, std::vector<size_t>>> parts;
-  const size_t streams = static_cast<size_t>(std::max(1, options_.streams));
+  const size_t streams = options_.streams > 0
+                             ? static_cast<size_t>(options_.streams)
+                             : std::clamp<size_t>(std::thread::hardware_concurrency() / 4, 1, 8);
   for (auto& [endpoint, positions] : SplitByEndpoint(t.keys)) {
     const size_t n = std::min(streams, positions.size());
     for (size_t k = 0; k < n; ++k) {
@@ -184,12 +210,12 @@ Status Fetcher::Aggregated(const FetchTarget& t, const FetchEvents& events) cons
     }
   }
   Combiner combiner(parts, t.keys.size(), t.layers, events);
-  auto run_part = [&](size_t p) -> Status {
+  // `next`: the first layer this part has not delivered yet.
+  auto attempt_part = [&](size_t p, uint32_t& next) -> Status {
     const auto& [endpoint, positions] = parts[p];
     nlohmann::json keys = nlohmann::json::array();
     for (size_t i : positions) keys.push_back(t.keys[i].ToHex());
     const nlohmann::json layout = nlohmann::json::parse(ModelToJson(*t.model));
-    uint32_t next = t.layers.first;  // the first layer this part has not delivered yet
     std::optional<uint32_t> first_hits;
     return WithRetries([&]() -> Status {
       if (next == t.layers.last) return Status();  // all delivered; only the end was lost
@@ -243,6 +269,12 @@ Status Fetcher::Aggregated(const FetchTarget& t, const FetchEvents& events) cons
       pool_->Return(endpoint, std::move(conn));
       return Status();
     });
+  };
+  auto run_part = [&](size_t p) -> Status {
+    uint32_t next = t.layers.first;
+    Status s = attempt_part(p, next);
+    if (!s.ok()) combiner.PartFailed(s, next);
+    return s;
   };
   if (parts.size() == 1) return run_part(0);
   for (const Status& s : ParallelFor(parts.size(), static_cast<int>(parts.size()), run_part)) {

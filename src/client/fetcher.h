@@ -44,12 +44,16 @@ struct FetchTarget {
 struct FetchEvents {
   std::function<void(uint32_t hits)> hits;
   std::function<void(uint32_t layer)> layer_ready;
+  // Optional: the fetch failed for good while other requests of it may still run (an aggregated
+  // retrieval's stripes): no further layer will be ready. At most once, before the fetch ends.
+  std::function<void(const Status&)> failed;
 };
 
 struct FetchOptions {
   int retries = 3;
-  int parallel = 8;      // concurrent requests of the plain modes
-  int streams = 1;       // concurrent aggregated requests per endpoint, each for a stripe of keys
+  int parallel = 8;  // concurrent requests of the plain modes
+  int streams =
+      0;  // concurrent aggregated requests per endpoint, each for a stripe of keys (0: by cores)
   int wire_version = 2;  // of layerwise responses (docs/wire-format.md)
 };
 

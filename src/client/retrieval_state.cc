@@ -1,5 +1,6 @@
 #include "client/retrieval_state.h"
 
+#include <optional>
 #include <string>
 
 namespace objectcache::client {
@@ -57,6 +58,30 @@ Status RetrievalState::Wait() {
   return final_;
 }
 
+// The first layer never reached carries the error; later ones never come. Called with mu_ held;
+// the layer to report, if any.
+std::optional<uint32_t> RetrievalState::FailFirstMissing(const Status& s) {
+  if (failed_) return std::nullopt;
+  for (size_t i = 0; i < status_.size(); ++i) {
+    if (!status_[i]) {
+      status_[i] = s;
+      failed_ = true;
+      return layers_.first + static_cast<uint32_t>(i);
+    }
+  }
+  return std::nullopt;
+}
+
+void RetrievalState::Fail(const Status& s) {
+  std::optional<uint32_t> failed_layer;
+  {
+    std::lock_guard lock(mu_);
+    failed_layer = FailFirstMissing(s);
+  }
+  cv_.notify_all();
+  if (failed_layer && on_layer_) on_layer_(*failed_layer, s);
+}
+
 void RetrievalState::Finish(Status s) {
   std::optional<uint32_t> failed_layer;
   {
@@ -68,14 +93,7 @@ void RetrievalState::Finish(Status s) {
       }
     }
     done_ = true;
-    // The first layer never reached carries the error; later ones never come.
-    for (size_t i = 0; i < status_.size() && !final_.ok(); ++i) {
-      if (!status_[i]) {
-        status_[i] = final_;
-        failed_layer = layers_.first + static_cast<uint32_t>(i);
-        break;
-      }
-    }
+    if (!final_.ok()) failed_layer = FailFirstMissing(final_);
   }
   cv_.notify_all();
   if (failed_layer && on_layer_) on_layer_(*failed_layer, final_);

@@ -26,6 +26,9 @@ class RetrievalState final : public LayerwiseRetrieval {
   // Producer side.
   void SetHits(uint32_t hits);
   void LayerReady(uint32_t layer);  // in layer order, after the bytes are verified in place
+  // The retrieval has failed though its work still runs: the first layer not yet ready fails
+  // now (and is reported), not when the work ends.
+  void Fail(const Status& s);
 
   // Consumer side (LayerwiseRetrieval).
   Result<uint32_t> Hits() override;
@@ -34,6 +37,7 @@ class RetrievalState final : public LayerwiseRetrieval {
 
  private:
   void Finish(Status s);
+  std::optional<uint32_t> FailFirstMissing(const Status& s);
 
   const LayerRange layers_;
   const LayerReadyFn on_layer_;
@@ -42,6 +46,7 @@ class RetrievalState final : public LayerwiseRetrieval {
   std::optional<uint32_t> hits_;               // guarded by mu_
   std::vector<std::optional<Status>> status_;  // guarded by mu_, per layer of the range
   bool done_ = false;                          // guarded by mu_
+  bool failed_ = false;                        // guarded by mu_: a layer carries the error
   Status final_;                               // guarded by mu_
   std::thread thread_;
 };

@@ -5,6 +5,7 @@
 // segments between the scratch and the paged blocks at device-memory speed.
 #include <algorithm>
 #include <functional>
+#include <map>
 #include <mutex>
 
 #include "device/call_counter.h"
@@ -77,15 +78,51 @@ class CudaDevice final : public Device {
     if (Current().ok()) api_->cuMemFree(p);
   }
 
+  // Pinning is slow (tens of milliseconds for the staging of one long prompt, where the guest's
+  // memory is first touched), so freed pinned blocks are kept for the next request, up to
+  // kIdlePinnedBytes, in sizes rounded up to 2 MiB; a block is reused for a request of at least
+  // half its size.
   Result<std::byte*> AllocatePinned(uint64_t bytes) override {
+    constexpr uint64_t kGrain = uint64_t{2} << 20;
+    if (bytes == 0 || bytes > (uint64_t{1} << 46)) {
+      return InvalidArgumentError("pinned allocation of " + std::to_string(bytes) + " bytes");
+    }
+    const uint64_t rounded = (bytes + kGrain - 1) / kGrain * kGrain;
+    {
+      std::lock_guard lock(mu_);
+      auto it = idle_pinned_.lower_bound(rounded);
+      if (it != idle_pinned_.end() && it->first <= 2 * rounded) {
+        std::byte* p = it->second;
+        idle_pinned_bytes_ -= it->first;
+        idle_pinned_.erase(it);
+        return p;
+      }
+    }
     OC_RETURN_IF_ERROR(Current());
     void* p = nullptr;
     OC_RETURN_IF_ERROR(
-        Check(api_->cuMemHostAlloc(&p, bytes, cuda::CU_MEMHOSTALLOC_PORTABLE), "cuMemHostAlloc"));
+        Check(api_->cuMemHostAlloc(&p, rounded, cuda::CU_MEMHOSTALLOC_PORTABLE), "cuMemHostAlloc"));
+    std::lock_guard lock(mu_);
+    pinned_sizes_[static_cast<std::byte*>(p)] = rounded;
     return static_cast<std::byte*>(p);
   }
   void FreePinned(std::byte* p) override {
+    {
+      std::lock_guard lock(mu_);
+      auto it = pinned_sizes_.find(p);
+      if (it == pinned_sizes_.end()) return;  // not ours
+      if (idle_pinned_bytes_ + it->second <= kIdlePinnedBytes) {
+        idle_pinned_bytes_ += it->second;
+        idle_pinned_.emplace(it->second, p);
+        return;
+      }
+      pinned_sizes_.erase(it);
+    }
     if (Current().ok()) api_->cuMemFreeHost(p);
+  }
+  ~CudaDevice() override {
+    if (!Current().ok()) return;
+    for (const auto& [bytes, p] : idle_pinned_) api_->cuMemFreeHost(p);
   }
 
   Result<std::unique_ptr<Stream>> NewStream() override {
@@ -263,6 +300,10 @@ class CudaDevice final : public Device {
   CallCounter counter_;
   cuda::CUmodule module_ = nullptr;                        // guarded by mu_
   cuda::CUfunction scatter_ = nullptr, gather_ = nullptr;  // guarded by mu_
+  static constexpr uint64_t kIdlePinnedBytes = uint64_t{1} << 30;
+  std::map<std::byte*, uint64_t> pinned_sizes_;      // guarded by mu_: every block of ours
+  std::multimap<uint64_t, std::byte*> idle_pinned_;  // guarded by mu_: freed, by size
+  uint64_t idle_pinned_bytes_ = 0;                   // guarded by mu_
 };
 
 }  // namespace

@@ -83,6 +83,24 @@ TEST_P(DeviceTest, BytesGoThereAndBack) {
   d.Free(mem);
 }
 
+TEST_P(DeviceTest, FreedPinnedMemoryServesTheNextRequest) {
+  // Pinning is what a request's staging would pay each time: a CUDA device keeps freed blocks.
+  Device& d = *device_;
+  std::byte* a = *d.AllocatePinned(3 << 20);
+  std::byte* b = *d.AllocatePinned(3 << 20);
+  EXPECT_NE(a, b);
+  d.FreePinned(a);
+  std::byte* c = *d.AllocatePinned(3 << 20);
+  if (!d.emulated()) {
+    EXPECT_EQ(c, a);
+  }
+  std::memset(c, 1, 3 << 20);  // all of it is usable
+  d.FreePinned(b);
+  d.FreePinned(c);
+  EXPECT_FALSE(d.AllocatePinned(0).has_value());
+  EXPECT_FALSE(d.AllocatePinned(UINT64_MAX).has_value());
+}
+
 TEST_P(DeviceTest, AnEventCompletesOnlyWhenTheWorkBeforeItHas) {
   Device& d = *device_;
   const uint64_t n = 4 << 20;

@@ -152,7 +152,9 @@ class EmulatedDevice final : public Device, public std::enable_shared_from_this<
   }
 
   Result<std::byte*> AllocatePinned(uint64_t bytes) override {
-    if (bytes == 0) return InvalidArgumentError("no bytes to allocate");
+    if (bytes == 0 || bytes > (uint64_t{1} << 46)) {
+      return InvalidArgumentError("pinned allocation of " + std::to_string(bytes) + " bytes");
+    }
     void* p = std::aligned_alloc(4096, (bytes + 4095) / 4096 * 4096);
     if (!p) return ResourceExhaustedError("out of host memory for staging");
     return static_cast<std::byte*>(p);

@@ -250,8 +250,9 @@ class PyClient {
     if (timeout_seconds <= 0 || timeout_seconds > 86400) {
       throw py::value_error("timeout must be in (0, 86400] seconds");
     }
-    if (retries < 0 || parallel_requests < 1 || aggregated_streams < 1) {
-      throw py::value_error("retries >= 0, parallel_requests >= 1, aggregated_streams >= 1");
+    if (retries < 0 || parallel_requests < 1 || aggregated_streams < 0) {
+      throw py::value_error(
+          "retries >= 0, parallel_requests >= 1, aggregated_streams >= 0 (0: by cores)");
     }
     ClientOptions o;
     o.endpoints = std::move(endpoints);
@@ -595,7 +596,7 @@ A client of `objectcache serve` (or of any S3 server, for the plain modes).
 
 Client(endpoints, bucket, layout, access_key=None, secret_key=None, dram_tier_bytes=0,
        ca_file=None, timeout=60, retries=3, write_behind_bytes=256 MiB, parallel_requests=8,
-       aggregated_streams=1))doc")
+       aggregated_streams=0))doc")
       .def(py::init<std::vector<std::string>, std::string, ModelPreset, std::optional<std::string>,
                     std::optional<std::string>, uint64_t, std::optional<std::string>, double, int,
                     uint64_t, int, int>(),
@@ -604,7 +605,7 @@ Client(endpoints, bucket, layout, access_key=None, secret_key=None, dram_tier_by
            py::arg("dram_tier_bytes") = 0, py::arg("ca_file") = py::none(),
            py::arg("timeout") = 60.0, py::arg("retries") = 3,
            py::arg("write_behind_bytes") = uint64_t{256} << 20, py::arg("parallel_requests") = 8,
-           py::arg("aggregated_streams") = 1)
+           py::arg("aggregated_streams") = 0)
       .def_property_readonly("layout", &PyClient::model)
       .def("lookup", &PyClient::Lookup, py::arg("keys"), "How many leading keys are cached.")
       .def("pin", &PyClient::Pin, py::arg("keys"), py::arg("ttl_seconds"),
