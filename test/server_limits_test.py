@@ -143,6 +143,54 @@ class FileDescriptorTest(ServerCase):
                  == 200, 20, "the server to serve again")
 
 
+class BatchStoreOpenObjectsTest(ServerCase):
+    @staticmethod
+    def batch(prefix, n, cut=None, size=100):
+        """A batch-store body of n records of `size` bytes (docs/wire-format.md); with `cut`,
+        only the first `cut` records and no end marker."""
+        import struct
+        records = [struct.pack("<II", 0x5042434F, len(k)) + k + struct.pack("<Q", size) + b"x" * size
+                   for k in (f"{prefix}{i}".encode() for i in range(n))]
+        if cut is not None:
+            return b"".join(records[:cut])
+        return b"".join(records) + struct.pack("<I", 0x4542434F)
+
+    def store(self, prefix, n):
+        reply = base.raw_http(self.server.port, signed_raw(
+            self.server.endpoint, "POST", "/open?batch-store", self.batch(prefix, n)))
+        return status_and_code(reply)
+
+    def test_unfinished_batch_stores_hold_a_bounded_number_of_objects(self):
+        # Regression: each record kept an open file until its request's body was complete, with
+        # no bound: ten unfinished requests held 16,384 descriptors and other requests got 503.
+        self.start("--max-open-batch-objects", "4")
+        self.s3.create_bucket(Bucket="open")
+        self.assertEqual(self.store("five", 5), (503, "SlowDown"))
+        self.assertEqual(self.store("four", 4)[0], 200)
+        names = [o["Key"] for o in self.s3.list_objects_v2(Bucket="open")["Contents"]]
+        self.assertEqual(sorted(names), [f"four{i}" for i in range(4)])  # none of the five
+        # A request that sends 3 of its 4 records and waits holds 3 of the 4 (400 KiB each: the
+        # third starts inside the server's first 1 MiB read, whether it reads whole buffers).
+        size = 400 << 10
+        body = self.batch("held", 4, size=size)
+        head = signed_raw(self.server.endpoint, "POST", "/open?batch-store", body)
+        held = socket.create_connection(("127.0.0.1", self.server.port), timeout=20)
+        try:
+            held.sendall(head[:len(head) - len(body)] + self.batch("held", 4, cut=3, size=size))
+            attempt = iter(range(1000))
+            wait_for(lambda: self.store(f"two{next(attempt)}-", 2) == (503, "SlowDown"), 10,
+                     "two more objects to be refused while three are held")
+            self.assertEqual(self.store("one", 1)[0], 200)  # the fourth
+            self.assertEqual(self.s3.get_object(Bucket="open", Key="four0")["Body"].read(),
+                             b"x" * 100)  # other requests go on
+        finally:
+            held.close()
+        # The abandoned request's objects are given back and nothing of it was stored.
+        wait_for(lambda: self.store("after", 3)[0] == 200, 10, "the held objects to be freed")
+        names = [o["Key"] for o in self.s3.list_objects_v2(Bucket="open")["Contents"]]
+        self.assertFalse([n for n in names if n.startswith("held")], names)
+
+
 class MemoryBudgetTest(ServerCase):
     def test_header_only_requests_with_large_content_lengths_hold_no_memory(self):
         # Regression: small-body reads reserved Content-Length before any byte arrived: 20

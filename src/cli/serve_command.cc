@@ -45,7 +45,8 @@ struct ServeFlags {
   std::string bandwidth_cap = "unlimited";
   std::string sched_policy = "compute-aware";
   std::string request_memory = "1GiB";
-  std::string layerwise_window;  // empty: 128 MiB, or half of --request-memory if less
+  size_t max_open_batch_objects = 0;  // 0: 1024, or an eighth of the open-file limit if less
+  std::string layerwise_window;       // empty: 128 MiB, or half of --request-memory if less
   std::string metrics_listen;
   std::string tls_cert, tls_key;
   std::string credentials_file;
@@ -171,6 +172,10 @@ Status RunServe(const ServeFlags& f) {
   }
 
   const uint64_t open_file_limit = RaiseOpenFileLimit();
+  s3.max_open_batch_objects =
+      f.max_open_batch_objects > 0
+          ? f.max_open_batch_objects
+          : static_cast<size_t>(std::clamp<uint64_t>(open_file_limit / 8, 1, 1024));
   std::string uri = f.store;
   auto add_option = [&uri](const std::string& name, uint64_t value) {
     uri += (uri.find('?') == std::string::npos ? "?" : "&") + name + "=" + std::to_string(value);
@@ -333,6 +338,11 @@ void AddServeCommand(CLI::App* app) {
                   "Memory for all requests together: small bodies, upload buffers, layerwise "
                   "windows (beyond it: 503 SlowDown)")
       ->capture_default_str();
+  cmd->add_option("--max-open-batch-objects", f->max_open_batch_objects,
+                  "Objects a tenant's unfinished batch stores hold open together, each a file "
+                  "until its request commits (beyond it: 503 SlowDown); default 1024, or an "
+                  "eighth of the open-file limit if less")
+      ->check(CLI::Range(size_t{1}, size_t{1} << 20));
   cmd->add_option("--layerwise-window", f->layerwise_window,
                   "Read-ahead of a layerwise response the store reads into memory (v1, TLS, "
                   "RADOS, S3): whole layers of every hit chunk when they fit, two windows per "

@@ -29,6 +29,8 @@ asio::awaitable<S3Result<void>> S3Handler::BatchStore(Ctx& c) {
     Digest md5{Digest::Kind::kMd5};
     std::optional<ChunkStreamVerifier> verifier;
   };
+  // One of the budget a record, until the request ends (after its writers: declared before).
+  MemoryBudget::Lease open_objects = open_batch_objects_.NewLease();
   std::vector<std::unique_ptr<Pending>> records;
   wire::BatchStoreDecoder decoder;
   MemoryBudget::Lease lease = memory_.NewLease();
@@ -62,6 +64,11 @@ asio::awaitable<S3Result<void>> S3Handler::BatchStore(Ctx& c) {
       if (e->kind != Kind::kRecord) continue;
       if (!IsValidUtf8(e->key))
         co_return Fail("InvalidArgument", "batch store: a key is not UTF-8");
+      if (!open_objects.GrowTo(records.size() + 1)) {
+        co_return Fail("SlowDown",
+                       "batch store: this tenant's unfinished batch stores hold the most objects "
+                       "open it may (--max-open-batch-objects); retry later");
+      }
       auto p = std::make_unique<Pending>();
       p->key = e->key;
       if (c.bucket.layout) {

@@ -51,6 +51,7 @@ S3Handler::S3Handler(Store* store, ServerMetrics* metrics, S3Options options)
              }),
       pool_(std::max(1u, options_.blocking_threads)),
       memory_(options_.request_memory_bytes),
+      open_batch_objects_(options_.max_open_batch_objects),
       windows_(std::make_shared<WindowBuffers>(&memory_, 4 * options_.layerwise_window_bytes)),
       sweep_strand_(asio::make_strand(pool_.get_executor())),
       sweep_timer_(sweep_strand_),

@@ -61,6 +61,10 @@ struct S3Options {
   // Memory held for all requests together: small bodies, upload buffers, layerwise windows
   // (memory_budget.h). A request that would pass it gets 503 SlowDown.
   uint64_t request_memory_bytes = 1ull << 30;
+  // Objects this handler's (a tenant's) unfinished batch stores hold open together: each is a
+  // file until its request commits. A request that would pass it gets 503 SlowDown; each tenant
+  // has a budget of its own, so one tenant's batch stores never take another's.
+  size_t max_open_batch_objects = 1024;
   // Unsigned GET /metrics on the S3 port; false when they have a port of their own.
   bool serve_metrics = true;
   // Multipart uploads: an unfinished one is removed with its parts after `upload_expiry`; a
@@ -361,6 +365,7 @@ class S3Handler final : public RequestHandler {
   sched::Pacer pacer_;  // layerwise responses under the bandwidth cap
   asio::thread_pool pool_;
   MemoryBudget memory_;
+  MemoryBudget open_batch_objects_;  // counts objects, not bytes (max_open_batch_objects)
   // Layerwise read windows kept between responses: two responses' worth (window_buffers.h).
   std::shared_ptr<WindowBuffers> windows_;
   asio::strand<asio::thread_pool::executor_type> sweep_strand_;
