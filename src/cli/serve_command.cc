@@ -45,7 +45,7 @@ struct ServeFlags {
   std::string bandwidth_cap = "unlimited";
   std::string sched_policy = "compute-aware";
   std::string request_memory = "1GiB";
-  size_t max_open_batch_objects = 0;  // 0: 1024, or an eighth of the open-file limit if less
+  size_t max_open_batch_objects = 0;  // 0: half the open-file limit, 256 to 8192
   std::string layerwise_window;       // empty: 128 MiB, or half of --request-memory if less
   std::string metrics_listen;
   std::string tls_cert, tls_key;
@@ -175,7 +175,7 @@ Status RunServe(const ServeFlags& f) {
   s3.max_open_batch_objects =
       f.max_open_batch_objects > 0
           ? f.max_open_batch_objects
-          : static_cast<size_t>(std::clamp<uint64_t>(open_file_limit / 8, 1, 1024));
+          : static_cast<size_t>(std::clamp<uint64_t>(open_file_limit / 2, 256, 8192));
   std::string uri = f.store;
   auto add_option = [&uri](const std::string& name, uint64_t value) {
     uri += (uri.find('?') == std::string::npos ? "?" : "&") + name + "=" + std::to_string(value);
@@ -340,8 +340,8 @@ void AddServeCommand(CLI::App* app) {
       ->capture_default_str();
   cmd->add_option("--max-open-batch-objects", f->max_open_batch_objects,
                   "Objects a tenant's unfinished batch stores hold open together, each a file "
-                  "until its request commits (beyond it: 503 SlowDown); default 1024, or an "
-                  "eighth of the open-file limit if less")
+                  "until its request commits (beyond it: 503 SlowDown); default half the open-file "
+                  "limit, 256 to 8192 (a batch store's most records)")
       ->check(CLI::Range(size_t{1}, size_t{1} << 20));
   cmd->add_option("--layerwise-window", f->layerwise_window,
                   "Read-ahead of a layerwise response the store reads into memory (v1, TLS, "

@@ -64,7 +64,7 @@ struct S3Options {
   // Objects this handler's (a tenant's) unfinished batch stores hold open together: each is a
   // file until its request commits. A request that would pass it gets 503 SlowDown; each tenant
   // has a budget of its own, so one tenant's batch stores never take another's.
-  size_t max_open_batch_objects = 1024;
+  size_t max_open_batch_objects = 8192;
   // Unsigned GET /metrics on the S3 port; false when they have a port of their own.
   bool serve_metrics = true;
   // Multipart uploads: an unfinished one is removed with its parts after `upload_expiry`; a
