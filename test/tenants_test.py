@@ -3,8 +3,9 @@
 local store. Isolation (the same prompt's chunk keys stored by two tenants are two objects;
 neither lists, reads or creates the other's buckets; an unknown key gets 403); a refusing quota
 under concurrent writers (403 QuotaExceeded, never passed); an evicting quota (the tenant's own
-oldest objects go, usage stays under it); per-tenant metrics; SIGHUP rotating keys, adding a
-tenant and keeping the old file's tenants when the new file is broken.
+oldest objects go, usage stays under it, an upload's parts too); per-tenant metrics; SIGHUP
+rotating keys, adding a tenant and keeping the old file's tenants when the new file is broken;
+`--capacity` bounding every tenant's files together.
 
   tenants_test.py --objectcache PATH [unittest args]
 """
@@ -230,6 +231,92 @@ class TenantsTest(unittest.TestCase):
             f.write(CREDENTIALS)
         self.server.proc.send_signal(signal.SIGHUP)
         self.server.wait_for_log("3 tenant(s) from", count=3)
+
+
+def files_bytes(root):
+    """The 4 KiB blocks the files under `root` fill, in bytes: what a capacity counts (their
+    extended attributes, at most a block more each on ext4, are outside it; docs/tenants.md)."""
+    total = 0
+    for d, _, names in os.walk(root):
+        total += sum(-(-os.stat(os.path.join(d, n)).st_size // 4096) * 4096 for n in names)
+    return total
+
+
+class TenantsShareTheCapacityTest(unittest.TestCase):
+    """Regression: --capacity was applied to each tenant's store, so two tenants without quotas
+    held twice the disk it allowed; and an evicting tenant's multipart parts were outside its
+    quota."""
+
+    CAPACITY = 4 * 1024 * 1024
+
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.TemporaryDirectory()
+        creds = os.path.join(cls.tmp.name, "credentials.toml")
+        with open(creds, "w") as f:
+            f.write(CREDENTIALS)
+        cls.server = base.Server(cls.tmp.name, "--credentials", creds, "--capacity", "4MiB",
+                                 "--metrics-listen", "127.0.0.1:0")
+        cls.server.wait_for_log("/metrics")
+        cls.alpha = base.client(cls.server.endpoint, "AKALPHA", "alpha-secret-0123456789")
+        cls.beta = base.client(cls.server.endpoint, "AKBETA", "beta-secret-0123456789")
+        cls.gamma = base.client(cls.server.endpoint, "AKGAMMA", "gamma-secret-0123456789")
+
+    @classmethod
+    def tearDownClass(cls):
+        assert cls.server.stop() == 0
+        cls.tmp.cleanup()
+
+    def test_a_multipart_upload_stays_within_an_evicting_quota(self):
+        self.gamma.create_bucket(Bucket="gamma-parts")
+        upload = self.gamma.create_multipart_upload(Bucket="gamma-parts", Key="big")["UploadId"]
+        part = b"p" * 300000
+        codes = []
+        for n in range(1, 9):  # 2.4 MB of parts into a 1 MiB quota
+            codes.append(error_code(lambda: self.gamma.upload_part(
+                Bucket="gamma-parts", Key="big", UploadId=upload, PartNumber=n, Body=part)))
+        self.assertEqual(codes[:3], [None] * 3)
+        self.assertEqual(set(codes[3:]), {"InsufficientStorage"})
+        gamma_root = os.path.join(self.server.store, "tenants", "gamma")
+        self.assertLessEqual(files_bytes(os.path.join(gamma_root, "objects")), QUOTA)
+        parts = self.gamma.list_parts(Bucket="gamma-parts", Key="big", UploadId=upload)["Parts"]
+        self.assertEqual([p["PartNumber"] for p in parts], [1, 2, 3])
+        # Aborted, the upload gives its room back.
+        self.gamma.abort_multipart_upload(Bucket="gamma-parts", Key="big", UploadId=upload)
+        upload = self.gamma.create_multipart_upload(Bucket="gamma-parts", Key="big")["UploadId"]
+        self.gamma.upload_part(Bucket="gamma-parts", Key="big", UploadId=upload, PartNumber=1,
+                               Body=part)
+        self.gamma.abort_multipart_upload(Bucket="gamma-parts", Key="big", UploadId=upload)
+
+    def test_two_tenants_stay_within_the_servers_capacity(self):
+        # alpha (a refusing 1 MiB quota) and beta (no quota) write 1 MiB and 6 MB: together they
+        # keep within the server's 4 MiB; beta's writes past it evict beta's own oldest.
+        self.alpha.create_bucket(Bucket="alpha-cap")
+        self.beta.create_bucket(Bucket="beta-cap")
+        body = lambda i: bytes([i]) * 100000  # noqa: E731
+        for i in range(9):
+            self.alpha.put_object(Bucket="alpha-cap", Key=f"a{i:02d}", Body=body(i))
+        for i in range(60):
+            self.beta.put_object(Bucket="beta-cap", Key=f"b{i:02d}", Body=body(i))
+        objects = [os.path.join(self.server.store, "tenants", t, "objects")
+                   for t in ("alpha", "beta", "gamma")]
+        self.assertLessEqual(sum(files_bytes(o) for o in objects), self.CAPACITY)
+        for i in range(9):  # alpha's objects were not evicted for beta's
+            self.assertEqual(self.alpha.get_object(Bucket="alpha-cap", Key=f"a{i:02d}")["Body"]
+                             .read(), body(i))
+        self.assertEqual(self.beta.get_object(Bucket="beta-cap", Key="b59")["Body"].read(),
+                         body(59))
+        self.assertEqual(error_code(lambda: self.beta.get_object(Bucket="beta-cap", Key="b00")),
+                         "NoSuchKey")
+        # Full of beta's objects, with none of its own to evict, alpha is refused (507), not
+        # given beta's room.
+        for i in range(9):
+            self.alpha.delete_object(Bucket="alpha-cap", Key=f"a{i:02d}")
+        for i in range(60, 75):
+            self.beta.put_object(Bucket="beta-cap", Key=f"b{i:02d}", Body=body(i))
+        self.assertEqual(error_code(lambda: self.alpha.put_object(
+            Bucket="alpha-cap", Key="late", Body=body(1))), "InsufficientStorage")
+        self.assertLessEqual(sum(files_bytes(o) for o in objects), self.CAPACITY)
 
 
 class TenantFlagsTest(unittest.TestCase):

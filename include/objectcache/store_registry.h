@@ -13,6 +13,8 @@
 // Drivers above the store (src/store/s3) register their schemes here. OpenStore is thread-safe.
 #pragma once
 
+#include <atomic>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
@@ -26,10 +28,34 @@ namespace objectcache {
 // The local store in ./objectcache-data, the default of every command.
 inline constexpr std::string_view kDefaultStoreUri = "file://./objectcache-data";
 
-// InvalidArgument for a malformed URI or an unknown scheme; the backend's own error (for
-// example FailedPrecondition when another process holds a local store, Unavailable when an
-// s3:// bucket cannot be reached) otherwise. The store is open and usable when OK.
-Result<std::unique_ptr<Store>> OpenStore(std::string_view uri);
+// A disk capacity shared by several local stores of one process (a server's store and its
+// tenants' namespaces, docs/tenants.md): their object files together stay within `limit`
+// bytes. A write that would pass it first evicts the writing store's own least recently used
+// objects; when that store has none left to evict it is refused (ResourceExhausted).
+struct SharedCapacity {
+  explicit SharedCapacity(uint64_t limit_bytes) : limit(limit_bytes) {}
+  // Takes `bytes` if they fit under the limit.
+  bool TryTake(uint64_t bytes) {
+    uint64_t now = used.load();
+    do {
+      if (bytes > limit || now > limit - bytes) return false;
+    } while (!used.compare_exchange_weak(now, now + bytes));
+    return true;
+  }
+  const uint64_t limit;
+  std::atomic<uint64_t> used{0};  // the member stores' files, in blocks
+};
+
+// What the stores opened by one process share.
+struct StoreContext {
+  std::shared_ptr<SharedCapacity> shared_capacity;  // file:// stores only
+};
+
+// InvalidArgument for a malformed URI or an unknown scheme (or a shared capacity for a store
+// that is not local); the backend's own error (for example FailedPrecondition when another
+// process holds a local store, Unavailable when an s3:// bucket cannot be reached) otherwise.
+// The store is open and usable when OK.
+Result<std::unique_ptr<Store>> OpenStore(std::string_view uri, const StoreContext& context = {});
 
 // Adds a URI scheme ("s3") served by `open`, which gets the whole URI. Drivers above the store
 // (src/store/s3) register themselves this way. REQUIRES: `scheme` is none of the built-in ones

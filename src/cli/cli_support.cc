@@ -115,8 +115,8 @@ void AddStoreFlag(CLI::App* cmd, std::string* uri) {
       ->capture_default_str();
 }
 
-Result<std::unique_ptr<Store>> OpenStoreFlag(const std::string& uri) {
-  Result<std::unique_ptr<Store>> s = OpenStore(uri);
+Result<std::unique_ptr<Store>> OpenStoreFlag(const std::string& uri, const StoreContext& context) {
+  Result<std::unique_ptr<Store>> s = OpenStore(uri, context);
   if (!s.has_value()) return s.error().Annotate("opening store " + uri);
   return s;
 }

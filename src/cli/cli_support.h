@@ -16,6 +16,7 @@
 #include "objectcache/kv_layout.h"
 #include "objectcache/status.h"
 #include "objectcache/store.h"
+#include "objectcache/store_registry.h"
 
 namespace objectcache::cli {
 
@@ -58,7 +59,8 @@ Result<std::vector<ChunkKey>> ParseKeyList(const std::string& text, const std::s
 
 // --store URI on a subcommand.
 void AddStoreFlag(CLI::App* cmd, std::string* uri);
-Result<std::unique_ptr<Store>> OpenStoreFlag(const std::string& uri);
+Result<std::unique_ptr<Store>> OpenStoreFlag(const std::string& uri,
+                                             const StoreContext& context = {});
 
 // --layout NAME|FILE.json, or the geometry flags (--num-layers, --kv-heads, --head-dim, --dtype),
 // plus --tokens-per-chunk and --model that override either.

@@ -190,7 +190,12 @@ Status RunServe(const ServeFlags& f) {
   if (local_store && uri.find("open_files=") == std::string::npos) {
     add_option("open_files", std::min<uint64_t>(4096, open_file_limit / 4));
   }
-  OC_ASSIGN_OR_RETURN(std::unique_ptr<Store> store, OpenStoreFlag(uri));
+  // With tenants, a local store's capacity bounds its own files and every tenant's together.
+  StoreContext context;
+  if (tenants) {
+    OC_ASSIGN_OR_RETURN(context.shared_capacity, ServerCapacity(uri));
+  }
+  OC_ASSIGN_OR_RETURN(std::unique_ptr<Store> store, OpenStoreFlag(uri, context));
 
   // Signals are taken by sigwait below, on this thread only.
   sigset_t signals;
@@ -204,7 +209,8 @@ Status RunServe(const ServeFlags& f) {
   std::unique_ptr<RequestHandler> handler;
   TenantRouter* router = nullptr;
   if (tenants) {
-    auto r = std::make_unique<TenantRouter>(uri, store.get(), &metrics, s3);
+    auto r =
+        std::make_unique<TenantRouter>(uri, store.get(), &metrics, s3, context.shared_capacity);
     OC_RETURN_IF_ERROR(r->Apply(tenant_configs));
     router = r.get();
     // The tenants' names and usage only on the operator's own metrics port: the S3 port's

@@ -139,13 +139,14 @@ Result<std::string> TenantStoreUri(std::string_view base, const TenantConfig& t)
     while (uri.size() > 1 && uri.back() == '/') uri.pop_back();
     uri += "/tenants/" + t.name;
   }
-  // The server's options carry over, but an evicting tenant's capacity is its quota.
+  // The server's options carry over, but not a local store's capacity (shared instead,
+  // ServerCapacity), and an evicting tenant's capacity is its quota.
   OC_RETURN_IF_ERROR(
       ForEachQueryPair(q == std::string_view::npos ? std::string_view() : base.substr(q + 1),
                        [&](std::string_view name, std::optional<std::string_view> value) -> Status {
                          if (rados && name == "namespace") {
                            ns = std::string(value.value_or("")) + ".";
-                         } else if (!(evicts && name == "capacity")) {
+                         } else if (name != "capacity" || (rados && !evicts)) {
                            AddQueryOption(&uri, name, value.value_or(""));
                          }
                          return Status();
@@ -161,9 +162,28 @@ Result<std::string> TenantStoreUri(std::string_view base, const TenantConfig& t)
   return uri;
 }
 
+Result<std::shared_ptr<SharedCapacity>> ServerCapacity(std::string_view base) {
+  const bool local = base.starts_with("file://") || base.find("://") == std::string_view::npos;
+  const size_t q = base.find('?');
+  std::shared_ptr<SharedCapacity> capacity;
+  if (!local || q == std::string_view::npos) return capacity;
+  OC_RETURN_IF_ERROR(ForEachQueryPair(
+      base.substr(q + 1), [&](std::string_view name, std::optional<std::string_view> value) {
+        if (name != "capacity") return Status();
+        Result<uint64_t> bytes = ParseByteSize(value.value_or(""));
+        if (!bytes) return bytes.error();
+        capacity = std::make_shared<SharedCapacity>(*bytes);
+        return Status();
+      }));
+  return capacity;
+}
+
 TenantRouter::TenantRouter(std::string base_uri, Store* base_store, ServerMetrics* metrics,
-                           S3Options options)
-    : base_uri_(std::move(base_uri)), metrics_(metrics), options_(std::move(options)) {
+                           S3Options options, std::shared_ptr<SharedCapacity> capacity)
+    : base_uri_(std::move(base_uri)),
+      capacity_(std::move(capacity)),
+      metrics_(metrics),
+      options_(std::move(options)) {
   S3Options unknown = options_;
   unknown.credentials.clear();
   unknown.anonymous = false;
@@ -188,7 +208,7 @@ Result<std::shared_ptr<TenantRouter::Tenant>> TenantRouter::OpenTenant(const Ten
   auto t = std::make_shared<Tenant>();
   t->config = config;
   OC_ASSIGN_OR_RETURN(const std::string uri, TenantStoreUri(base_uri_, config));
-  Result<std::unique_ptr<Store>> store = OpenStore(uri);
+  Result<std::unique_ptr<Store>> store = OpenStore(uri, {.shared_capacity = capacity_});
   if (!store) return store.error().Annotate("opening tenant " + config.name + "'s store " + uri);
   t->store = std::move(*store);
   if (config.quota_bytes && config.over_quota == OverQuota::kReject) {

@@ -28,6 +28,7 @@
 
 #include "objectcache/status.h"
 #include "objectcache/store.h"
+#include "objectcache/store_registry.h"
 #include "server/http_exchange.h"
 #include "server/s3_handler.h"
 #include "store/quota_store.h"
@@ -49,16 +50,23 @@ Result<std::vector<TenantConfig>> ParseTenantsFile(std::string_view text, std::s
 
 // Tenant `t`'s store within the server's store `base`: file:///P (or a path) ->
 // file:///P/tenants/NAME, rados://POOL?..&namespace=NS -> namespace NS.NAME (NAME without
-// one), mem:// -> a memory store of its own; capacity=QUOTA added for an evicting tenant.
-// InvalidArgument for s3:// (an upstream bucket has no namespaces to give).
+// one), mem:// -> a memory store of its own; capacity=QUOTA for an evicting tenant. A local
+// store's capacity is not copied: it bounds the server's store and every tenant's together
+// (ServerCapacity). InvalidArgument for s3:// (an upstream bucket has no namespaces to give).
 Result<std::string> TenantStoreUri(std::string_view base, const TenantConfig& t);
+
+// The capacity the server's local store (file:// or a path, with capacity=) shares with its
+// tenants' stores; null for any other store. InvalidArgument for a malformed capacity.
+Result<std::shared_ptr<SharedCapacity>> ServerCapacity(std::string_view base);
 
 class TenantRouter final : public RequestHandler {
  public:
   // `options` are every tenant handler's, without credentials. Requests naming no known key
   // (and the unsigned health and metrics endpoints) go to a handler over `base_store` that
   // knows no credentials: it answers them, or refuses them as S3 does.
-  TenantRouter(std::string base_uri, Store* base_store, ServerMetrics* metrics, S3Options options);
+  // `capacity`: ServerCapacity(base_uri), shared with `base_store`.
+  TenantRouter(std::string base_uri, Store* base_store, ServerMetrics* metrics, S3Options options,
+               std::shared_ptr<SharedCapacity> capacity);
   ~TenantRouter() override;
 
   // Applies the credentials file's tenants, at start and on SIGHUP: new tenants get their
@@ -89,6 +97,7 @@ class TenantRouter final : public RequestHandler {
   bool BucketElsewhere(const std::string& asking, const std::string& bucket) const;
 
   const std::string base_uri_;
+  const std::shared_ptr<SharedCapacity> capacity_;
   ServerMetrics* metrics_;
   const S3Options options_;
   std::unique_ptr<S3Handler> unknown_;  // requests that name no tenant's key

@@ -68,10 +68,16 @@ TEST(TenantsFileTest, EachTenantHasANamespaceOfItsOwn) {
   EXPECT_EQ(*TenantStoreUri("file:///var/lib/oc/?open_files=9", a),
             "file:///var/lib/oc/tenants/a?open_files=9");
   EXPECT_EQ(*TenantStoreUri("file:///d", evicting), "file:///d/tenants/e?capacity=1000");
-  // The server's own capacity goes to tenants without one of their own.
+  // A local store's capacity is shared by the server's store and its tenants', not copied.
   EXPECT_EQ(*TenantStoreUri("file:///d?capacity=5&open_files=9", evicting),
             "file:///d/tenants/e?open_files=9&capacity=1000");
-  EXPECT_EQ(*TenantStoreUri("file:///d?capacity=5", refusing), "file:///d/tenants/r?capacity=5");
+  EXPECT_EQ(*TenantStoreUri("file:///d?capacity=5", refusing), "file:///d/tenants/r");
+  EXPECT_EQ(*TenantStoreUri("file:///d?capacity=5", a), "file:///d/tenants/a");
+  EXPECT_EQ(ServerCapacity("file:///d?open_files=9&capacity=5KiB").value()->limit, 5120u);
+  EXPECT_EQ(ServerCapacity("/d?capacity=7").value()->limit, 7u);
+  EXPECT_EQ(ServerCapacity("file:///d").value(), nullptr);
+  EXPECT_EQ(ServerCapacity("rados://kv?capacity=5").value(), nullptr);
+  EXPECT_EQ(ServerCapacity("file:///d?capacity=lots").error().code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(*TenantStoreUri("rados://kv?namespace=p&capacity=5", evicting),
             "rados://kv?namespace=p.e&capacity=1000");
   // RADOS tracks usage only with a capacity: a refusing tenant gets one it never reaches.

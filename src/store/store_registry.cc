@@ -20,9 +20,10 @@ Result<bool> ParseBool(std::string_view name, std::string_view v) {
                               " is not true or false");
 }
 
-Result<std::unique_ptr<Store>> OpenFileUri(std::string_view rest) {
+Result<std::unique_ptr<Store>> OpenFileUri(std::string_view rest, const StoreContext& context) {
   size_t q = rest.find('?');
   LocalStoreOptions options;
+  options.shared_capacity = context.shared_capacity;
   options.root = std::string(rest.substr(0, q));
   if (options.root.empty()) return InvalidArgumentError("file:// store URI lacks a path");
   if (q != std::string_view::npos) {
@@ -102,25 +103,26 @@ void RegisterStoreScheme(const std::string& scheme, StoreOpener open) {
   Schemes()[scheme] = std::move(open);
 }
 
-Result<std::unique_ptr<Store>> OpenStore(std::string_view uri) {
+Result<std::unique_ptr<Store>> OpenStore(std::string_view uri, const StoreContext& context) {
   if (uri.empty()) return InvalidArgumentError("empty store URI");
-  if (uri == "mem://" || uri == "mem:") return NewMemoryStore();
-  if (uri.starts_with("file://")) return OpenFileUri(uri.substr(7));
-  if (uri.starts_with("rados://")) return OpenRadosUri(uri);
-  size_t colon = uri.find("://");
-  if (colon != std::string_view::npos) {
-    StoreOpener open;
-    {
-      std::lock_guard lock(g_schemes_mu);
-      auto it = Schemes().find(std::string(uri.substr(0, colon)));
-      if (it != Schemes().end()) open = it->second;
-    }
-    if (open) return open(uri);
-    return InvalidArgumentError("unknown store URI scheme '" + std::string(uri.substr(0, colon)) +
-                                "://' (known: mem://, file://, rados://)");
+  const bool mem = uri == "mem://" || uri == "mem:";
+  const size_t colon = mem ? 0 : uri.find("://");
+  if (uri.starts_with("file://")) return OpenFileUri(uri.substr(7), context);
+  if (colon == std::string_view::npos) return OpenFileUri(uri, context);  // a bare path
+  if (context.shared_capacity) {
+    return InvalidArgumentError("a shared capacity is for local stores, not " + std::string(uri));
   }
-  // A bare path is a local store.
-  return OpenFileUri(uri);
+  if (mem) return NewMemoryStore();
+  if (uri.starts_with("rados://")) return OpenRadosUri(uri);
+  StoreOpener open;
+  {
+    std::lock_guard lock(g_schemes_mu);
+    auto it = Schemes().find(std::string(uri.substr(0, colon)));
+    if (it != Schemes().end()) open = it->second;
+  }
+  if (open) return open(uri);
+  return InvalidArgumentError("unknown store URI scheme '" + std::string(uri.substr(0, colon)) +
+                              "://' (known: mem://, file://, rados://)");
 }
 
 }  // namespace objectcache

@@ -57,12 +57,15 @@ class LocalStore final : public Store {
         tmp_dir_(std::move(tmp_dir)),
         dirs_(std::move(dirs)),
         open_files_per_shard_(options_.max_open_files / kIndexShards) {}
+  ~LocalStore() override {
+    if (options_.shared_capacity) options_.shared_capacity->used -= footprint_.load();
+  }
 
   StoreCapabilities Capabilities() const override {
     return {.ranged_reads = true,
             .persistent = true,
-            .evicts = options_.capacity_bytes.has_value(),
-            .capacity_bytes = options_.capacity_bytes,
+            .evicts = capacity().has_value(),
+            .capacity_bytes = capacity(),
             .conditional_put = true,
             .file_extents = true};
   }
@@ -87,7 +90,14 @@ class LocalStore final : public Store {
   Status Install(const std::string& key, const std::string& temp_name, uint64_t size, bool durable,
                  bool if_absent, const std::optional<std::string>& if_attributes);
   int tmp_dir() const { return tmp_dir_.get(); }
-  std::optional<uint64_t> capacity() const { return options_.capacity_bytes; }
+  // The most one object file may take: the store's capacity or the shared one, the smaller.
+  std::optional<uint64_t> capacity() const {
+    std::optional<uint64_t> cap = options_.capacity_bytes;
+    if (const auto& shared = options_.shared_capacity) {
+      cap = std::min(cap.value_or(UINT64_MAX), shared->limit);
+    }
+    return cap;
+  }
   Result<ObjectInfo> Stat(std::string_view key) override;
   Result<size_t> Retrieve(std::string_view key, std::span<std::byte> dest) override;
   Status RetrieveRanges(std::span<RangeRead> reads) override;
@@ -124,6 +134,18 @@ class LocalStore final : public Store {
   void EvictToCapacity();
 
  private:
+  // Room for a new file of `footprint` bytes named `key`: records stay within the store's
+  // capacity (eviction never frees them), and the shared capacity is taken for it, evicting
+  // this store's least recently used objects while it does not fit.
+  Status MakeRoom(const std::string& key, uint64_t footprint);
+  // Evicts the least recently used object, or moves a pinned one to the front (counted in
+  // `pinned_seen`); false when there is nothing to evict. REQUIRES: evict_mu_ held.
+  bool EvictOldest(uint64_t* pinned_seen);
+  bool OverCapacity() const {
+    const auto& shared = options_.shared_capacity;
+    return (options_.capacity_bytes && footprint_.load() > *options_.capacity_bytes) ||
+           (shared && shared->used.load() > shared->limit);
+  }
   int DirFor(std::string_view key) const { return dirs_[DirShardOf(key)].get(); }
   Result<OpenObjectRef> OpenForRead(std::string_view key);
   // OK when object `key` exists with exactly `attributes`: NotFound when absent,
@@ -134,14 +156,21 @@ class LocalStore final : public Store {
   Status DeleteMatching(std::string_view key, std::optional<std::string_view> attributes);
   // Drops an object whose file failed a check, unless it was replaced meanwhile.
   Status DropDamaged(std::string_view key, ino_t inode, const Status& why);
-  // An object of `size` payload bytes named `key` joins or leaves the totals.
-  void Count(std::string_view key, uint64_t size) {
+  // An object of `size` payload bytes named `key` joins or leaves the totals; `taken`: its
+  // footprint is already taken from the shared capacity (MakeRoom).
+  void Count(std::string_view key, uint64_t size, bool taken = false) {
+    const uint64_t footprint = ObjectFileFootprint(size, key.size());
     bytes_ += size;
-    footprint_ += ObjectFileFootprint(size, key.size());
+    footprint_ += footprint;
+    if (IsRecordName(key)) records_footprint_ += footprint;
+    if (options_.shared_capacity && !taken) options_.shared_capacity->used += footprint;
   }
   void Uncount(std::string_view key, uint64_t size) {
+    const uint64_t footprint = ObjectFileFootprint(size, key.size());
     bytes_ -= size;
-    footprint_ -= ObjectFileFootprint(size, key.size());
+    footprint_ -= footprint;
+    if (IsRecordName(key)) records_footprint_ -= footprint;
+    if (options_.shared_capacity) options_.shared_capacity->used -= footprint;
   }
 
   const LocalStoreOptions options_;
@@ -153,8 +182,9 @@ class LocalStore final : public Store {
   std::atomic<uint64_t> clock_{0};
   std::atomic<uint64_t> next_temp_{0};
   std::atomic<uint64_t> objects_{0};
-  std::atomic<uint64_t> bytes_{0};      // payloads
-  std::atomic<uint64_t> footprint_{0};  // their files, in blocks (what the capacity bounds)
+  std::atomic<uint64_t> bytes_{0};              // payloads
+  std::atomic<uint64_t> footprint_{0};          // their files, in blocks (what the capacity bounds)
+  std::atomic<uint64_t> records_footprint_{0};  // of which records
   std::atomic<uint64_t> evictions_{0};
   std::mutex evict_mu_;  // one evictor at a time; never taken on the read path
   const size_t open_files_per_shard_;
@@ -321,11 +351,11 @@ Status LocalStore::Put(std::string_view key, std::span<const std::byte> value,
                        const PutOptions& put_options) {
   // Refused before a temporary file is made; the writer's Append checks the same.
   const uint64_t footprint = ObjectFileFootprint(value.size(), key.size());
-  if (options_.capacity_bytes && footprint > *options_.capacity_bytes) {
+  if (const std::optional<uint64_t> cap = capacity(); cap && footprint > *cap) {
     return ResourceExhaustedError(
         "storing '" + std::string(key) + "': " + std::to_string(value.size()) +
         " bytes (a file of " + std::to_string(footprint) +
-        " bytes on disk) exceed the store capacity of " + std::to_string(*options_.capacity_bytes));
+        " bytes on disk) exceed the store capacity of " + std::to_string(*cap));
   }
   OC_ASSIGN_OR_RETURN(std::unique_ptr<ObjectWriter> writer, NewWriter(key, put_options));
   OC_RETURN_IF_ERROR(writer->Append(value));
@@ -351,24 +381,29 @@ Status LocalStore::Install(const std::string& key, const std::string& temp_name,
   const std::string what = "storing '" + key + "'";
   const std::string file_name = LocalStoreFileName(key);
   const int dir = DirFor(key);
+  const uint64_t footprint = ObjectFileFootprint(size, key.size());
+  const std::shared_ptr<SharedCapacity>& shared = options_.shared_capacity;
+  // The temporary file goes, and what MakeRoom took with it.
+  auto abandon = [&](Status why) {
+    ::unlinkat(tmp_dir_.get(), temp_name.c_str(), 0);
+    if (shared) shared->used -= footprint;
+    return why;
+  };
+  if (Status room = MakeRoom(key, footprint); !room.ok()) {
+    ::unlinkat(tmp_dir_.get(), temp_name.c_str(), 0);
+    return room;
+  }
   IndexShard& s = index_[IndexShardOf(key)];
   {
     // Rename and index update together, so the index always matches the directory.
     std::lock_guard lock(s.mu);
-    if (if_absent && s.Contains(key)) {
-      ::unlinkat(tmp_dir_.get(), temp_name.c_str(), 0);
-      return AlreadyExistsError(what + ": the name exists");
-    }
+    if (if_absent && s.Contains(key))
+      return abandon(AlreadyExistsError(what + ": the name exists"));
     if (if_attributes) {
-      if (Status m = MatchAttributes(s, key, *if_attributes, what); !m.ok()) {
-        ::unlinkat(tmp_dir_.get(), temp_name.c_str(), 0);
-        return m;
-      }
+      if (Status m = MatchAttributes(s, key, *if_attributes, what); !m.ok()) return abandon(m);
     }
     if (::renameat(tmp_dir_.get(), temp_name.c_str(), dir, file_name.c_str()) != 0) {
-      int e = errno;
-      ::unlinkat(tmp_dir_.get(), temp_name.c_str(), 0);
-      return ErrnoError(what + ": renaming into place", e);
+      return abandon(ErrnoError(what + ": renaming into place", errno));
     }
     s.Mutated(key);
     auto [it, inserted] = s.Emplace(std::string(key));
@@ -382,49 +417,79 @@ Status LocalStore::Install(const std::string& key, const std::string& temp_name,
     entry.size = size;
     entry.stamp = ++clock_;
     s.PushFront(&entry);
-    Count(key, size);
+    Count(key, size, /*taken=*/true);
   }
   if (durable && ::fsync(dir) != 0) return ErrnoError(what + ": syncing directory", errno);
   EvictToCapacity();
   return Status();
 }
 
-void LocalStore::EvictToCapacity() {
-  if (!options_.capacity_bytes) return;
+Status LocalStore::MakeRoom(const std::string& key, uint64_t footprint) {
+  const std::optional<uint64_t> cap = options_.capacity_bytes;
+  if (cap && IsRecordName(key)) {
+    const uint64_t records = records_footprint_.load();
+    if (footprint > *cap || records > *cap - footprint) {
+      return ResourceExhaustedError(
+          "storing '" + key + "': records (buckets and the parts of unfinished multipart " +
+          "uploads) would take " + std::to_string(records) + " + " + std::to_string(footprint) +
+          " bytes of the store's capacity of " + std::to_string(*cap) +
+          " (complete or abort uploads)");
+    }
+  }
+  SharedCapacity* shared = options_.shared_capacity.get();
+  if (shared == nullptr) return Status();
   std::lock_guard evict_lock(evict_mu_);
   uint64_t pinned_seen = 0;
-  while (footprint_.load() > *options_.capacity_bytes) {
-    // The global least recently used object is the oldest of the shards' LRU tails.
-    IndexShard* victim = nullptr;
-    uint64_t oldest = UINT64_MAX;
-    for (IndexShard& s : index_) {
-      std::lock_guard lock(s.mu);
-      if (s.lru.prev != &s.lru && s.lru.prev->stamp < oldest) {
-        oldest = s.lru.prev->stamp;
-        victim = &s;
-      }
+  while (!shared->TryTake(footprint)) {
+    if (!EvictOldest(&pinned_seen)) {
+      return ResourceExhaustedError("storing '" + key + "': the server's capacity of " +
+                                    std::to_string(shared->limit) + " bytes is full (" +
+                                    std::to_string(shared->used.load()) +
+                                    " bytes in use) and this namespace has nothing to evict");
     }
-    if (victim == nullptr) return;
-    std::lock_guard lock(victim->mu);
-    Entry* e = victim->lru.prev;
-    if (e == &victim->lru || e->stamp != oldest) continue;  // touched meanwhile: look again
-    if (e->pinned_until >= std::time(nullptr)) {
-      // Pinned: it goes to the front, as if used now; give up once every object was pinned.
-      victim->Unlink(e);
-      e->stamp = ++clock_;
-      victim->PushFront(e);
-      if (++pinned_seen > objects_.load()) return;
-      continue;
-    }
-    const std::string& key = *e->key;
-    ::unlinkat(DirFor(key), LocalStoreFileName(key).c_str(), 0);
-    victim->Mutated(key);
-    victim->Unlink(e);
-    Uncount(key, e->size);
-    objects_--;
-    evictions_++;
-    victim->Erase(victim->objects.find(key));
   }
+  return Status();
+}
+
+void LocalStore::EvictToCapacity() {
+  if (!capacity()) return;
+  std::lock_guard evict_lock(evict_mu_);
+  uint64_t pinned_seen = 0;
+  while (OverCapacity() && EvictOldest(&pinned_seen)) {
+  }
+}
+
+bool LocalStore::EvictOldest(uint64_t* pinned_seen) {
+  // The global least recently used object is the oldest of the shards' LRU tails.
+  IndexShard* victim = nullptr;
+  uint64_t oldest = UINT64_MAX;
+  for (IndexShard& s : index_) {
+    std::lock_guard lock(s.mu);
+    if (s.lru.prev != &s.lru && s.lru.prev->stamp < oldest) {
+      oldest = s.lru.prev->stamp;
+      victim = &s;
+    }
+  }
+  if (victim == nullptr) return false;
+  std::lock_guard lock(victim->mu);
+  Entry* e = victim->lru.prev;
+  if (e == &victim->lru || e->stamp != oldest) return true;  // touched meanwhile: look again
+  if (e->pinned_until >= std::time(nullptr)) {
+    // Pinned: it goes to the front, as if used now; give up once every object was pinned.
+    victim->Unlink(e);
+    e->stamp = ++clock_;
+    victim->PushFront(e);
+    return ++*pinned_seen <= objects_.load();
+  }
+  const std::string& key = *e->key;
+  ::unlinkat(DirFor(key), LocalStoreFileName(key).c_str(), 0);
+  victim->Mutated(key);
+  victim->Unlink(e);
+  Uncount(key, e->size);
+  objects_--;
+  evictions_++;
+  victim->Erase(victim->objects.find(key));
+  return true;
 }
 
 Result<ObjectInfo> LocalStore::Stat(std::string_view key) {

@@ -8,8 +8,10 @@
 // The index of names, sizes and recency lives in memory, in 64 shards each with its own lock
 // (no global lock on the read path); it is rebuilt from the directory at open, in parallel.
 // An optional capacity bound evicts whole objects (never records, store.h), least recently used
-// first. Files of recently read objects stay open (bounded), so repeated ranged reads cost one
-// pread each.
+// first; records are refused past it. A capacity shared with other local stores
+// (store_registry.h, SharedCapacity) bounds them together: a write that would pass it evicts
+// this store's own objects, or is refused when none are left. Files of recently read objects
+// stay open (bounded), so repeated ranged reads cost one pread each.
 //
 // One process owns a store directory at a time (an flock on ROOT/LOCK); a second Open fails
 // with FailedPrecondition. Within that process every method is thread-safe.
@@ -21,13 +23,16 @@
 #include <string>
 
 #include "objectcache/store.h"
+#include "objectcache/store_registry.h"
 
 namespace objectcache {
 
 struct LocalStoreOptions {
   std::string root;
-  // Evict least recently used objects to keep payload bytes at or below this.
+  // Evict least recently used objects to keep the object files (in blocks) at or below this.
   std::optional<uint64_t> capacity_bytes;
+  // A bound on the files of this store and others together.
+  std::shared_ptr<SharedCapacity> shared_capacity;
   // Default for PutOptions::durable: fdatasync each object and fsync its directory.
   bool durable = false;
   // Files kept open (and their trailers checked) for objects read recently; 0 disables.

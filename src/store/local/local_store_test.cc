@@ -230,6 +230,64 @@ TEST_F(LocalStoreTest, CapacityNeverEvictsRecords) {
   EXPECT_EQ(store->Usage().objects, 2u);
 }
 
+TEST_F(LocalStoreTest, RecordsStayWithinTheCapacity) {
+  // Regression: records are never evicted, so the parts of unfinished multipart uploads grew
+  // past an evicting store's capacity without bound. They are refused once they would fill it.
+  auto store = Open({.capacity_bytes = 3 * kBlock});
+  std::string kb(1000, 'x');
+  for (int i = 1; i <= 3; ++i) {
+    ASSERT_TRUE(store->Put(".mpu/u/0000" + std::to_string(i), AsBytes(kb)).ok());
+  }
+  EXPECT_EQ(store->Put(".mpu/u/00004", AsBytes(kb)).code(), StatusCode::kResourceExhausted);
+  EXPECT_EQ(store->Stat(".mpu/u/00004").status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(store->Usage().objects, 3u);
+  // An aborted upload gives its room back.
+  ASSERT_TRUE(store->Delete(".mpu/u/00003").ok());
+  EXPECT_TRUE(store->Put(".mpu/u/00004", AsBytes(kb)).ok());
+}
+
+TEST_F(LocalStoreTest, ASharedCapacityBoundsItsStoresTogether) {
+  // Regression: a server's --capacity was applied to each tenant's store, so two tenants held
+  // twice the disk it allowed. Stores sharing a capacity stay within it together.
+  auto shared = std::make_shared<SharedCapacity>(4 * kBlock);
+  const std::string other_dir = MakeScratchDir();
+  auto first = Open({.shared_capacity = shared});
+  Result<std::unique_ptr<Store>> second_or =
+      OpenLocalStore({.root = other_dir, .shared_capacity = shared});
+  ASSERT_TRUE(second_or.has_value()) << second_or.error().ToString();
+  std::unique_ptr<Store> second = std::move(*second_or);
+  EXPECT_EQ(first->Capabilities().capacity_bytes, 4 * kBlock);
+  EXPECT_TRUE(first->Capabilities().evicts);
+  std::string kb(1000, 'x');
+  for (int i = 0; i < 4; ++i) ASSERT_TRUE(first->Put("f" + std::to_string(i), AsBytes(kb)).ok());
+  // Full, and the second store has nothing of its own to evict: refused, nothing of the first's
+  // evicted.
+  EXPECT_EQ(second->Put("s0", AsBytes(kb)).code(), StatusCode::kResourceExhausted);
+  EXPECT_EQ(first->Usage().objects, 4u);
+  // The first store's own writes evict its own oldest.
+  ASSERT_TRUE(first->Put("f4", AsBytes(kb)).ok());
+  EXPECT_EQ(first->Stat("f0").status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(shared->used.load(), 4 * kBlock);
+  // Room given back by a delete goes to whichever store writes next; that store then evicts
+  // only its own objects to write more.
+  ASSERT_TRUE(first->Delete("f1").ok());
+  ASSERT_TRUE(second->Put("s0", AsBytes(kb)).ok());
+  ASSERT_TRUE(second->Put("s1", AsBytes(kb)).ok());
+  EXPECT_EQ(second->Stat("s0").status().code(), StatusCode::kNotFound);
+  EXPECT_TRUE(second->Stat("s1").has_value());
+  EXPECT_EQ(first->Usage().objects, 3u);
+  EXPECT_EQ(shared->used.load(), 4 * kBlock);
+  // A closed store gives its share back; one reopened counts its files again.
+  first.reset();
+  EXPECT_EQ(shared->used.load(), kBlock);
+  first = Open({.shared_capacity = shared});
+  EXPECT_EQ(shared->used.load(), 4 * kBlock);
+  second.reset();
+  first.reset();
+  EXPECT_EQ(shared->used.load(), 0u);
+  RemoveTree(other_dir);
+}
+
 TEST_F(LocalStoreTest, PinnedObjectsSurviveEvictionUntilTheyExpire) {
   auto store = Open({.capacity_bytes = 3 * kBlock});
   std::string kb(1000, 'x');
