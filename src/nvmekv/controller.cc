@@ -78,11 +78,7 @@ class Controller::Impl {
       : store_(store), opt_(std::move(options)), mem_(std::move(memory)) {}
 
   void Begin() {
-    uint64_t cap = uint64_t{opt_.max_queue_entries - 1} | reg::kCapContiguousQueues |
-                   (uint64_t{10} << reg::kCapTimeoutShift) |
-                   (uint64_t{kDoorbellStride} << reg::kCapDstrdShift) | reg::kCapIoCommandSets;
-    mem_.Register64(reg::kCap).store(cap);
-    mem_.Register32(reg::kVs).store(0x00020000);  // 2.0: I/O command sets
+    WriteIdentity();
     mem_.Register32(reg::kCsts).store(0, std::memory_order_release);
     granted_io_queues_ = opt_.max_io_queues;
     for (int i = 0; i < opt_.workers; ++i) workers_.emplace_back([this] { WorkerLoop(); });
@@ -135,6 +131,7 @@ class Controller::Impl {
         continue;
       }
       std::this_thread::sleep_for(sleep_);
+      RepairSegment();  // one fstat when idle
       // Within 10 ms of the last command the next one is likely soon (a store call's time
       // away): sleeps stay short. Past that, back off to the configured longest.
       const bool active = Clock::now() - last_work_ < std::chrono::milliseconds(10);
@@ -148,8 +145,31 @@ class Controller::Impl {
     sleep_ = std::max(opt_.poll_interval, std::chrono::microseconds(1));
   }
 
+  // The registers that say what the controller is (CAP, VS).
+  void WriteIdentity() {
+    uint64_t cap = uint64_t{opt_.max_queue_entries - 1} | reg::kCapContiguousQueues |
+                   (uint64_t{10} << reg::kCapTimeoutShift) |
+                   (uint64_t{kDoorbellStride} << reg::kCapDstrdShift) | reg::kCapIoCommandSets;
+    mem_.Register64(reg::kCap).store(cap);
+    mem_.Register32(reg::kVs).store(0x00020000);  // 2.0: I/O command sets
+  }
+
+  // A host that resized the segment (an access past a cut was caught, SharedMemory::resizes)
+  // or wrote over its descriptor: the segment gets both back, and the identity registers, so
+  // the next host can attach; an attached host gets the fatal status. Leader only.
+  void RepairSegment() {
+    const uint64_t resizes = mem_.resizes();
+    const bool caught = resizes != seen_resizes_;
+    seen_resizes_ = resizes;
+    if (!mem_.Restore() && !caught) return;
+    counters_.segment_repairs.fetch_add(1);
+    WriteIdentity();
+    if (enabled_) FailHost();
+  }
+
   // Leader only.
   std::optional<Command> PollOnce() {
+    if (mem_.resizes() != seen_resizes_) RepairSegment();
     uint32_t cc = mem_.Register32(reg::kCc).load(std::memory_order_acquire);
     bool enable = cc & reg::kCcEnable;
     if (host_failed_ && enabled_) {  // a host that broke its queues gets nothing more done
@@ -661,6 +681,7 @@ class Controller::Impl {
   std::vector<uint16_t> active_;  // I/O submission queues, polled round robin
   size_t next_ = 0;
   bool enabled_ = false, fatal_ = false, shut_down_ = false, queues_created_ = false;
+  uint64_t seen_resizes_ = 0;  // leader only
   uint16_t granted_io_queues_ = 0;
   std::atomic<bool> delete_missing_fails_{false};  // read by workers
   Clock::time_point last_work_ = Clock::now();

@@ -52,7 +52,10 @@ struct ControllerCounters {
   std::atomic<uint64_t> errors{0};         // completions with a status other than success
   std::atomic<uint64_t> bad_doorbells{0};  // doorbell values outside their queue
   std::atomic<uint64_t> host_failures{0};  // fatal statuses for a host that broke its queues
-  std::atomic<uint64_t> enables{0};        // CC.EN 0 -> 1 transitions that reached ready
+  // The shared segment resized by a host (or its descriptor overwritten): given back its size
+  // and descriptor, the host failed (SharedMemory::Restore)
+  std::atomic<uint64_t> segment_repairs{0};
+  std::atomic<uint64_t> enables{0};  // CC.EN 0 -> 1 transitions that reached ready
 };
 
 class Controller {

@@ -4,12 +4,14 @@
 
 #include <signal.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <condition_variable>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <iostream>
 #include <mutex>
 #include <thread>
@@ -138,6 +140,26 @@ class NvmeKvControllerTest : public ::testing::Test {
     auto c = q.Execute(e);
     EXPECT_TRUE(c.ok()) << c.status().ToString();
     return c.ok() ? c->status() : CompletionStatus{7, 0xff};
+  }
+  // Within 5 s.
+  bool Eventually(const std::function<bool()>& done) {
+    for (int i = 0; i < 500; ++i) {
+      if (done()) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return false;
+  }
+  // The host goes (disabling the controller: the reset must complete) and a new one attaches to
+  // the same segment and finds what the store keeps under "kept".
+  void Reattach() {
+    const std::string name = host().memory().name();
+    device_.host.reset();
+    auto again = Host::Attach({.shm_name = name, .timeout = std::chrono::milliseconds(1000)});
+    ASSERT_TRUE(again.ok()) << again.status().ToString();
+    device_.host = std::move(*again);
+    auto e = KvExist(io(), TestKey("kept"));
+    ASSERT_TRUE(e.ok()) << e.status().ToString();
+    EXPECT_TRUE(*e);
   }
 
   std::unique_ptr<Store> mem_ = *OpenStore("mem://");
@@ -419,23 +441,11 @@ TEST_F(NvmeKvControllerTest, AsynchronousSubmitAndPoll) {
 TEST_F(NvmeKvControllerTest, NoHostCanWedgeTheController) {
   using namespace std::chrono_literals;
   Start({.completion_timeout = 200ms}, {.timeout = 1000ms});
-  const std::string name = device_.host->memory().name();
   auto fatal = [&] {
-    for (int i = 0; i < 500; ++i) {
-      if (host().memory().Register32(reg::kCsts).load() & reg::kCstsFatal) return true;
-      std::this_thread::sleep_for(10ms);
-    }
-    return false;
+    return Eventually(
+        [&] { return host().memory().Register32(reg::kCsts).load() & reg::kCstsFatal; });
   };
-  auto reattach = [&] {
-    device_.host.reset();  // disables the controller: the reset must complete
-    auto again = Host::Attach({.shm_name = name, .timeout = 1000ms});
-    ASSERT_TRUE(again.ok()) << again.status().ToString();
-    device_.host = std::move(*again);
-    auto e = KvExist(io(), TestKey("kept"));
-    ASSERT_TRUE(e.ok()) << e.status().ToString();
-    EXPECT_TRUE(*e);
-  };
+  auto reattach = [&] { Reattach(); };
   ASSERT_TRUE(KvStore(io(), TestKey("kept"), Buffer(3), 3).ok());
   // 1. A completion queue head doorbell outside the queue (the admin queue's).
   host().memory().Register32(CqHeadDoorbell(0, kDoorbellStride)).store(0xFFFFFFFF);
@@ -457,6 +467,43 @@ TEST_F(NvmeKvControllerTest, NoHostCanWedgeTheController) {
   EXPECT_TRUE(fatal());
   reattach();
   EXPECT_EQ(device_.controller->counters().host_failures.load(), 3u);
+}
+
+// Regression: a host that cut the shared segment short ended the controller with SIGBUS at its
+// next access past the cut. The access is caught, the segment gets its size, descriptor and
+// identity registers back, and the next host is served; a host that grows it or writes over
+// the descriptor is repaired the same way.
+TEST_F(NvmeKvControllerTest, NoHostCanResizeTheSegmentUnderTheController) {
+  using namespace std::chrono_literals;
+  Start({.completion_timeout = 200ms}, {.timeout = 1000ms});
+  ASSERT_TRUE(KvStore(io(), TestKey("kept"), Buffer(3), 3).ok());
+  const size_t size = host().memory().size();
+  auto repairs = [&] { return device_.controller->counters().segment_repairs.load(); };
+  auto segment_size = [&] {
+    struct stat st {};
+    EXPECT_EQ(::fstat(host().memory().fd(), &st), 0);
+    return static_cast<size_t>(st.st_size);
+  };
+  // 1. Cut to nothing: the controller's next look at its registers is past the end.
+  ASSERT_EQ(::ftruncate(host().memory().fd(), 0), 0);
+  EXPECT_TRUE(Eventually([&] { return repairs() >= 1; }));
+  EXPECT_EQ(segment_size(), size);
+  Reattach();
+  // 2. Cut after the registers while the host stores: whichever side touches the cut first
+  // (here the host, whose own mapping is guarded too) gives the segment its size back; the
+  // command completes or fails, and the controller lives on.
+  ASSERT_EQ(::ftruncate(host().memory().fd(), kRegisterBytes), 0);
+  (void)KvStore(io(), TestKey("during"), Buffer(3), 3);
+  EXPECT_EQ(segment_size(), size);
+  Reattach();
+  // 3. Grown by a page, and 4. the descriptor overwritten: both put back while idle.
+  const uint64_t before = repairs();
+  ASSERT_EQ(::ftruncate(host().memory().fd(), static_cast<off_t>(size + 4096)), 0);
+  EXPECT_TRUE(Eventually([&] { return repairs() > before && segment_size() == size; }));
+  Reattach();
+  std::memset(host().memory().base() + reg::kSharedMap, 0xff, sizeof(SharedMapDescriptor));
+  EXPECT_TRUE(Eventually([&] { return repairs() > before + 1; }));
+  Reattach();
 }
 
 TEST_F(NvmeKvControllerTest, OneHostAtATimeAndReattach) {

@@ -1,18 +1,78 @@
 #include "nvmekv/shared_memory.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstring>
+#include <mutex>
 #include <utility>
 
 #include "nvmekv/spec.h"
 
 namespace objectcache::nvmekv {
 namespace {
+
+// The SIGBUS guard (SharedMemory::resizes): this process's mappings of segments, read by the
+// signal handler, so plain atomics in a fixed table.
+struct GuardSlot {
+  std::atomic<bool> taken{false};
+  std::atomic<uintptr_t> base{0};  // 0: not in use
+  std::atomic<size_t> size{0};
+  std::atomic<int> fd{-1};
+  std::atomic<uint64_t> resizes{0};
+};
+constexpr int kGuardSlots = 256;
+GuardSlot guard_slots[kGuardSlots];
+struct sigaction previous_sigbus;
+
+// A fault in a guarded mapping whose segment a host shrank: the segment gets its size back and
+// the access is retried. Anything else ends the process as it would have without the guard.
+void OnSigbus(int sig, siginfo_t* info, void* context) {
+  const auto addr = reinterpret_cast<uintptr_t>(info->si_addr);
+  const int saved_errno = errno;
+  for (GuardSlot& slot : guard_slots) {
+    const uintptr_t base = slot.base.load(std::memory_order_acquire);
+    const size_t size = slot.size.load(std::memory_order_acquire);
+    if (base == 0 || addr < base || addr - base >= size) continue;
+    const int fd = slot.fd.load(std::memory_order_acquire);
+    struct stat st {};
+    // Only a segment cut short: a fault with the size intact (no memory for the page) would
+    // only fault again.
+    if (fstat(fd, &st) == 0 && static_cast<uint64_t>(st.st_size) < size &&
+        ftruncate(fd, static_cast<off_t>(size)) == 0) {
+      slot.resizes.fetch_add(1, std::memory_order_release);
+      errno = saved_errno;
+      return;
+    }
+    break;
+  }
+  if (previous_sigbus.sa_flags & SA_SIGINFO) {
+    previous_sigbus.sa_sigaction(sig, info, context);
+    return;
+  }
+  if (previous_sigbus.sa_handler != SIG_DFL && previous_sigbus.sa_handler != SIG_IGN) {
+    previous_sigbus.sa_handler(sig);
+    return;
+  }
+  signal(SIGBUS, SIG_DFL);  // delivered again when this handler returns
+  raise(SIGBUS);
+}
+
+void InstallSigbusGuard() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    struct sigaction sa {};
+    sa.sa_sigaction = OnSigbus;
+    sa.sa_flags = SA_SIGINFO | SA_ONSTACK;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGBUS, &sa, &previous_sigbus);
+  });
+}
 
 Result<std::string> PosixName(const std::string& name) {
   std::string bare = name.starts_with('/') ? name.substr(1) : name;
@@ -61,17 +121,61 @@ Result<SharedMemory> SharedMemory::Create(const std::string& name, size_t queue_
   void* p = mmap(nullptr, m.size_, PROT_READ | PROT_WRITE, MAP_SHARED, m.fd_, 0);
   if (p == MAP_FAILED) return ErrnoError("mapping shared memory " + posix, errno);
   m.base_ = static_cast<std::byte*>(p);
+  m.controller_pid_ = static_cast<uint32_t>(getpid());
+  m.WriteDescriptor();
+  m.Guard();
+  return m;
+}
+
+void SharedMemory::WriteDescriptor() {
   SharedMapDescriptor d;
   d.magic = SharedMapDescriptor::kMagic;
   d.version = 1;
-  d.total_bytes = m.size_;
-  d.queue_offset = m.queue_offset_;
-  d.queue_bytes = m.queue_bytes_;
-  d.data_offset = m.data_offset_;
-  d.data_bytes = m.data_bytes_;
-  d.controller_pid = static_cast<uint32_t>(getpid());
-  std::memcpy(m.base_ + reg::kSharedMap, &d, sizeof d);
-  return m;
+  d.total_bytes = size_;
+  d.queue_offset = queue_offset_;
+  d.queue_bytes = queue_bytes_;
+  d.data_offset = data_offset_;
+  d.data_bytes = data_bytes_;
+  d.controller_pid = controller_pid_;
+  std::memcpy(base_ + reg::kSharedMap, &d, sizeof d);
+}
+
+void SharedMemory::Guard() {
+  InstallSigbusGuard();
+  for (int i = 0; i < kGuardSlots; ++i) {
+    GuardSlot& slot = guard_slots[i];
+    if (slot.taken.exchange(true)) continue;
+    slot.fd.store(fd_, std::memory_order_release);
+    slot.size.store(size_, std::memory_order_release);
+    slot.resizes.store(0, std::memory_order_release);
+    slot.base.store(reinterpret_cast<uintptr_t>(base_), std::memory_order_release);
+    guard_slot_ = i;
+    return;
+  }
+}
+
+uint64_t SharedMemory::resizes() const {
+  return guard_slot_ < 0 ? 0 : guard_slots[guard_slot_].resizes.load(std::memory_order_acquire);
+}
+
+bool SharedMemory::Restore() {
+  bool changed = false;
+  struct stat st {};
+  if (fstat(fd_, &st) == 0 && static_cast<uint64_t>(st.st_size) != size_) {
+    changed = ftruncate(fd_, static_cast<off_t>(size_)) == 0;
+  }
+  if (owner_) {
+    SharedMapDescriptor now;
+    std::memcpy(&now, base_ + reg::kSharedMap, sizeof now);
+    if (now.magic != SharedMapDescriptor::kMagic || now.total_bytes != size_ ||
+        now.queue_offset != queue_offset_ || now.queue_bytes != queue_bytes_ ||
+        now.data_offset != data_offset_ || now.data_bytes != data_bytes_ || now.version != 1 ||
+        now.controller_pid != controller_pid_) {
+      WriteDescriptor();
+      changed = true;
+    }
+  }
+  return changed;
 }
 
 Result<SharedMemory> SharedMemory::Open(const std::string& name) {
@@ -113,6 +217,8 @@ Result<SharedMemory> SharedMemory::Open(const std::string& name) {
   m.queue_bytes_ = d.queue_bytes;
   m.data_offset_ = d.data_offset;
   m.data_bytes_ = d.data_bytes;
+  m.controller_pid_ = d.controller_pid;
+  m.Guard();
   return m;
 }
 
@@ -131,6 +237,8 @@ SharedMemory& SharedMemory::operator=(SharedMemory&& other) noexcept {
     data_bytes_ = other.data_bytes_;
     owner_ = std::exchange(other.owner_, false);
     inode_ = other.inode_;
+    controller_pid_ = other.controller_pid_;
+    guard_slot_ = std::exchange(other.guard_slot_, -1);
   }
   return *this;
 }
@@ -138,6 +246,13 @@ SharedMemory& SharedMemory::operator=(SharedMemory&& other) noexcept {
 SharedMemory::~SharedMemory() { Release(); }
 
 void SharedMemory::Release() {
+  if (guard_slot_ >= 0) {
+    GuardSlot& slot = guard_slots[guard_slot_];
+    slot.base.store(0, std::memory_order_release);
+    slot.fd.store(-1, std::memory_order_release);
+    slot.taken.store(false, std::memory_order_release);
+    guard_slot_ = -1;
+  }
   if (base_ != nullptr) munmap(base_, size_);
   if (fd_ >= 0) close(fd_);
   if (owner_) shm_unlink(name_.c_str());

@@ -106,9 +106,22 @@ class SharedMemory {
   int fd() const { return fd_; }
   const std::string& name() const { return name_; }
 
+  // A host can resize the segment (ftruncate) under the mappings of everyone else; a read or
+  // write past its new end would raise SIGBUS and end the process. Every mapping is guarded
+  // instead: the fault gives the segment its size back (zeros past the cut) and the access
+  // goes on, counted here. The controller then calls Restore and fails the host.
+  uint64_t resizes() const;
+  // Gives the segment back its size (when a host shrank or grew it) and, in the controller's
+  // mapping, its descriptor. True when anything had changed.
+  bool Restore();
+
  private:
   SharedMemory() = default;
   void Release();
+  void WriteDescriptor();
+  // Registers this mapping with the SIGBUS guard (shared_memory.cc); false when every slot is
+  // taken (the mapping then goes unguarded).
+  void Guard();
   // ThreadSanitizer's sync object for the word at `offset` (null in other builds).
   const void* SyncObject(size_t offset) const;
 
@@ -119,6 +132,8 @@ class SharedMemory {
   size_t queue_offset_ = 0, queue_bytes_ = 0, data_offset_ = 0, data_bytes_ = 0;
   bool owner_ = false;
   uint64_t inode_ = 0;  // the segment's identity in every mapping of it (SyncObject)
+  uint32_t controller_pid_ = 0;
+  int guard_slot_ = -1;
 };
 
 inline size_t RoundUpToPage(size_t n) { return (n + kPageBytes - 1) / kPageBytes * kPageBytes; }
