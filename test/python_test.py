@@ -966,24 +966,54 @@ def fake_sglang_storage_base():
 
 
 class HostPool:
-    """An SGLang host KV pool as the storage backend sees one: page_first MHA buffers
-    (2, tokens, layers, heads, head_dim), or MLA's (tokens, layers, 1, width); pages are flat
-    copies (get_data_page) and are written back from flat tensors (set_from_flat_data_page)."""
+    """An SGLang host KV pool as a storage backend sees one: `kv_buffer` in one of SGLang's memory
+    layouts (MHA: layer_first (2, L, T, H, D), page_first (2, T, L, H, D), page_first_direct
+    (2, Pn, L, P, H, D), page_head (2, Pn, H, P, L, D); MLA: (L, T, 1, C), (T, L, 1, C),
+    (Pn, L, P, 1, C)); pages are flat copies (get_data_page) and are written back from flat
+    tensors (set_from_flat_data_page), as SGLang's pools make and take them."""
+
+    MHA_LAYOUTS = ("layer_first", "page_first", "page_first_direct", "page_head")
+    MLA_LAYOUTS = ("layer_first", "page_first", "page_first_direct")
 
     def __init__(self, tokens, layers=3, page_size=4, heads=2, head_dim=8, width=None,
-                 dtype=None, seed=None):
-        self.layer_num, self.page_size, self.layout = layers, page_size, "page_first"
+                 dtype=None, seed=None, layout="page_first"):
+        self.layer_num, self.page_size, self.layout = layers, page_size, layout
         self.dtype = dtype or torch.bfloat16
         self.head_num, self.head_dim = heads, head_dim
-        shape = (tokens, layers, 1, width) if width else (2, tokens, layers, heads, head_dim)
         self.mla = width is not None
-        self.kv = torch.zeros(*shape, dtype=self.dtype)
+        L, T, P, Pn = layers, tokens, page_size, tokens // page_size
+        if self.mla:
+            shape = {"layer_first": (L, T, 1, width), "page_first": (T, L, 1, width),
+                     "page_first_direct": (Pn, L, P, 1, width)}[layout]
+        else:
+            H, D = heads, head_dim
+            shape = {"layer_first": (2, L, T, H, D), "page_first": (2, T, L, H, D),
+                     "page_first_direct": (2, Pn, L, P, H, D),
+                     "page_head": (2, Pn, H, P, L, D)}[layout]
+        self.kv_buffer = torch.zeros(*shape, dtype=self.dtype)
         if seed is not None:
-            self.kv.copy_(torch.randn(*shape, generator=torch.Generator().manual_seed(seed)))
+            self.kv_buffer.copy_(torch.randn(*shape, generator=torch.Generator().manual_seed(seed)))
 
     def _page(self, index):
-        p = slice(index, index + self.page_size)
-        return self.kv[p] if self.mla else self.kv[:, p]
+        """The page whose first token slot is `index`, as SGLang's get_data_page slices it."""
+        kv, p = self.kv_buffer, index // self.page_size
+        slots = slice(index, index + self.page_size)
+        if self.layout == "layer_first":
+            return kv[:, slots] if self.mla else kv[:, :, slots]
+        if self.layout == "page_first":
+            return kv[slots] if self.mla else kv[:, slots]
+        return kv[p] if self.mla else kv[:, p]
+
+    def token(self, slot):
+        """Token `slot`'s KV in every layer, whatever the layout: [L, 2, H, D] (MLA [L, 1, C])."""
+        kv, p, off = self.kv_buffer, slot // self.page_size, slot % self.page_size
+        if self.mla:
+            return {"layer_first": lambda: kv[:, slot], "page_first": lambda: kv[slot],
+                    "page_first_direct": lambda: kv[p, :, off]}[self.layout]()
+        return {"layer_first": lambda: kv[:, :, slot].transpose(0, 1),
+                "page_first": lambda: kv[:, slot].transpose(0, 1),
+                "page_first_direct": lambda: kv[:, p, :, off].transpose(0, 1),
+                "page_head": lambda: kv[:, p, :, off].permute(2, 0, 1, 3)}[self.layout]()
 
     def get_data_page(self, index, flat=True):
         return self._page(index).flatten() if flat else self._page(index)
@@ -996,8 +1026,9 @@ class HostPool:
 
 
 class SglangTest(base.ServerCase):
-    """objectcache.sglang_storage as SGLang's HiCache controller drives it (its generic page
-    path): pages backed up from one host pool come back byte for byte into another."""
+    """objectcache.sglang_storage as SGLang's HiCache controller drives it, on its generic page
+    path and its zero-copy one (interface_v1): pages backed up from one host pool come back byte
+    for byte into another, of any memory layout, and into a paged cache by one retrieval."""
 
     @classmethod
     def setUpClass(cls):
@@ -1054,16 +1085,75 @@ class SglangTest(base.ServerCase):
         other = self.backend("sglang", dst)
         pages = self.restore(other, dst, keys)
         self.assertEqual([p is not None for p in pages], [True] * 4 + [False] * 2)
-        self.assertTrue(torch.equal(dst.kv[:, :16], src.kv[:, :16]))
-        self.assertFalse(dst.kv[:, 16:].any())
+        self.assertTrue(torch.equal(dst.kv_buffer[:, :16], src.kv_buffer[:, :16]))
+        self.assertFalse(dst.kv_buffer[:, 16:].any())
         self.assertTrue(torch.equal(other.get(keys[1]), src.get_data_page(4).view(torch.uint8)))
-        # Other ranks, models and page arrangements have keys of their own.
+        # Other ranks and models have keys of their own.
         self.assertEqual(self.backend("sglang", HostPool(32), tp_rank=1, tp_size=2)
                          .batch_exists(keys), 0)
         self.assertEqual(self.backend("sglang", HostPool(32), model="other").batch_exists(keys), 0)
-        layer_first = HostPool(32)
-        layer_first.layout = "layer_first"
-        self.assertEqual(self.backend("sglang", layer_first).batch_exists(keys), 0)
+        # Another memory layout reads the same pages: chunks are in the canonical order.
+        layer_first = HostPool(32, layout="layer_first")
+        self.restore(self.backend("sglang", layer_first), layer_first, keys)
+        for slot in range(32):
+            self.assertTrue(torch.equal(layer_first.token(slot), src.token(slot) if slot < 16
+                                        else torch.zeros_like(src.token(slot))), slot)
+
+    def test_zero_copy_pages_in_every_layout(self):
+        # As SGLang's controller calls a backend with interface_v1: pages named by their token
+        # slots. Pages 5, 1 and 6 of a pool in each layout go into pages 2, 7 and 0 of a pool in
+        # the next layout; every other slot stays as it was.
+        for mla, layouts in ((False, HostPool.MHA_LAYOUTS), (True, HostPool.MLA_LAYOUTS)):
+            for i, layout in enumerate(layouts):
+                other = layouts[(i + 1) % len(layouts)]
+                name = f"{'mla' if mla else 'mha'}-{layout}-{other}"
+                bucket = "sglang-v1-" + name.replace("_", "-")
+                self.s3.create_bucket(Bucket=bucket)
+                width = 12 if mla else None
+                src = HostPool(32, width=width, seed=7 + i, layout=layout)
+                dst = HostPool(32, width=width, layout=other)
+                P = src.page_size
+                slots = lambda pages: torch.tensor(  # noqa: E731
+                    [p * P + t for p in pages for t in range(P)], dtype=torch.int64)
+                keys = self.page_keys(4, name)
+                saver = self.backend(bucket, src, mla=mla)
+                self.assertEqual(saver.batch_set_v1(keys[:3], slots([5, 1, 6])), [True] * 3)
+                loader = self.backend(bucket, dst, mla=mla)
+                self.assertEqual(loader.batch_get_v1(keys, slots([2, 7, 0, 3])),
+                                 [True, True, True, False], name)
+                moved = dict(zip([2, 7, 0], [5, 1, 6]))
+                for page in range(8):
+                    for t in range(P):
+                        got = dst.token(page * P + t)
+                        want = src.token(moved[page] * P + t) if page in moved \
+                            else torch.zeros_like(got)
+                        self.assertTrue(torch.equal(got, want), (name, page, t))
+                # The generic path reads what the zero-copy one wrote, in its pool's order.
+                self.assertTrue(torch.equal(loader.get(keys[1]).view(dst.dtype),
+                                            dst.get_data_page(7 * P)), name)
+
+    def test_a_page_is_one_layerwise_retrieval_into_a_paged_cache(self):
+        # What an SGLang pool saved is the chunk any engine with the layout reads: one layerwise
+        # retrieval puts its pages into blocks of a paged cache [blocks, 2, P, H, D] a layer.
+        self.s3.create_bucket(Bucket="sglang-paged")
+        src = HostPool(32, seed=11, layout="page_head")
+        b = self.backend("sglang-paged", src)
+        keys = self.page_keys(3, "paged")
+        P = src.page_size
+        self.assertEqual(b.batch_set_v1(keys, torch.arange(3 * P) + 2 * P), [True] * 3)
+        caches = [torch.zeros(6, 2, P, src.head_num, src.head_dim, dtype=src.dtype)
+                  for _ in range(src.layer_num)]
+        r = b.client.retrieve_layerwise([b.key(k) for k in keys], src.layer_num, caches,
+                                        block_table=[4, 0, 5])
+        r.wait()
+        for block, page in ((4, 2), (0, 3), (5, 4)):
+            for t in range(P):
+                token = src.token(page * P + t)  # [L, 2, H, D]
+                for layer in range(src.layer_num):
+                    self.assertTrue(torch.equal(caches[layer][block, :, t], token[layer]))
+        for layer in range(src.layer_num):
+            for block in (1, 2, 3):
+                self.assertFalse(caches[layer][block].any())
 
     def test_mla_ranks_share_pages(self):
         self.s3.create_bucket(Bucket="sglang-mla")
@@ -1074,7 +1164,7 @@ class SglangTest(base.ServerCase):
         rank1 = self.backend("sglang-mla", dst, 1, 2, mla=True)
         self.assertEqual(rank1.batch_exists(keys), 3)
         self.restore(rank1, dst, keys)
-        self.assertTrue(torch.equal(dst.kv[:12], src.kv[:12]))
+        self.assertTrue(torch.equal(dst.kv_buffer[:12], src.kv_buffer[:12]))
 
     def test_a_damaged_page_and_those_after_it_are_not_returned(self):
         self.s3.create_bucket(Bucket="sglang-damaged")
@@ -1095,8 +1185,8 @@ class SglangTest(base.ServerCase):
             f.write(bytes([byte[0] ^ 0x01]))
         pages = self.restore(b, dst, keys)
         self.assertEqual([p is not None for p in pages], [True, True, False, False, False])
-        self.assertTrue(torch.equal(dst.kv[:, :8], src.kv[:, :8]))
-        self.assertFalse(dst.kv[:, 8:].any())
+        self.assertTrue(torch.equal(dst.kv_buffer[:, :8], src.kv_buffer[:, :8]))
+        self.assertFalse(dst.kv_buffer[:, 8:].any())
 
     def test_misuse_gets_a_clear_error(self):
         with self.assertRaisesRegex(ValueError, "endpoints"):
@@ -1105,6 +1195,12 @@ class SglangTest(base.ServerCase):
         b = self.backend("sglang", HostPool(8))
         with self.assertRaisesRegex(ValueError, "bytes"):
             b.batch_set(self.page_keys(1), [torch.zeros(3)])
+        with self.assertRaisesRegex(ValueError, "token slots"):
+            b.batch_set_v1(self.page_keys(2), torch.arange(5))
+        mla_page_head = HostPool(8, width=12, layout="page_first")
+        mla_page_head.layout = "page_head"  # SGLang has no such MLA pool
+        with self.assertRaisesRegex(ValueError, "not supported"):
+            self.backend("sglang", mla_page_head, mla=True)
         unregistered = self.backend_class(self.mod.HiCacheStorageConfig(
             0, 1, 0, 1, 0, 1, False, False, True, "m",
             extra_config={"endpoints": [self.server.endpoint], "bucket": "b"}))

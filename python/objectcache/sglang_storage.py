@@ -4,25 +4,29 @@
     python -m sglang.launch_server ... --enable-hierarchical-cache \\
       --hicache-storage-backend dynamic --hicache-storage-backend-extra-config '{
         "backend_name": "objectcache", "module_path": "objectcache.sglang_storage",
-        "class_name": "ObjectCacheStorage",
+        "class_name": "ObjectCacheStorage", "interface_v1": 1,
         "endpoints": ["http://127.0.0.1:9000"], "bucket": "kv",
         "access_key": "...", "secret_key": "..."}'
 
 SGLang hands the backend pages of its host KV pool: one key a page (64 hex digits, a SHA-256
-chained over the page's tokens and the pages before it), the page as one flat tensor in the
-pool's own arrangement (`get_data_page`), `page_size` tokens. Each page is stored as one chunk
-object: the page's bytes in order, a chunk of `page_size` tokens of a layout with the pool's
-layers, heads, head size and dtype, every layer slice checksummed, so every byte a load returns
-is checked. A page's key is SHA-256 over a namespace and SGLang's key: the model, the pool's
-memory layout (`layer_first`, `page_first`, ...: the byte order inside the page), the dtype,
-the page size, and the tensor- and pipeline-parallel rank unless the model is MLA (whose ranks
-hold the same latents; SGLang lets only rank 0 write them). Pages of another arrangement or
-rank never share a key.
+chained over the page's tokens and the pages before it), `page_size` tokens. With
+`"interface_v1": 1` in the extra config SGLang calls the page calls without copies of its own
+(`batch_get_v1` / `batch_set_v1` name the pages by their token slots in the pool); without it,
+the generic calls with one flat tensor a page in the pool's arrangement (`get_data_page`).
+Either way each page is stored as one chunk object in the canonical order of every engine's
+chunks, whatever the pool's memory layout (`layer_first`, `page_first`, `page_first_direct`,
+`page_head`): layer by layer, each layer's slice K then V, tokens, heads, head size (MLA: the
+latents, tokens by width), every layer slice checksummed, so every byte a load returns is
+checked and a page saved from one arrangement loads into any other, or into a paged cache by
+one layerwise retrieval. A page's key is SHA-256 over a namespace and SGLang's key: the model,
+the dtype, the page size, the layout, and the tensor- and pipeline-parallel rank unless the
+model is MLA (whose ranks hold the same latents; SGLang lets only rank 0 write them). Pages of
+another rank never share a key.
 
-Loads are prefix loads, as SGLang's chained keys are: `batch_exists` is one lookup request,
-`batch_get` one aggregated retrieval of the leading pages that exist; a page that does not
-arrive verified, and every page after it, come back None (SGLang then stops its prefetch
-there). `batch_set` stores and waits until the server has them.
+Loads are prefix loads, as SGLang's chained keys are: `batch_exists` is one lookup request, a
+load one aggregated retrieval of the leading pages that exist; a page that does not arrive
+verified, and every page after it, are not loaded (SGLang then stops its prefetch there). Saves
+return once the server has the pages.
 """
 from __future__ import annotations
 
@@ -51,16 +55,16 @@ class ObjectCacheStorage(HiCacheStorage):
         self.endpoints = list(extra["endpoints"])
         self.bucket = extra["bucket"]
         self.options = {k: extra[k] for k in _CLIENT_OPTIONS if k in extra}
-        self.client = self.layout = self.namespace = None
-        self.page_bytes = 0
+        self.client = self.layout = self.namespace = self.pages = None
         self.failed_gets = 0
 
     # ---- setup -------------------------------------------------------------------------------
 
     def register_mem_pool_host(self, mem_pool_host) -> None:
         super().register_mem_pool_host(mem_pool_host)
-        self.layout, self.page_bytes = page_layout(mem_pool_host, self.config)
-        self.namespace = page_namespace(mem_pool_host, self.config, self.layout)
+        self.pages = HostPages(mem_pool_host, self.config.is_mla_model)
+        self.layout = self.pages.chunk_layout(self.config.model_name)
+        self.namespace = page_namespace(self.config, self.layout)
         self.client = Client(self.endpoints, self.bucket, self.layout, **self.options)
 
     def key(self, sglang_key: str) -> bytes:
@@ -88,65 +92,92 @@ class ObjectCacheStorage(HiCacheStorage):
 
     # ---- loads -------------------------------------------------------------------------------
 
+    def batch_get_v1(self, keys, host_indices, extra_info=None) -> list[bool]:
+        """The leading stored pages, verified, straight into their token slots of the pool;
+        True for each page loaded (a prefix)."""
+        slots = self._slots(keys, host_indices)
+        chunks = self._load(keys)
+        self.pages.scatter(chunks, slots[:len(chunks) * self.pages.page_size])
+        return [i < len(chunks) for i in range(len(keys))]
+
     def batch_get(self, keys, target_locations=None, target_sizes=None):
-        """Each page's flat tensor (written into target_locations[i] where given), or None for a
-        page that is not stored or did not arrive verified, and for every page after it."""
+        """Each page's flat tensor in the pool's arrangement (written into target_locations[i]
+        where given), or None for a page that is not stored or did not arrive verified, and for
+        every page after it."""
         pages = [None] * len(keys)
+        chunks = self._load(keys)
+        for j in range(len(chunks)):
+            flat = self.pages.to_flat_page(chunks[j])
+            target = None if target_locations is None else target_locations[j]
+            pages[j] = _into(flat, target)
+        return pages
+
+    def get(self, key, target_location=None, target_sizes=None):
+        return self.batch_get([key], None if target_location is None else [target_location])[0]
+
+    def _load(self, keys):
+        """The leading stored pages' chunks, [pages, layers, slice] (canonical), every slice
+        verified; a damaged page and those after it left out."""
+        self._ready()
         chunk_keys = [self.key(k) for k in keys[:self.batch_exists(keys)]]
         try:
-            whole = self._retrieve(chunk_keys)
+            return self._retrieve(chunk_keys)
         except Error as e:
             # A damaged page fails the layers from its own for every page of the retrieval:
             # once more with the pages before it (none when the error names none).
             self.failed_gets += 1
             chunk_keys = chunk_keys[:_first_named(e, chunk_keys)]
             try:
-                whole = self._retrieve(chunk_keys)
+                return self._retrieve(chunk_keys)
             except Error:
-                return pages
-        for j in range(len(whole)):
-            target = None if target_locations is None else target_locations[j]
-            pages[j] = _into(whole[j], target, self.page_bytes)
-        return pages
+                return self._retrieve([])
 
     def _retrieve(self, chunk_keys):
-        """The chunks' KV, [chunks, layers, slice] (a chunk's layer slices in order: the page's
-        bytes as stored), every slice verified; only the leading chunks still stored."""
         lay = self.layout
-        dtype = _torch_dtype(lay)
-        itemsize = torch.tensor([], dtype=dtype).element_size()
-        staging = torch.empty(lay.layers, len(chunk_keys), lay.layer_slice_bytes // itemsize,
-                              dtype=dtype)
-        if not chunk_keys:
-            return staging.transpose(0, 1)
-        retrieval = self._ready().retrieve_layerwise(chunk_keys, lay.layers, list(staging))
-        retrieval.wait()
-        return staging.transpose(0, 1)[:retrieval.hits]
-
-    def get(self, key, target_location=None, target_sizes=None):
-        return self.batch_get([key], None if target_location is None else [target_location])[0]
+        staging = torch.empty(lay.layers, len(chunk_keys), self.pages.slice_elements,
+                              dtype=self.pages.dtype)
+        if chunk_keys:
+            retrieval = self.client.retrieve_layerwise(chunk_keys, lay.layers, list(staging))
+            retrieval.wait()
+            staging = staging[:, :retrieval.hits]
+        return staging.transpose(0, 1)
 
     # ---- stores ------------------------------------------------------------------------------
 
+    def batch_set_v1(self, keys, host_indices, extra_info=None) -> list[bool]:
+        """Stores the pages at their token slots of the pool; True for each once the server
+        holds all of them."""
+        slots = self._slots(keys, host_indices)
+        ok = self._store(keys, self.pages.gather(slots))
+        return [ok] * len(keys)
+
     def batch_set(self, keys, values=None, target_locations=None, target_sizes=None) -> bool:
-        """Stores every page; True once the server holds all of them."""
-        client = self._ready()
+        """Stores every page (flat tensors in the pool's arrangement); True once the server
+        holds all of them."""
+        self._ready()
         if values is None or len(values) != len(keys):
             raise ValueError("objectcache: batch_set needs one value a key")
-        dtype = _torch_dtype(self.layout)
+        return self._store(keys, [self.pages.from_flat_page(v) for v in values])
+
+    def set(self, key, value=None, target_location=None, target_sizes=None) -> bool:
+        return self.batch_set([key], [value])
+
+    def _store(self, keys, chunks) -> bool:
+        client = self._ready()
         before = client.stats()
-        for key, page in zip(keys, values):
-            data = page.detach().contiguous().view(torch.uint8).reshape(-1)
-            if data.numel() != self.page_bytes:
-                raise ValueError(f"objectcache: a page of {data.numel()} bytes, the host pool's "
-                                 f"pages have {self.page_bytes}")
-            client.store(self.key(key), data.cpu().view(dtype))
+        for key, chunk in zip(keys, chunks):
+            client.store(self.key(key), chunk.contiguous())
         client.flush()
         after = client.stats()
         return all(after[k] == before[k] for k in ("failed", "dropped"))
 
-    def set(self, key, value=None, target_location=None, target_sizes=None) -> bool:
-        return self.batch_set([key], [value])
+    def _slots(self, keys, host_indices):
+        self._ready()
+        slots = torch.as_tensor(host_indices, dtype=torch.int64).reshape(-1).cpu()
+        if slots.numel() != len(keys) * self.pages.page_size:
+            raise ValueError(f"objectcache: {slots.numel()} token slots for {len(keys)} pages of "
+                             f"{self.pages.page_size} tokens")
+        return slots
 
     def clear(self) -> None:
         """Nothing is deleted: the cache is shared with every other engine that uses it."""
@@ -156,32 +187,106 @@ class ObjectCacheStorage(HiCacheStorage):
             self.client.flush()
 
 
-def page_layout(pool, config):
-    """The chunk layout of one page of `pool` (its layers, heads, head size, dtype, page size)
-    and the page's bytes. A pool whose page is not what its shape says is refused."""
-    dummy = pool.get_dummy_flat_data_page()
-    page_bytes = dummy.numel() * dummy.element_size()
-    layers, page = int(pool.layer_num), int(pool.page_size)
-    dtype = getattr(pool, "dtype", None)
-    itemsize = torch.tensor([], dtype=dtype).element_size()
-    name = "sglang/" + (config.model_name or "model")
-    if config.is_mla_model:
-        width, rest = divmod(page_bytes, layers * page * itemsize)
-        lay = layout_for_model(name, layers, 1, width, dtype, page, latent=True)
-    else:
-        heads, head_dim = int(pool.head_num), int(pool.head_dim)
-        rest = page_bytes - 2 * layers * page * heads * head_dim * itemsize
-        lay = layout_for_model(name, layers, heads, head_dim, dtype, page)
-    if rest or lay.layers * lay.layer_slice_bytes != page_bytes:
-        raise ValueError(f"objectcache: a host page of {page_bytes} bytes is not {layers} layers "
-                         f"of {page} tokens of this pool's heads and dtype")
-    return lay, page_bytes
+class HostPages:
+    """The pages of an SGLang host pool (`kv_buffer` in its memory layout) against the chunks'
+    canonical order: per layer K then V, each [page_size, heads, head_dim] (MLA: the latents,
+    [page_size, 1, width]). Each layout is read by selecting its token slots (or pages) along
+    one dimension and permuting the result to [layers, pages, ...]."""
+
+    # layout: (the dimension of token slots or pages, selected by page, the permutation of
+    # the selection, its slot dimension split into (pages, page_size), into canonical order)
+    MHA = {"layer_first": (2, False, (1, 2, 0, 3, 4, 5)),        # (2, L, T, H, D)
+           "page_first": (1, False, (3, 1, 0, 2, 4, 5)),         # (2, T, L, H, D)
+           "page_first_direct": (1, True, (2, 1, 0, 3, 4, 5)),   # (2, Pn, L, P, H, D)
+           "page_head": (1, True, (4, 1, 0, 3, 2, 5))}           # (2, Pn, H, P, L, D)
+    MLA = {"layer_first": (1, False, (0, 1, 2, 3, 4)),           # (L, T, 1, C)
+           "page_first": (0, False, (2, 0, 1, 3, 4)),            # (T, L, 1, C)
+           "page_first_direct": (0, True, (1, 0, 2, 3, 4))}      # (Pn, L, P, 1, C)
+
+    def __init__(self, pool, mla: bool):
+        self.buffer = pool.kv_buffer
+        self.arrangement = str(getattr(pool, "layout", "layer_first"))
+        table = self.MLA if mla else self.MHA
+        if self.arrangement not in table:
+            raise ValueError(f"objectcache: an {'MLA' if mla else 'MHA'} host pool in layout "
+                             f"'{self.arrangement}' is not supported (only {sorted(table)})")
+        self.dim, self.by_page, self.perm = table[self.arrangement]
+        self.inverse = tuple(self.perm.index(i) for i in range(len(self.perm)))
+        self.mla, self.dtype = mla, self.buffer.dtype
+        self.page_size, self.layers = int(pool.page_size), int(pool.layer_num)
+        shape = list(self.buffer.shape)
+        if len(shape) != len(self.perm) - (0 if self.by_page else 1):
+            raise ValueError(f"objectcache: a host pool of shape {tuple(shape)} is not one of "
+                             f"layout '{self.arrangement}'")
+        # One page as selected: the slot dimension becomes [1, page_size], or 1 by page.
+        self.page_shape = (shape[:self.dim] + ([1] if self.by_page else [1, self.page_size]) +
+                           shape[self.dim + 1:])
+        canonical = [self.page_shape[i] for i in self.perm]  # [L, 1, 2, P, H, D] / [L, 1, P, 1, C]
+        self.chunk_shape = canonical[2:]  # one layer of one page
+        page_dim = 0 if mla else 1
+        if canonical[0] != self.layers or self.chunk_shape[page_dim] != self.page_size or \
+                (not mla and self.chunk_shape[0] != 2):
+            raise ValueError(f"objectcache: a host pool of shape {tuple(shape)} in layout "
+                             f"'{self.arrangement}' is not {self.layers} layers of pages of "
+                             f"{self.page_size} tokens")
+        self.slice_elements = 1
+        for n in self.chunk_shape:
+            self.slice_elements *= n
+
+    def chunk_layout(self, model_name):
+        name = "sglang/" + (model_name or "model")
+        if self.mla:
+            return layout_for_model(name, self.layers, 1, self.chunk_shape[-1], self.dtype,
+                                    self.page_size, latent=True)
+        _, page, heads, head_dim = self.chunk_shape
+        return layout_for_model(name, self.layers, heads, head_dim, self.dtype, page)
+
+    def _select(self, slots):
+        return slots.reshape(-1, self.page_size)[:, 0] // self.page_size if self.by_page \
+            else slots
+
+    def gather(self, slots):
+        """The pages at `slots` (page_size token slots each), as chunks [pages, layers, slice]."""
+        n = slots.numel() // self.page_size
+        x = self.buffer.index_select(self.dim, self._select(slots).to(self.buffer.device))
+        if not self.by_page:
+            x = x.unflatten(self.dim, (n, self.page_size))
+        return x.permute(self.perm).transpose(0, 1).reshape(n, self.layers, -1).cpu()
+
+    def scatter(self, chunks, slots):
+        """Chunks [pages, layers, slice] into the pages at `slots`."""
+        n = chunks.shape[0]
+        if n == 0:
+            return
+        x = chunks.transpose(0, 1).reshape(self.layers, n, *self.chunk_shape)
+        x = x.permute(self.inverse)
+        if not self.by_page:
+            x = x.flatten(self.dim, self.dim + 1)
+        self.buffer.index_copy_(self.dim, self._select(slots).to(self.buffer.device),
+                                x.to(self.buffer.device, self.dtype).contiguous())
+
+    def from_flat_page(self, page):
+        """One flat page in the pool's arrangement (get_data_page) as a chunk [layers, slice]."""
+        data = page.detach().reshape(-1).cpu()
+        if data.numel() * data.element_size() != self._page_bytes():
+            raise ValueError(f"objectcache: a page of {data.numel() * data.element_size()} bytes, "
+                             f"the host pool's pages have {self._page_bytes()}")
+        x = data.view(torch.uint8).view(self.dtype).reshape(self.page_shape)
+        return x.permute(self.perm).reshape(self.layers, -1)
+
+    def to_flat_page(self, chunk):
+        """A chunk [layers, slice] as one flat page in the pool's arrangement."""
+        x = chunk.reshape(self.layers, 1, *self.chunk_shape).permute(self.inverse)
+        return x.contiguous().reshape(-1)
+
+    def _page_bytes(self):
+        return self.layers * self.slice_elements * self.buffer.element_size()
 
 
-def page_namespace(pool, config, layout) -> bytes:
-    """Everything that changes a page's bytes for the same tokens."""
-    parts = ["sglang-hicache-v1", config.model_name or "", getattr(pool, "layout", "") or "",
-             str(getattr(pool, "dtype", "")), f"page{layout.tokens_per_chunk}",
+def page_namespace(config, layout) -> bytes:
+    """Everything that changes a page's bytes for the same tokens (not the pool's memory
+    layout: the chunks are in canonical order)."""
+    parts = ["sglang-hicache-v2", config.model_name or "", f"page{layout.tokens_per_chunk}",
              layout.to_json()]
     if not config.is_mla_model:
         parts.append(f"tp{config.tp_rank}.{config.tp_size}")
@@ -193,23 +298,15 @@ def page_namespace(pool, config, layout) -> bytes:
     return "\0".join(parts).encode()
 
 
-_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32,
-           "fp8": torch.uint8}
-
-
-def _torch_dtype(layout) -> torch.dtype:
-    return _DTYPES[layout.dtype]
-
-
-def _into(chunk, target, page_bytes: int):
-    """A page's bytes (its layer slices, as stored) into `target`, or a new flat tensor."""
-    data = chunk.contiguous().view(torch.uint8).reshape(-1)
+def _into(page, target):
+    """A flat page into `target` (its bytes), or the page itself."""
     if target is None:
-        return data.clone()
+        return page.view(torch.uint8)
     flat = target.view(-1).view(torch.uint8)
-    if flat.numel() != page_bytes:
+    data = page.view(torch.uint8)
+    if flat.numel() != data.numel():
         raise ValueError(f"objectcache: a target page of {flat.numel()} bytes, pages have "
-                         f"{page_bytes}")
+                         f"{data.numel()}")
     flat.copy_(data)
     return target
 
@@ -221,4 +318,3 @@ def _first_named(error, keys) -> int:
         if key.hex() in message:
             return i
     return 0
-
