@@ -180,6 +180,14 @@ def cache_order(shape, layout: Layout) -> str:
 _LAYER_NUMBER = re.compile(r"(?:^|\.)layers\.(\d+)\.")
 
 
+def first_damaged(error: Exception, keys) -> int:
+    """The index of the first of `keys` a failed retrieval's error names (a damaged chunk);
+    0 when it names none (a server gone, a layer frame damaged in flight, a bad tensor): then
+    nothing of the retrieval is trusted."""
+    named = set(re.findall(r"\b[0-9a-f]{32}\b", str(getattr(error, "message", error))))
+    return next((i for i, key in enumerate(keys) if key.hex() in named), 0)
+
+
 class ObjectCacheConnector:
     def __init__(self, config: ConnectorConfig, role: Role):
         self.config = config
@@ -493,15 +501,8 @@ class ObjectCacheConnector:
         self._load_errors[r.request_id] = (r.first_chunk + first_bad, r.load_blocks[first_bad:])
 
     def _fail(self, r: RequestMeta, error: Exception) -> None:
-        # A damaged chunk is named in the error; everything from it on is recomputed. Otherwise
-        # (a server gone, a layer frame damaged in flight, a bad tensor) the whole prefix is.
-        first_bad = 0
-        named = set(re.findall(r"\b[0-9a-f]{32}\b", str(getattr(error, "message", error))))
-        for i, key in enumerate(r.load_keys):
-            if key.hex() in named:
-                first_bad = i
-                break
-        self._load_error(r, first_bad)
+        # Everything from the first damaged chunk on is recomputed.
+        self._load_error(r, first_damaged(error, r.load_keys))
 
     def flush(self) -> None:
         """Blocks until every saved chunk is stored (tests, and before a process exits)."""

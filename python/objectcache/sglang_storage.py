@@ -36,6 +36,7 @@ import torch
 from sglang.srt.mem_cache.hicache_storage import HiCacheStorage
 
 from . import Client, Error, layout_for_model
+from .connector import first_damaged
 
 # Keys of the extra config that are ours (the rest are SGLang's own: backend_name, ...).
 _CLIENT_OPTIONS = ("access_key", "secret_key", "ca_file", "timeout", "retries",
@@ -126,7 +127,7 @@ class ObjectCacheStorage(HiCacheStorage):
             # A damaged page fails the layers from its own for every page of the retrieval:
             # once more with the pages before it (none when the error names none).
             self.failed_gets += 1
-            chunk_keys = chunk_keys[:_first_named(e, chunk_keys)]
+            chunk_keys = chunk_keys[:first_damaged(e, chunk_keys)]
             try:
                 return self._retrieve(chunk_keys)
             except Error:
@@ -309,12 +310,3 @@ def _into(page, target):
                          f"{data.numel()}")
     flat.copy_(data)
     return target
-
-
-def _first_named(error, keys) -> int:
-    """The first key an error names (a damaged chunk), else 0: nothing is trusted."""
-    message = str(getattr(error, "message", error))
-    for i, key in enumerate(keys):
-        if key.hex() in message:
-            return i
-    return 0
