@@ -48,6 +48,20 @@ TEST(ChunkKeyTest, GoldenVectorsAdapterAndCacheSalt) {
   EXPECT_EQ(KeyNamespace("llama-3.1-8b", llama, KeyScope{}).id(), Llama8b().id());
 }
 
+TEST(ChunkKeyTest, GoldenVectorsPerTensorParallelRank) {
+  // The engine adapters' namespace for one rank of a tensor-parallel group (docs/keys.md): the
+  // model name with the group's size and the rank, the layout of the rank's own KV heads.
+  KvLayout half = FindModelPreset("llama-3.1-8b")->layout;
+  half.num_kv_heads = 4;
+  EXPECT_EQ(half.Fingerprint(), 0x7982b0cb98c5b78full);
+  KeyNamespace rank0("llama-3.1-8b/tp2.0", half);
+  KeyNamespace rank1("llama-3.1-8b/tp2.1", half);
+  EXPECT_EQ(ChunkKey(rank0.id()).ToHex(), "5d4119b3c8c84caae15c62d6003c2a8c");
+  EXPECT_EQ(ChunkKey(rank1.id()).ToHex(), "806bb8b5bf858f76849a5e902d53c271");
+  EXPECT_EQ(rank0.KeysForTokens(Iota(0, 16))[0].ToHex(), "2254e5f9fb187700114753140221284d");
+  EXPECT_EQ(rank1.KeysForTokens(Iota(0, 16))[0].ToHex(), "f20f4f6cdd2b778abe69ee20ff460433");
+}
+
 TEST(ChunkKeyTest, GoldenVectorLatentLayout) {
   KvLayout mla{61, 1, 576, KvDtype::kBf16, 16, KvKind::kLatent};
   EXPECT_EQ(mla.Fingerprint(), 0x87ec500c8aae746full);
