@@ -1025,6 +1025,63 @@ class HostPool:
         self._page(index).copy_(data_page.reshape(self._page(index).shape))
 
 
+class SglangEngine:
+    """The reference model as SGLang runs it with a HiCache storage backend: a prefill asks the
+    backend for the prompt's leading pages (batch_exists, then batch_get_v1 into free pages of
+    the host pool), copies them from the host pool to the device cache, computes the rest, then
+    backs up the prompt's full pages (device to host pool, then batch_set_v1)."""
+
+    PAGE = 16
+
+    def __init__(self, test, bucket, layout):
+        self.engine = make_engine(None, step=self.PAGE)
+        c = self.engine.model.config
+        self.host = HostPool(32 * self.PAGE, layers=c.layers, page_size=self.PAGE,
+                             heads=c.kv_heads, head_dim=c.head_dim, dtype=c.dtype, layout=layout)
+        self.backend = test.backend(bucket, self.host, model="reference")
+        self.free_pages = list(range(32))  # handed out from the end: pages out of order
+
+    def page_keys(self, tokens):
+        """SGLang's page hashes: SHA-256 over the page before's hash and the page's token ids."""
+        keys, last = [], None
+        for i in range(len(tokens) // self.PAGE):
+            h = hashlib.sha256(bytes.fromhex(last) if last else b"")
+            for t in tokens[i * self.PAGE:(i + 1) * self.PAGE]:
+                h.update(t.to_bytes(4, "little"))
+            last = h.hexdigest()
+            keys.append(last)
+        return keys
+
+    def slots(self, pages):
+        return torch.tensor([p * self.PAGE + t for p in pages for t in range(self.PAGE)])
+
+    def prefill(self, tokens):
+        """The last token's logits and how many prompt tokens came from storage."""
+        cache, keys = self.engine.cache, self.page_keys(tokens)
+        # The last token is always computed (its logits are the prefill's result).
+        hits = self.backend.batch_exists(keys[:(len(tokens) - 1) // self.PAGE])
+        pages = [self.free_pages.pop() for _ in range(hits)]
+        loaded = self.backend.batch_get_v1(keys[:hits], self.slots(pages))
+        n = loaded.index(False) if False in loaded else len(loaded)
+        blocks = cache.allocate(len(tokens))
+        for i in range(n):  # host pool to device cache
+            for t in range(self.PAGE):
+                kv = self.host.token(pages[i] * self.PAGE + t)  # [layers, 2, heads, head_dim]
+                for layer, per_layer in enumerate(cache.layers):
+                    per_layer[blocks[i], :, t] = kv[layer]
+        request = engine.Request("sglang", tokens)
+        logits, _ = self.engine._forward(request, tokens, blocks, n * self.PAGE)
+        backup = [self.free_pages.pop() for _ in keys]
+        for i, page in enumerate(backup):  # device cache to host pool
+            for t in range(self.PAGE):
+                self.host.token(page * self.PAGE + t).copy_(
+                    torch.stack([per_layer[blocks[i], :, t] for per_layer in cache.layers]))
+        assert all(self.backend.batch_set_v1(keys, self.slots(backup)))
+        self.free_pages += pages + backup
+        cache.release(blocks)
+        return logits, n * self.PAGE
+
+
 class SglangTest(base.ServerCase):
     """objectcache.sglang_storage as SGLang's HiCache controller drives it, on its generic page
     path and its zero-copy one (interface_v1): pages backed up from one host pool come back byte
@@ -1166,23 +1223,49 @@ class SglangTest(base.ServerCase):
         self.restore(rank1, dst, keys)
         self.assertTrue(torch.equal(dst.kv_buffer[:12], src.kv_buffer[:12]))
 
+    def damage(self, b, key):
+        """Flips one bit of the second layer slice of page `key`'s object on disk."""
+        path = None
+        for root, _, files in os.walk(self.server.store):
+            for f in files:
+                if b.key(key).hex() in f:
+                    path = os.path.join(root, f)
+        stride = -(-b.layout.layer_slice_bytes // 4096) * 4096  # slices start on 4 KiB
+        with open(path, "r+b") as f:
+            f.seek(4096 + stride + 10)
+            byte = f.read(1)
+            f.seek(-1, 1)
+            f.write(bytes([byte[0] ^ 0x01]))
+
+    def test_the_reference_model_through_sglang_gives_the_recompute_logits(self):
+        self.s3.create_bucket(Bucket="sglang-model")
+        recompute = make_engine(None, step=16)
+        g = torch.Generator().manual_seed(21)
+        prompt = torch.randint(0, CONFIG["vocab_size"], (80,), generator=g).tolist()
+
+        def check(e, tokens, cached):
+            logits, got = e.prefill(tokens)
+            self.assertEqual(got, cached)
+            # The same operation order as the recompute's: the same bits.
+            self.assertTrue(torch.equal(logits, recompute.prefill(engine.Request("r", tokens))
+                                        .logits))
+        check(SglangEngine(self, "sglang-model", "page_first"), prompt, 0)
+        # Another SGLang process with its host pool in another layout: the shared prefix's pages
+        # come from storage.
+        check(SglangEngine(self, "sglang-model", "page_head"), prompt[:48] + [7] * 20, 48)
+        check(SglangEngine(self, "sglang-model", "layer_first"), prompt, 64)
+        # A damaged page: the pages before it load, the rest is computed.
+        e = SglangEngine(self, "sglang-model", "page_first_direct")
+        self.damage(e.backend, e.page_keys(prompt)[1])
+        check(e, prompt, 16)
+
     def test_a_damaged_page_and_those_after_it_are_not_returned(self):
         self.s3.create_bucket(Bucket="sglang-damaged")
         src, dst = HostPool(32, seed=3), HostPool(32)
         b = self.backend("sglang-damaged", src)
         keys = self.page_keys(5, "damaged")
         self.assertTrue(self.backup(b, src, keys))
-        path = None
-        for root, _, files in os.walk(self.server.store):
-            for f in files:
-                if b.key(keys[2]).hex() in f:
-                    path = os.path.join(root, f)
-        stride = -(-b.layout.layer_slice_bytes // 4096) * 4096  # slices start on 4 KiB
-        with open(path, "r+b") as f:  # one bit of the second layer slice
-            f.seek(4096 + stride + 10)
-            byte = f.read(1)
-            f.seek(-1, 1)
-            f.write(bytes([byte[0] ^ 0x01]))
+        self.damage(b, keys[2])
         pages = self.restore(b, dst, keys)
         self.assertEqual([p is not None for p in pages], [True, True, False, False, False])
         self.assertTrue(torch.equal(dst.kv_buffer[:, :8], src.kv_buffer[:, :8]))
