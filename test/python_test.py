@@ -595,6 +595,7 @@ class EngineTest(base.ServerCase):
 def fake_vllm_base():
     """Stands in for vLLM's KV connector v1 base module (vLLM cannot be installed here): the
     adapter's translation is what is under test, not vLLM."""
+    import abc
     import enum
     import types
     name = "vllm.distributed.kv_transfer.kv_connector.v1.base"
@@ -602,6 +603,8 @@ def fake_vllm_base():
     for i in range(1, len(parts) + 1):
         sys.modules.setdefault(".".join(parts[:i]), types.ModuleType(".".join(parts[:i])))
     mod = sys.modules[name]
+    if hasattr(mod, "KVConnectorBase_V1"):  # made once: the adapter imported these classes
+        return mod
 
     class KVConnectorRole(enum.Enum):
         SCHEDULER = 0
@@ -622,8 +625,12 @@ def fake_vllm_base():
         def clear_connector_metadata(self):
             self._connector_metadata = None
 
+    class SupportsHMA(abc.ABC):
+        @abc.abstractmethod
+        def request_finished_all_groups(self, request, block_ids): ...
+
     mod.KVConnectorRole, mod.KVConnectorMetadata = KVConnectorRole, KVConnectorMetadata
-    mod.KVConnectorBase_V1 = KVConnectorBase_V1
+    mod.KVConnectorBase_V1, mod.SupportsHMA = KVConnectorBase_V1, SupportsHMA
     return mod
 
 
@@ -744,7 +751,7 @@ class ConnectorTest(base.ServerCase):
                 w.clear_connector_metadata()
 
         a, _ = self.vllm_request(sched, "a", self.prompt)
-        step("a", list(range(6)), {"a": len(self.prompt)})
+        step("a", list(range(1, 7)), {"a": len(self.prompt)})  # block 0: vLLM's null block
         sched.request_finished(a, [])
         for w in workers:
             w.impl.flush()
@@ -754,7 +761,7 @@ class ConnectorTest(base.ServerCase):
         for w, cache in zip(workers, caches):
             self.assertEqual(w.get_block_ids_with_load_errors(), set())
             for layer in cache.values():
-                self.assertTrue(torch.equal(layer[10:15], layer[0:5]))
+                self.assertTrue(torch.equal(layer[10:15], layer[1:6]))
         self.assertFalse(torch.equal(caches[0]["model.layers.0.self_attn.attn"][10:15],
                                      caches[1]["model.layers.0.self_attn.attn"][10:15]))
         for w in workers:
@@ -818,11 +825,11 @@ class ConnectorTest(base.ServerCase):
         from types import SimpleNamespace as NS
         a, matched = self.vllm_request(sched, "a", self.prompt)
         self.assertEqual(matched, 0)
-        self.vllm_step(sched, worker, caches, new=[("a", list(range(3)))], scheduled={"a": 48})
+        self.vllm_step(sched, worker, caches, new=[("a", [1, 2, 3])], scheduled={"a": 48})
         self.vllm_step(sched, worker, caches, scheduled={"a": 48}, cached=NS(
-            req_ids=["a"], new_block_ids=[([3, 4, 5],)], num_computed_tokens=[48],
+            req_ids=["a"], new_block_ids=[([4, 5, 6],)], num_computed_tokens=[48],
             resumed_req_ids=set()))
-        sched.request_finished(a, list(range(6)))
+        sched.request_finished(a, list(range(1, 7)))
         self.assertEqual(sched.impl._sched, {})  # nothing kept for a finished request
         worker.impl.flush()
         self.assertEqual(worker.impl.client.stats()["stored"], 6)
@@ -835,14 +842,14 @@ class ConnectorTest(base.ServerCase):
                              scheduled={"b": 16})
         self.assertTrue(out.has_sync_kv_loads)
         for cache in caches.values():
-            self.assertTrue(torch.equal(cache[10:15], cache[0:5]))
+            self.assertTrue(torch.equal(cache[10:15], cache[1:6]))
         # Preempted and resumed into yet other blocks: its prefix loads again.
         sched.update_state_after_alloc(b, None, 80)
         self.vllm_step(sched, worker, caches, scheduled={"b": 16}, cached=NS(
             req_ids=["b"], new_block_ids=[([17, 18, 19, 20, 21, 22],)], num_computed_tokens=[0],
             resumed_req_ids={"b"}))
         for cache in caches.values():
-            self.assertTrue(torch.equal(cache[17:22], cache[0:5]))
+            self.assertTrue(torch.equal(cache[17:22], cache[1:6]))
         self.assertEqual(worker.get_block_ids_with_load_errors(), set())
         sched.request_finished(b, [])
         # The same tokens behind an image, or a prompt of embeddings: nothing is shared.
@@ -851,6 +858,70 @@ class ConnectorTest(base.ServerCase):
         self.assertEqual(sched.get_num_new_matched_tokens(image, 0), (0, False))
         embeds = NS(request_id="d", prompt_token_ids=None, lora_request=None, cache_salt=None)
         self.assertEqual(sched.get_num_new_matched_tokens(embeds, 0), (0, False))
+        worker.shutdown()
+
+    def test_vllm_adapter_with_two_kv_cache_groups(self):
+        # The hybrid allocator: full-attention layers 0 and 2 in one group, sliding-window layers
+        # 1 and 3 in another, each group its own blocks (one pool: ids unique across groups).
+        from types import SimpleNamespace as NS
+        fake = fake_vllm_base()
+        from objectcache import vllm_connector
+        self.s3.create_bucket(Bucket="vllm-hma")
+        config, kv_cache_config = self.vllm_config("vllm-hma")
+        config.parallel_config.rank = 0
+        spec = kv_cache_config.kv_cache_groups[0].kv_cache_spec
+        names = [f"model.layers.{i}.self_attn.attn" for i in range(CONFIG["layers"])]
+        kv_cache_config.kv_cache_groups = [NS(layer_names=names[0::2], kv_cache_spec=spec),
+                                           NS(layer_names=names[1::2], kv_cache_spec=spec)]
+        sched = vllm_connector.ObjectCacheVllmConnector(config, fake.KVConnectorRole.SCHEDULER,
+                                                        kv_cache_config)
+        worker = vllm_connector.ObjectCacheVllmConnector(config, fake.KVConnectorRole.WORKER,
+                                                         kv_cache_config)
+        self.assertIsInstance(worker, fake.SupportsHMA)
+        g = torch.Generator().manual_seed(31)
+        caches = {n: torch.randn(32, 2, 16, CONFIG["kv_heads"], CONFIG["hidden"] // CONFIG["heads"],
+                                 generator=g) for n in names}
+        worker.register_kv_caches(caches)
+        before = {n: c.clone() for n, c in caches.items()}
+
+        def step(rid, full, window, scheduled):
+            out = NS(scheduled_new_reqs=[NS(req_id=rid, block_ids=(full, window))],
+                     scheduled_cached_reqs=None, num_scheduled_tokens={rid: scheduled},
+                     has_sync_kv_loads=False)
+            meta = sched.build_connector_meta(out)
+            worker.bind_connector_metadata(meta)
+            worker.start_load_kv(None)
+            for name, cache in caches.items():
+                worker.wait_for_layer_load(name)
+                worker.save_kv_layer(name, cache, None)
+            worker.wait_for_save()
+            worker.clear_connector_metadata()
+
+        a, _ = self.vllm_request(sched, "a", self.prompt)
+        step("a", [1, 2, 3, 4, 5, 6], [7, 8, 9, 10, 11, 12], len(self.prompt))
+        self.assertEqual(sched.request_finished_all_groups(a, ([1], [7])), (False, None))
+        worker.impl.flush()
+        self.assertEqual(sum(w.client.stats()["stored"] for w in worker.impl.groups), 12)
+        # b: the same prompt. Its sliding-window group holds only chunks 2.. (vLLM's null block 0
+        # before them): those load, the null block is never written.
+        b, matched = self.vllm_request(sched, "b", self.prompt)
+        self.assertEqual(matched, 80)
+        step("b", [13, 14, 15, 16, 17, 18], [0, 0, 20, 21, 22, 23], 16)
+        self.assertEqual(worker.get_block_ids_with_load_errors(), set())
+        for i, name in enumerate(names):
+            c = caches[name]
+            if i % 2 == 0:
+                self.assertTrue(torch.equal(c[13:18], c[1:6]), name)
+            else:
+                self.assertTrue(torch.equal(c[20:23], c[9:12]), name)
+            self.assertTrue(torch.equal(c[0], before[name][0]), name)
+        sched.request_finished_all_groups(b, ())
+        # A chunk one group no longer has: the prefix is matched only as far as every group
+        # has it.
+        window_keys = sched.impl.groups[1].keys_for(b)
+        self.s3.delete_object(Bucket="vllm-hma", Key=window_keys[3].hex())
+        c_req, matched = self.vllm_request(sched, "c", self.prompt)
+        self.assertEqual(matched, 48)
         worker.shutdown()
 
     def test_vllm_adapter_on_cuda_caches_in_every_layout(self):
@@ -897,7 +968,7 @@ class ConnectorTest(base.ServerCase):
             worker.impl.flush()
             b, matched = self.vllm_request(sched, "b", self.prompt)
             self.assertEqual(matched, 80, name)
-            self.vllm_step(sched, worker, caches, new=[("b", [20, 1, 14, 3, 22, 0])],
+            self.vllm_step(sched, worker, caches, new=[("b", [20, 1, 14, 3, 22, 23])],
                            scheduled={"b": 16})
             self.assertEqual(worker.get_block_ids_with_load_errors(), set(), name)
             for i, m in enumerate(memory):

@@ -58,6 +58,10 @@ class ConnectorConfig:
     device: object = None              # an objectcache.Device for CUDA caches (None: their GPU)
     staging_layers: int = 4            # pinned staging of a device load or save, in layers
     aggregated_streams: int = 0        # connections a retrieval uses (0: one per 4 cores, 1-8)
+    # The layers this connector serves, in the layout's order (a KV cache group's); None: every
+    # registered layer, indexed by the number in its name.
+    layer_names: list[str] | None = None
+    null_block: int | None = None      # a block id that holds nothing (vLLM's 0): never used
 
     @property
     def tokens_per_chunk(self) -> int:
@@ -319,12 +323,33 @@ class ObjectCacheConnector:
         last = min(len(keys), len(st.blocks), (before + step) // g)
         start = max(st.done, first + len(load_keys))
         st.done = max(st.done, last)
-        if load_keys or start < last:
-            end = max(first + len(load_keys), last)
+        save_keys, save_blocks = keys[start:last], st.blocks[start:last]
+        end = max(first + len(load_keys), last)
+        # A group whose leading blocks hold nothing (vLLM's null block: chunks outside a
+        # sliding window) loads and saves only from its first real block, and never past a
+        # null one.
+        skip, load_keys, load_blocks = self._real_blocks(load_keys, load_blocks)
+        first += skip
+        skip, save_keys, save_blocks = self._real_blocks(save_keys, save_blocks)
+        start += skip
+        if load_keys or save_keys:
             tokens, adapter, salt = st.scope
-            meta.requests.append(RequestMeta(rid, first, load_keys, load_blocks, keys[start:last],
-                                             st.blocks[start:last], start,
-                                             (tokens[:end * g], adapter, salt)))
+            meta.requests.append(RequestMeta(rid, first, load_keys, load_blocks, save_keys,
+                                             save_blocks, start, (tokens[:end * g], adapter, salt)))
+
+    def _real_blocks(self, keys, blocks):
+        """(leading null blocks skipped, the keys and blocks from the first real block to the
+        next null one)."""
+        null = self.config.null_block
+        if null is None:
+            return 0, keys, blocks
+        skip = 0
+        while skip < len(blocks) and blocks[skip] == null:
+            skip += 1
+        end = skip
+        while end < len(blocks) and blocks[end] != null:
+            end += 1
+        return skip, keys[skip:end], blocks[skip:end]
 
     def request_finished(self, request, block_ids: list[int]) -> tuple[bool, dict | None]:
         """Saves copy what they need within their step, so the blocks can be freed now."""
@@ -344,7 +369,10 @@ class ObjectCacheConnector:
         for i, name in enumerate(kv_caches):
             m = _LAYER_NUMBER.search(name)
             numbered[name] = int(m.group(1)) if m else None
-        if any(v is None for v in numbered.values()):
+        if self.config.layer_names is not None:
+            numbered = {name: i for i, name in enumerate(self.config.layer_names)
+                        if name in kv_caches}
+        elif any(v is None for v in numbered.values()):
             numbered = {name: i for i, name in enumerate(kv_caches)}
         served = {name: i for name, i in numbered.items() if i < layers}
         if sorted(served.values()) != list(range(layers)):
@@ -507,3 +535,111 @@ class ObjectCacheConnector:
     def flush(self) -> None:
         """Blocks until every saved chunk is stored (tests, and before a process exits)."""
         self.client.flush()
+
+
+@dataclass
+class GroupedMetadata:
+    groups: list[ConnectorMetadata]
+
+    @property
+    def has_loads(self) -> bool:
+        return any(m.has_loads for m in self.groups)
+
+
+class GroupedConnector:
+    """Several KV cache groups (vLLM's hybrid allocator: full-attention and sliding-window
+    layers, each group with its own block table): one ObjectCacheConnector a group, each with
+    the group's layers (`ConnectorConfig.layer_names`), its own layout and so its own keys. A
+    prefix is matched only as far as every group has it. Block ids come one list a group
+    (NewRequest.block_ids, CachedRequest.new_block_ids); the calls are ObjectCacheConnector's."""
+
+    def __init__(self, configs: list[ConnectorConfig], role: Role):
+        if any(c.layer_names is None for c in configs):
+            raise ValueError("every KV cache group names its layers")
+        self.groups = [ObjectCacheConnector(c, role) for c in configs]
+        self._group_of = {name: g for g, c in zip(self.groups, configs) for name in c.layer_names}
+
+    def close(self) -> None:
+        for g in self.groups:
+            g.close()
+
+    def shutdown(self) -> None:
+        for g in self.groups:
+            g.shutdown()
+
+    def flush(self) -> None:
+        for g in self.groups:
+            g.flush()
+
+    # ---- scheduler side ----
+    def get_num_new_matched_tokens(self, request, num_computed_tokens: int,
+                                   limit: int | None = None) -> tuple[int, bool]:
+        matched = [g.get_num_new_matched_tokens(request, num_computed_tokens, limit)[0]
+                   for g in self.groups]
+        return min(matched), False
+
+    def update_state_after_alloc(self, request, blocks, num_external_tokens: int):
+        for g in self.groups:
+            g.update_state_after_alloc(request, blocks, num_external_tokens)
+
+    def build_connector_meta(self, scheduler_output: SchedulerOutput) -> GroupedMetadata:
+        metas = []
+        for i, g in enumerate(self.groups):
+            out = SchedulerOutput(
+                [NewRequest(n.request, list(n.block_ids[i]))
+                 for n in scheduler_output.scheduled_new_reqs],
+                scheduler_output.num_scheduled_tokens,
+                [CachedRequest(c.request_id, list(c.new_block_ids[i]), c.num_computed_tokens,
+                               c.resumed) for c in scheduler_output.scheduled_cached_reqs])
+            metas.append(g.build_connector_meta(out))
+        return GroupedMetadata(metas)
+
+    def request_finished(self, request, block_ids) -> tuple[bool, dict | None]:
+        for g in self.groups:
+            g.request_finished(request, block_ids)
+        return False, None
+
+    # ---- worker side ----
+    def register_kv_caches(self, kv_caches: dict) -> None:
+        for g in self.groups:
+            g.register_kv_caches({n: kv_caches[n] for n in g.config.layer_names if n in kv_caches})
+
+    def bind_connector_metadata(self, meta: GroupedMetadata) -> None:
+        for g, m in zip(self.groups, meta.groups):
+            g.bind_connector_metadata(m)
+
+    def clear_connector_metadata(self) -> None:
+        for g in self.groups:
+            g.clear_connector_metadata()
+
+    def start_load_kv(self, forward_context=None, **kwargs) -> None:
+        for g in self.groups:
+            g.start_load_kv(forward_context, **kwargs)
+
+    def wait_for_layer_load(self, layer_name: str) -> None:
+        if layer_name in self._group_of:
+            self._group_of[layer_name].wait_for_layer_load(layer_name)
+
+    def save_kv_layer(self, layer_name: str, kv_layer, attn_metadata, **kwargs) -> None:
+        if layer_name in self._group_of:
+            self._group_of[layer_name].save_kv_layer(layer_name, kv_layer, attn_metadata,
+                                                     **kwargs)
+
+    def wait_for_save(self) -> None:
+        for g in self.groups:
+            g.wait_for_save()
+
+    def get_finished(self, finished_req_ids: set[str]):
+        return None, None
+
+    def has_load_error(self, request_id: str) -> bool:
+        return any(g.has_load_error(request_id) for g in self.groups)
+
+    def take_load_error(self, request_id: str) -> int:
+        """The first chunk that did not load verified in any group (recompute from there)."""
+        return min(g.take_load_error(request_id) for g in self.groups
+                   if g.has_load_error(request_id))
+
+    def get_block_ids_with_load_errors(self) -> set[int]:
+        """Block ids are unique across groups (vLLM's groups share one block pool)."""
+        return set().union(*(g.get_block_ids_with_load_errors() for g in self.groups))

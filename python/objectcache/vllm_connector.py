@@ -13,7 +13,8 @@ Everything the connector does is ObjectCacheConnector's, which the reference eng
 connector contract (docs/python.md): the three-argument constructor and the geometry of
 `kv_cache_config`, the role, new and cached (resumed, later-chunk) requests, the metadata class,
 `has_sync_kv_loads` for steps that load (their loads run inside the forward, layer by layer),
-and the class-level answers vLLM asks at start-up. KV caches are read in whatever layout vLLM
+several KV cache groups (SupportsHMA: one connector a group, GroupedConnector), and the
+class-level answers vLLM asks at start-up. KV caches are read in whatever layout vLLM
 allocates (FLASH_ATTN, FlashInfer/Triton, K and V packed, MLA; any memory order): the device path
 addresses blocks by the tensors' strides. vLLM cannot be installed on the machines this project
 is built on, so this adapter runs in CI against a stand-in that follows vLLM's current source,
@@ -26,6 +27,12 @@ from types import SimpleNamespace
 from vllm.distributed.kv_transfer.kv_connector.v1.base import (KVConnectorBase_V1,
                                                                KVConnectorMetadata,
                                                                KVConnectorRole)
+
+try:  # models with several KV cache groups (the hybrid allocator) need it
+    from vllm.distributed.kv_transfer.kv_connector.v1.base import SupportsHMA
+except ImportError:  # a vLLM from before it: one group
+    class SupportsHMA:  # noqa: D101
+        pass
 
 from . import connector as kvc
 from . import layout_for_model
@@ -41,16 +48,17 @@ class ObjectCacheVllmMetadata(KVConnectorMetadata):
         self.meta = meta
 
 
-def _first_group(block_ids):
-    """vLLM gives one list of block ids per KV cache group; ObjectCache serves one group."""
+def _block_ids(block_ids, groups: int):
+    """vLLM's block ids, one list a KV cache group: the one list for one group, else the tuple
+    of them (GroupedConnector)."""
     if block_ids is None:
-        return []
-    if block_ids and isinstance(block_ids[0], (list, tuple)):
-        if len(block_ids) != 1:
-            raise ValueError("ObjectCache serves models with one KV cache group "
-                             "(run vLLM with --disable-hybrid-kv-cache-manager)")
-        return list(block_ids[0])
-    return list(block_ids)
+        block_ids = ()
+    if not block_ids or not isinstance(block_ids[0], (list, tuple)):
+        block_ids = (list(block_ids),)
+    if len(block_ids) != groups:
+        raise ValueError(f"block ids for {len(block_ids)} KV cache groups, the connector was "
+                         f"built for {groups}")
+    return list(block_ids[0]) if groups == 1 else tuple(list(b) for b in block_ids)
 
 
 def _dtype_name(dtype) -> str:
@@ -60,20 +68,24 @@ def _dtype_name(dtype) -> str:
     return _DTYPES[text]
 
 
-def config_from_vllm(vllm_config, kv_cache_config=None) -> kvc.ConnectorConfig:
+def configs_from_vllm(vllm_config, kv_cache_config=None) -> list[kvc.ConnectorConfig]:
+    """One connector config a KV cache group vLLM allocated (the model config's geometry when
+    none is given)."""
     extra = dict(vllm_config.kv_transfer_config.kv_connector_extra_config or {})
     model, parallel, cache = (vllm_config.model_config, vllm_config.parallel_config,
                               vllm_config.cache_config)
     dtype = model.dtype if cache.cache_dtype == "auto" else cache.cache_dtype
-    layers = model.get_num_layers(parallel)
-    kv_heads, head_size, block_size = (model.get_num_kv_heads(parallel), model.get_head_size(),
-                                       cache.block_size)
+    geometry = [(model.get_num_layers(parallel), None, model.get_num_kv_heads(parallel),
+                 model.get_head_size(), cache.block_size, dtype)]
     groups = getattr(kv_cache_config, "kv_cache_groups", None)
-    if groups:  # the geometry vLLM allocated (one group: see _first_group)
-        spec = groups[0].kv_cache_spec
-        layers = len(groups[0].layer_names)
-        kv_heads, head_size, block_size = spec.num_kv_heads, spec.head_size, spec.block_size
-        dtype = getattr(spec, "dtype", dtype)
+    for i, g in enumerate(groups or ()):
+        if not all(hasattr(g.kv_cache_spec, a) for a in ("num_kv_heads", "head_size")):
+            raise ValueError(f"ObjectCache serves attention KV caches; KV cache group {i} is a "
+                             f"{type(g.kv_cache_spec).__name__} (a Mamba state, say)")
+    if groups:
+        geometry = [(len(g.layer_names), list(g.layer_names), g.kv_cache_spec.num_kv_heads,
+                     g.kv_cache_spec.head_size, g.kv_cache_spec.block_size,
+                     getattr(g.kv_cache_spec, "dtype", dtype)) for g in groups]
     # Each tensor-parallel rank holds its own KV heads: its chunks are its own (the workers
     # derive their keys in their own namespace from the scheduler's tokens). MLA latents are the
     # same on every rank: one namespace, written by the first rank only.
@@ -81,15 +93,23 @@ def config_from_vllm(vllm_config, kv_cache_config=None) -> kvc.ConnectorConfig:
     latent = bool(getattr(model, "use_mla", False))
     name = (f"{model.model}/mla" if latent
             else f"{model.model}/tp{parallel.tensor_parallel_size}.{rank}")
-    layout = layout_for_model(name, layers, kv_heads, head_size, _dtype_name(dtype),
-                              tokens_per_chunk=block_size, latent=latent)
     endpoints = extra.pop("endpoints")
+    endpoints = endpoints if isinstance(endpoints, list) else [endpoints]
     bucket = extra.pop("bucket")
-    return kvc.ConnectorConfig(endpoints if isinstance(endpoints, list) else [endpoints], bucket,
-                               layout, saves=not latent or rank == 0, **extra)
+    configs = []
+    for i, (layers, names, kv_heads, head_size, block_size, group_dtype) in enumerate(geometry):
+        # Several groups: each its own namespace (its layers are other layers).
+        group_name = name if len(geometry) == 1 else f"{name}/group{i}"
+        layout = layout_for_model(group_name, layers, kv_heads, head_size,
+                                  _dtype_name(group_dtype), tokens_per_chunk=block_size,
+                                  latent=latent)
+        configs.append(kvc.ConnectorConfig(
+            endpoints, bucket, layout, saves=not latent or rank == 0,
+            layer_names=names if len(geometry) > 1 else None, null_block=0, **extra))
+    return configs
 
 
-def _cached_requests(cached) -> list[kvc.CachedRequest]:
+def _cached_requests(cached, groups: int) -> list[kvc.CachedRequest]:
     """vLLM's CachedRequestData (parallel lists) as CachedRequests."""
     if cached is None:
         return []
@@ -98,19 +118,22 @@ def _cached_requests(cached) -> list[kvc.CachedRequest]:
     out = []
     for i, rid in enumerate(cached.req_ids):
         was_resumed = rid in resumed or bool(flags and flags[i])
-        out.append(kvc.CachedRequest(rid, _first_group(cached.new_block_ids[i]),
+        out.append(kvc.CachedRequest(rid, _block_ids(cached.new_block_ids[i], groups),
                                      cached.num_computed_tokens[i], was_resumed))
     return out
 
 
-class ObjectCacheVllmConnector(KVConnectorBase_V1):
+class ObjectCacheVllmConnector(KVConnectorBase_V1, SupportsHMA):
     def __init__(self, vllm_config, role, kv_cache_config=None):
         try:
             super().__init__(vllm_config=vllm_config, role=role, kv_cache_config=kv_cache_config)
         except TypeError:  # a vLLM from before the third argument
             super().__init__(vllm_config=vllm_config, role=role)
         side = kvc.Role.SCHEDULER if role == KVConnectorRole.SCHEDULER else kvc.Role.WORKER
-        self.impl = kvc.ObjectCacheConnector(config_from_vllm(vllm_config, kv_cache_config), side)
+        configs = configs_from_vllm(vllm_config, kv_cache_config)
+        self.groups = len(configs)
+        self.impl = (kvc.ObjectCacheConnector(configs[0], side) if self.groups == 1
+                     else kvc.GroupedConnector(configs, side))
 
     # ---- start-up ----
     @classmethod
@@ -133,11 +156,13 @@ class ObjectCacheVllmConnector(KVConnectorBase_V1):
         self.impl.update_state_after_alloc(request, blocks, num_external_tokens)
 
     def build_connector_meta(self, scheduler_output):
-        new = [kvc.NewRequest(SimpleNamespace(request_id=r.req_id), _first_group(r.block_ids))
+        new = [kvc.NewRequest(SimpleNamespace(request_id=r.req_id),
+                              _block_ids(r.block_ids, self.groups))
                for r in scheduler_output.scheduled_new_reqs]
         out = kvc.SchedulerOutput(
             new, dict(scheduler_output.num_scheduled_tokens),
-            _cached_requests(getattr(scheduler_output, "scheduled_cached_reqs", None)))
+            _cached_requests(getattr(scheduler_output, "scheduled_cached_reqs", None),
+                             self.groups))
         meta = self.impl.build_connector_meta(out)
         if meta.has_loads:
             # Loads land layer by layer inside the forward: vLLM must start them before it.
@@ -145,6 +170,10 @@ class ObjectCacheVllmConnector(KVConnectorBase_V1):
         return ObjectCacheVllmMetadata(meta)
 
     def request_finished(self, request, block_ids):
+        return self.impl.request_finished(request, block_ids)
+
+    def request_finished_all_groups(self, request, block_ids):
+        """SupportsHMA's: once, when the request is done in every group."""
         return self.impl.request_finished(request, block_ids)
 
     # ---- worker side ----
