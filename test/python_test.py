@@ -923,6 +923,12 @@ class ConnectorTest(base.ServerCase):
         c_req, matched = self.vllm_request(sched, "c", self.prompt)
         self.assertEqual(matched, 48)
         worker.shutdown()
+        # A group that is not attention KV (a Mamba state): refused at start, saying so.
+        kv_cache_config.kv_cache_groups[1] = NS(layer_names=names[1::2],
+                                                kv_cache_spec=NS(block_size=16, shapes=()))
+        with self.assertRaisesRegex(ValueError, "attention KV"):
+            vllm_connector.ObjectCacheVllmConnector(config, fake.KVConnectorRole.WORKER,
+                                                    kv_cache_config)
 
     def test_vllm_adapter_on_cuda_caches_in_every_layout(self):
         # CUDA tensors standing on the emulated device (real ones on the GPU that
