@@ -634,6 +634,70 @@ def fake_vllm_base():
     return mod
 
 
+class VllmEngine:
+    """The reference model as vLLM runs it with our adapter (over the stand-in base): the
+    scheduler side's match and metadata, the worker's hooks in every attention layer,
+    start_load_kv before the forward only for a synchronous load, and vLLM's "recompute"
+    failure policy: blocks reported by get_block_ids_with_load_errors are computed again from
+    the first of them, and the step that read them is discarded."""
+
+    class _AttentionHooks:
+        """What vLLM's attention layers call (the engine's forward calls them by these names)."""
+
+        def __init__(self, worker):
+            self.worker = worker
+
+        def wait_for_layer_load(self, name):
+            self.worker.wait_for_layer_load(name)
+
+        def has_load_error(self, request_id):
+            return False  # vLLM runs the whole step; load errors are read after it
+
+        def save_kv_layer(self, name, layer, attn_metadata):
+            self.worker.save_kv_layer(name, layer, attn_metadata)
+
+    def __init__(self, test, bucket):
+        _, self.sched, self.worker = test.vllm_pair(bucket)
+        self.engine = make_engine(None, step=16)
+        self.engine.cache.allocate(1)  # block 0 is vLLM's null block: never a request's
+        self.worker.register_kv_caches(dict(zip(self.engine.layer_names,
+                                                self.engine.cache.layers)))
+
+    def prefill(self, tokens):
+        """The last token's logits, the prompt tokens loaded, the steps taken."""
+        from types import SimpleNamespace as NS
+        req = NS(request_id=f"r{id(tokens)}", prompt_token_ids=tokens, lora_request=None,
+                 cache_salt=None)
+        cache = self.engine.cache
+        matched, _ = self.sched.get_num_new_matched_tokens(req, 0)
+        self.sched.update_state_after_alloc(req, None, matched)
+        blocks = cache.allocate(len(tokens))
+        out = NS(scheduled_new_reqs=[NS(req_id=req.request_id, block_ids=(blocks,))],
+                 scheduled_cached_reqs=None,
+                 num_scheduled_tokens={req.request_id: len(tokens) - matched},
+                 has_sync_kv_loads=False)
+        self.worker.bind_connector_metadata(self.sched.build_connector_meta(out))
+        if out.has_sync_kv_loads:
+            self.worker.start_load_kv(None)
+        self.engine.worker = self._AttentionHooks(self.worker)
+        logits, _ = self.engine._forward(req, tokens, blocks, matched)
+        if not out.has_sync_kv_loads:
+            self.worker.start_load_kv(None)
+        self.worker.wait_for_save()
+        self.worker.clear_connector_metadata()
+        self.engine.worker = None
+        bad = self.worker.get_block_ids_with_load_errors()
+        steps = 1
+        if bad:  # recompute from the first block that did not load; this step is discarded
+            matched = min(blocks.index(b) for b in bad) * cache.block_size
+            logits, _ = self.engine._forward(req, tokens, blocks, matched)
+            steps = 2
+        self.sched.request_finished(req, blocks)
+        cache.release(blocks)
+        self.worker.impl.flush()
+        return logits, matched, steps
+
+
 class ConnectorTest(base.ServerCase):
     """The connector's calls as vLLM makes them: a prefix partly in the engine's own cache, a
     prompt computed over several steps, and the vLLM adapter's translation."""
@@ -859,6 +923,32 @@ class ConnectorTest(base.ServerCase):
         embeds = NS(request_id="d", prompt_token_ids=None, lora_request=None, cache_salt=None)
         self.assertEqual(sched.get_num_new_matched_tokens(embeds, 0), (0, False))
         worker.shutdown()
+
+    def test_the_reference_model_through_the_vllm_adapter_gives_the_recompute_logits(self):
+        recompute = make_engine(None, step=16)
+        e = VllmEngine(self, "vllm-model")
+
+        def check(tokens, cached, steps):
+            logits, got, taken = e.prefill(tokens)
+            self.assertEqual((got, taken), (cached, steps))
+            # The same operation order as the recompute's: the same bits.
+            self.assertTrue(torch.equal(logits, recompute.prefill(engine.Request("r", tokens))
+                                        .logits))
+        check(self.prompt, 0, 1)
+        check(self.prompt[:48] + [9] * 20, 48, 1)
+        # A damaged chunk: its layer ends the retrieval for every chunk, so vLLM gets every
+        # block of the load as a load error and recomputes the prompt, never reading a block
+        # that misses a layer (the engine-neutral Engine fetches chunks 0 and 1 again instead:
+        # EngineTest.test_damaged_chunk_is_recomputed_from_there).
+        keys = e.worker.impl.keys_for(engine.Request("k", self.prompt))
+        path = EngineTest.object_file(self, "vllm-model", keys[2])
+        with open(path, "r+b") as fh:
+            fh.seek(4096 + e.worker.impl.config.layout.layer_slice_bytes + 100)
+            byte = fh.read(1)
+            fh.seek(-1, 1)
+            fh.write(bytes([byte[0] ^ 0x10]))
+        check(self.prompt, 0, 2)
+        e.worker.shutdown()
 
     def test_vllm_adapter_with_two_kv_cache_groups(self):
         # The hybrid allocator: full-attention layers 0 and 2 in one group, sliding-window layers

@@ -514,13 +514,15 @@ class ObjectCacheConnector:
         return request_id in self._load_errors
 
     def take_load_error(self, request_id: str) -> int:
-        """The first chunk of the request's prompt that did not load verified (recompute from
-        there)."""
+        """The first chunk of the request's prompt that did not load verified: a new load may
+        fetch the chunks before it again, the rest is recomputed."""
         return self._load_errors.pop(request_id)[0]
 
     def get_block_ids_with_load_errors(self) -> set[int]:
         """Blocks whose KV did not load verified, for every request (vLLM's name), reported
-        once; each is to be recomputed, never read."""
+        once; each is to be recomputed, never read: every block of a load that failed (its
+        layers from the failure on are missing for every chunk), the blocks from a chunk that
+        went missing on."""
         blocks = {b for _, bad in self._load_errors.values() for b in bad}
         self._load_errors.clear()
         return blocks
@@ -529,8 +531,11 @@ class ObjectCacheConnector:
         self._load_errors[r.request_id] = (r.first_chunk + first_bad, r.load_blocks[first_bad:])
 
     def _fail(self, r: RequestMeta, error: Exception) -> None:
-        # Everything from the first damaged chunk on is recomputed.
-        self._load_error(r, first_damaged(error, r.load_keys))
+        # A retrieval that failed stops at a layer for every chunk (a damaged slice ends the
+        # layer-major stream there): no block of it holds every layer, so every block is
+        # reported. A retry may still fetch again the chunks before the first damaged one.
+        self._load_errors[r.request_id] = (r.first_chunk + first_damaged(error, r.load_keys),
+                                           list(r.load_blocks))
 
     def flush(self) -> None:
         """Blocks until every saved chunk is stored (tests, and before a process exits)."""
