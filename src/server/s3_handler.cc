@@ -37,6 +37,33 @@ bool ValidBucketName(std::string_view b) {
   return alnum(b.front()) && alnum(b.back()) && b.find("..") == std::string_view::npos;
 }
 
+// AWS's rules for a new bucket's name, past ValidBucketName: no period next to a hyphen, not an
+// IPv4 address, none of the prefixes and suffixes AWS reserves. Only creation checks them, so
+// buckets made before keep working.
+bool ValidNewBucketName(std::string_view b) {
+  if (!ValidBucketName(b) || b.find(".-") != std::string_view::npos ||
+      b.find("-.") != std::string_view::npos) {
+    return false;
+  }
+  for (std::string_view prefix : {"xn--", "sthree-", "amzn-s3-demo-"}) {
+    if (b.starts_with(prefix)) return false;
+  }
+  for (std::string_view suffix : {"-s3alias", "--ol-s3", ".mrap", "--x-s3", "--table-s3"}) {
+    if (b.ends_with(suffix)) return false;
+  }
+  // Four dot-separated decimal numbers: formatted as an IP address.
+  int parts = 0;
+  bool digits_only = true;
+  for (size_t start = 0; start <= b.size(); ++parts) {
+    size_t dot = std::min(b.find('.', start), b.size());
+    std::string_view part = b.substr(start, dot - start);
+    digits_only = digits_only && !part.empty() && part.size() <= 3 &&
+                  part.find_first_not_of("0123456789") == std::string_view::npos;
+    start = dot + 1;
+  }
+  return !(digits_only && parts == 4);
+}
+
 }  // namespace
 
 S3Handler::S3Handler(Store* store, ServerMetrics* metrics, S3Options options)
@@ -397,10 +424,11 @@ asio::awaitable<S3Result<void>> S3Handler::ListBuckets(Ctx& c) {
 
 asio::awaitable<S3Result<void>> S3Handler::CreateBucket(Ctx& c) {
   const std::string& bucket = c.req.bucket;
-  if (!ValidBucketName(bucket)) {
+  if (!ValidNewBucketName(bucket)) {
     co_return Fail("InvalidBucketName",
-                   "The specified bucket is not valid: 3-63 characters of "
-                   "a-z, 0-9, '.' and '-'");
+                   "The specified bucket is not valid: 3-63 characters of a-z, 0-9, '.' and "
+                   "'-', beginning and ending with a letter or digit, no '..', '.-' or '-.', "
+                   "not an IP address, no prefix xn-- or sthree-, no suffix -s3alias or --ol-s3");
   }
   // The body may carry a CreateBucketConfiguration; any region is accepted.
   auto body = co_await ReadSmallBody(c, 64 << 10);

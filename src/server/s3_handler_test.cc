@@ -99,6 +99,18 @@ class S3HandlerTest : public ::testing::Test {
   asio::io_context io_;
 };
 
+TEST_F(S3HandlerTest, NewBucketNamesFollowAwsRules) {
+  for (const char* name : {"ab", "Abc", "a_b", "-abc", "abc-", "a..b", "a.-b", "a-.b",
+                           "192.168.5.4", "xn--abc", "sthree-abc", "abc-s3alias", "abc--ol-s3",
+                           "abcdefghij-abcdefghij-abcdefghij-abcdefghij-abcdefghij-abcdefghij"}) {
+    EXPECT_EQ(Answer("PUT", std::string("/") + name, ""), "400 InvalidBucketName") << name;
+  }
+  for (const char* name :
+       {"abc", "a.b.c", "1.2.3", "1.2.3.4.5", "192.168.5.4a", "my-bucket.v2", "0ab"}) {
+    EXPECT_EQ(Answer("PUT", std::string("/") + name, ""), "200") << name;
+  }
+}
+
 TEST_F(S3HandlerTest, ListingWithPrefixesDelimitersAndContinuation) {
   Put("/lst", "");
   for (const char* k : {"a/1", "a/2", "b/1", "c", "d", "e/f/g"}) Put(std::string("/lst/") + k, k);
