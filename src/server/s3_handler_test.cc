@@ -333,6 +333,7 @@ TEST_F(S3HandlerTest, UnimplementedSubResourcesTouchNothing) {
   Put("/sub", "");
   Put("/sub/k", "v");
   EXPECT_EQ(Answer("PUT", "/sub?policy", "{}"), "501 NotImplemented");
+  EXPECT_EQ(Answer("POST", "/sub", "a browser form"), "405 MethodNotAllowed");
   EXPECT_EQ(Answer("DELETE", "/sub/k?tagging"), "501 NotImplemented");
   EXPECT_EQ(Answer("PUT", "/sub/k?retention", "<Retention/>"), "501 NotImplemented");
   EXPECT_EQ(Get("/sub/k"), "v");
