@@ -39,6 +39,14 @@ enum class StatusCode : int {
 // "NotFound", "DataLoss", ...
 std::string_view StatusCodeName(StatusCode code);
 
+// What a caller may branch on beyond the code, where one code has causes callers answer
+// differently (the S3 server answers a tenant's quota 403 QuotaExceeded, a full disk 507).
+// Kept through Annotate.
+enum class StatusReason : int {
+  kNone = 0,
+  kQuotaExceeded = 1,  // ResourceExhausted: the writer's quota, not the store's room
+};
+
 class [[nodiscard]] Status {
  public:
   Status() = default;
@@ -49,6 +57,13 @@ class [[nodiscard]] Status {
   bool ok() const { return code_ == StatusCode::kOk; }
   StatusCode code() const { return code_; }
   const std::string& message() const { return message_; }
+  StatusReason reason() const { return reason_; }
+  // A copy with `reason`. OK stays OK.
+  Status WithReason(StatusReason reason) const {
+    Status s = *this;
+    if (!s.ok()) s.reason_ = reason;
+    return s;
+  }
 
   // "NotFound: reading chunk 3fa2...: no such object"
   std::string ToString() const;
@@ -58,12 +73,13 @@ class [[nodiscard]] Status {
   Status Annotate(std::string_view context) const;
 
   friend bool operator==(const Status& a, const Status& b) {
-    return a.code_ == b.code_ && a.message_ == b.message_;
+    return a.code_ == b.code_ && a.message_ == b.message_ && a.reason_ == b.reason_;
   }
 
  private:
   StatusCode code_ = StatusCode::kOk;
   std::string message_;
+  StatusReason reason_ = StatusReason::kNone;
 };
 
 Status InvalidArgumentError(std::string message);

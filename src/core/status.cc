@@ -58,7 +58,7 @@ Status Status::Annotate(std::string_view context) const {
   std::string message(context);
   message += ": ";
   message += message_;
-  return Status(code_, std::move(message));
+  return Status(code_, std::move(message)).WithReason(reason_);
 }
 
 Status InvalidArgumentError(std::string m) { return {StatusCode::kInvalidArgument, std::move(m)}; }

@@ -14,7 +14,6 @@
 
 #include <poll.h>
 
-#include "objectcache/store.h"
 #include "s3/crypto.h"
 #include "s3/s3_request.h"
 #include "s3/sigv4.h"

@@ -3,7 +3,6 @@
 #include <utility>
 
 #include "s3/xml.h"
-#include "store/quota_store.h"
 
 namespace objectcache::s3 {
 namespace {
@@ -110,9 +109,8 @@ std::string S3Error::ToXml(std::string_view request_id) const {
 
 S3Error FromStatus(const Status& status) {
   // A tenant's quota (store/quota_store.h) is the client's to fix, not the server's storage.
-  if (status.code() == StatusCode::kResourceExhausted &&
-      status.message().starts_with(kQuotaExceeded)) {
-    return S3Error{std::string(kQuotaExceeded), status.message(), ""};
+  if (status.reason() == StatusReason::kQuotaExceeded) {
+    return S3Error{"QuotaExceeded", status.message(), ""};
   }
   return S3Error{std::string(CodeFor(status.code())), status.message(), ""};
 }

@@ -68,7 +68,8 @@ class QuotaStoreImpl final : public QuotaStore {
         return ResourceExhaustedError(std::string(kQuotaExceeded) + ": writing " +
                                       std::to_string(bytes) + " bytes to '" + std::string(key) +
                                       "' would take the tenant's " + std::to_string(used) +
-                                      " bytes on disk past its quota of " + std::to_string(quota));
+                                      " bytes on disk past its quota of " + std::to_string(quota))
+            .WithReason(StatusReason::kQuotaExceeded);
       }
     }
     return commit();
@@ -96,7 +97,8 @@ Status QuotaWriter::Append(std::span<const std::byte> bytes) {
   if (written > quota || bytes.size() > quota - written) {
     return ResourceExhaustedError(std::string(kQuotaExceeded) + ": '" + key_ +
                                   "' grows past the tenant's whole quota of " +
-                                  std::to_string(quota) + " bytes");
+                                  std::to_string(quota) + " bytes")
+        .WithReason(StatusReason::kQuotaExceeded);
   }
   return inner_->Append(bytes);
 }

@@ -36,6 +36,8 @@ TEST(QuotaStoreTest, AWriteOverTheQuotaFailsAndChangesNothing) {
   Status s = store->Put("b", AsBytes(std::string(401, 'b')));
   EXPECT_EQ(s.code(), StatusCode::kResourceExhausted);
   EXPECT_TRUE(s.message().starts_with(kQuotaExceeded)) << s.ToString();
+  EXPECT_EQ(s.reason(), StatusReason::kQuotaExceeded);
+  EXPECT_EQ(s.Annotate("storing").reason(), StatusReason::kQuotaExceeded);
   EXPECT_EQ(store->Stat("b").error().code(), StatusCode::kNotFound);
   EXPECT_EQ(store->rejections(), 1u);
   // Exactly up to the quota is fine; one byte past it is not.
@@ -59,6 +61,7 @@ TEST(QuotaStoreTest, AWriteOverTheQuotaFailsAndChangesNothing) {
   const Status over = (*big)->Append(AsBytes(std::string(1, 'e')));
   EXPECT_EQ(over.code(), StatusCode::kResourceExhausted);
   EXPECT_TRUE(over.message().starts_with(kQuotaExceeded)) << over.ToString();
+  EXPECT_EQ(over.reason(), StatusReason::kQuotaExceeded);
   EXPECT_EQ((*big)->bytes_written(), room);
   EXPECT_EQ(store->Stat("e").error().code(), StatusCode::kNotFound);
   // A quota below one block holds nothing; one block holds one empty object; u64 max, anything.

@@ -1,9 +1,12 @@
-// The `objectcache` command: serve, fetch, kv, nvme-kv, bench.
+// The `objectcache` command: serve, fetch, kv, nvme-kv, pin, and (in a build with
+// OBJECTCACHE_BUILD_BENCH) bench and demo.
 #include <CLI/CLI.hpp>
 #include <string>
 #include <vector>
 
+#ifdef OBJECTCACHE_WITH_BENCH
 #include "bench/bench_command.h"
+#endif
 #include "cli/cli_support.h"
 #include "cli/fetch_command.h"
 #include "cli/kv_command.h"
@@ -46,8 +49,10 @@ int main(int argc, char** argv) {
   objectcache::cli::AddNvmeKvCommands(&app);
   objectcache::cli::AddFetchCommand(&app);
   objectcache::cli::AddPinCommand(&app);
+#ifdef OBJECTCACHE_WITH_BENCH
   objectcache::bench::AddBenchCommands(&app);
   objectcache::bench::AddDemoCommand(&app);
+#endif
   objectcache::RegisterS3Store();  // --store s3://HOST:PORT/BUCKET everywhere
   std::vector<std::string> args = HoistConfigFlag(argc, argv);
   std::vector<char*> args_c;
