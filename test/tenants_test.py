@@ -51,7 +51,13 @@ def error_code(call):
     return None
 
 
-class TenantsTest(unittest.TestCase):
+class TenantsServer(unittest.TestCase):
+    """A test class with one `objectcache serve` of its own over the three tenants of
+    CREDENTIALS (cls.server, cls.creds, cls.metrics_port and a client each: cls.alpha, cls.beta,
+    cls.gamma); subclasses give the server's other flags in EXTRA_FLAGS."""
+
+    EXTRA_FLAGS = ()
+
     @classmethod
     def setUpClass(cls):
         cls.tmp = tempfile.TemporaryDirectory()
@@ -59,7 +65,7 @@ class TenantsTest(unittest.TestCase):
         with open(cls.creds, "w") as f:
             f.write(CREDENTIALS)
         cls.server = base.Server(cls.tmp.name, "--credentials", cls.creds,
-                                 "--metrics-listen", "127.0.0.1:0")
+                                 "--metrics-listen", "127.0.0.1:0", *cls.EXTRA_FLAGS)
         cls.server.wait_for_log("/metrics")
         cls.metrics_port = int(re.search(r"metrics on http://127\.0\.0\.1:(\d+)/metrics",
                                          cls.server.log_text()).group(1))
@@ -72,6 +78,8 @@ class TenantsTest(unittest.TestCase):
         assert cls.server.stop() == 0
         cls.tmp.cleanup()
 
+
+class TenantsTest(TenantsServer):
     def metrics(self):
         url = f"http://127.0.0.1:{self.metrics_port}/metrics"
         with urllib.request.urlopen(url, timeout=10) as r:
@@ -242,30 +250,13 @@ def files_bytes(root):
     return total
 
 
-class TenantsShareTheCapacityTest(unittest.TestCase):
+class TenantsShareTheCapacityTest(TenantsServer):
     """Regression: --capacity was applied to each tenant's store, so two tenants without quotas
     held twice the disk it allowed; and an evicting tenant's multipart parts were outside its
     quota."""
 
     CAPACITY = 4 * 1024 * 1024
-
-    @classmethod
-    def setUpClass(cls):
-        cls.tmp = tempfile.TemporaryDirectory()
-        creds = os.path.join(cls.tmp.name, "credentials.toml")
-        with open(creds, "w") as f:
-            f.write(CREDENTIALS)
-        cls.server = base.Server(cls.tmp.name, "--credentials", creds, "--capacity", "4MiB",
-                                 "--metrics-listen", "127.0.0.1:0")
-        cls.server.wait_for_log("/metrics")
-        cls.alpha = base.client(cls.server.endpoint, "AKALPHA", "alpha-secret-0123456789")
-        cls.beta = base.client(cls.server.endpoint, "AKBETA", "beta-secret-0123456789")
-        cls.gamma = base.client(cls.server.endpoint, "AKGAMMA", "gamma-secret-0123456789")
-
-    @classmethod
-    def tearDownClass(cls):
-        assert cls.server.stop() == 0
-        cls.tmp.cleanup()
+    EXTRA_FLAGS = ("--capacity", "4MiB")
 
     def test_a_multipart_upload_stays_within_an_evicting_quota(self):
         self.gamma.create_bucket(Bucket="gamma-parts")
