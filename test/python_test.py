@@ -1447,6 +1447,8 @@ class SglangTest(base.ServerCase):
             b.batch_set(self.page_keys(1), [torch.zeros(3)])
         with self.assertRaisesRegex(ValueError, "token slots"):
             b.batch_set_v1(self.page_keys(2), torch.arange(5))
+        with self.assertRaisesRegex(ValueError, "whole pages"):
+            b.batch_set_v1(self.page_keys(1), torch.arange(1, 5))
         mla_page_head = HostPool(8, width=12, layout="page_first")
         mla_page_head.layout = "page_head"  # SGLang has no such MLA pool
         with self.assertRaisesRegex(ValueError, "not supported"):

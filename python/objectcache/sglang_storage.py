@@ -96,9 +96,9 @@ class ObjectCacheStorage(HiCacheStorage):
     def batch_get_v1(self, keys, host_indices, extra_info=None) -> list[bool]:
         """The leading stored pages, verified, straight into their token slots of the pool;
         True for each page loaded (a prefix)."""
-        slots = self._slots(keys, host_indices)
+        ids = self._page_ids(keys, host_indices)
         chunks = self._load(keys)
-        self.pages.scatter(chunks, slots[:len(chunks) * self.pages.page_size])
+        self.pages.scatter(chunks, ids[:len(chunks)])
         return [i < len(chunks) for i in range(len(keys))]
 
     def batch_get(self, keys, target_locations=None, target_sizes=None):
@@ -148,8 +148,7 @@ class ObjectCacheStorage(HiCacheStorage):
     def batch_set_v1(self, keys, host_indices, extra_info=None) -> list[bool]:
         """Stores the pages at their token slots of the pool; True for each once the server
         holds all of them."""
-        slots = self._slots(keys, host_indices)
-        ok = self._store(keys, self.pages.gather(slots))
+        ok = self._store(keys, self.pages.gather(self._page_ids(keys, host_indices)))
         return [ok] * len(keys)
 
     def batch_set(self, keys, values=None, target_locations=None, target_sizes=None) -> bool:
@@ -172,13 +171,13 @@ class ObjectCacheStorage(HiCacheStorage):
         after = client.stats()
         return all(after[k] == before[k] for k in ("failed", "dropped"))
 
-    def _slots(self, keys, host_indices):
+    def _page_ids(self, keys, host_indices):
         self._ready()
         slots = torch.as_tensor(host_indices, dtype=torch.int64).reshape(-1).cpu()
         if slots.numel() != len(keys) * self.pages.page_size:
             raise ValueError(f"objectcache: {slots.numel()} token slots for {len(keys)} pages of "
                              f"{self.pages.page_size} tokens")
-        return slots
+        return self.pages.page_ids(slots)
 
     def clear(self) -> None:
         """Nothing is deleted: the cache is shared with every other engine that uses it."""
@@ -191,42 +190,48 @@ class ObjectCacheStorage(HiCacheStorage):
 class HostPages:
     """The pages of an SGLang host pool (`kv_buffer` in its memory layout) against the chunks'
     canonical order: per layer K then V, each [page_size, heads, head_dim] (MLA: the latents,
-    [page_size, 1, width]). Each layout is read by selecting its token slots (or pages) along
-    one dimension and permuting the result to [layers, pages, ...]."""
+    [page_size, 1, width]). The buffer is viewed, without a copy, as [pages, layers, ...] in
+    that order (its token-slot dimension split into pages of page_size); a save gathers the
+    pages asked for out of that view and a load scatters into it, one copy each."""
 
-    # layout: (the dimension of token slots or pages, selected by page, the permutation of
-    # the selection, its slot dimension split into (pages, page_size), into canonical order)
-    MHA = {"layer_first": (2, False, (1, 2, 0, 3, 4, 5)),        # (2, L, T, H, D)
-           "page_first": (1, False, (3, 1, 0, 2, 4, 5)),         # (2, T, L, H, D)
-           "page_first_direct": (1, True, (2, 1, 0, 3, 4, 5)),   # (2, Pn, L, P, H, D)
-           "page_head": (1, True, (4, 1, 0, 3, 2, 5))}           # (2, Pn, H, P, L, D)
-    MLA = {"layer_first": (1, False, (0, 1, 2, 3, 4)),           # (L, T, 1, C)
-           "page_first": (0, False, (2, 0, 1, 3, 4)),            # (T, L, 1, C)
-           "page_first_direct": (0, True, (1, 0, 2, 3, 4))}      # (Pn, L, P, 1, C)
+    # layout: (the dimension of token slots, or None when the buffer has a page dimension
+    # first among its own, and the permutation of the buffer, slots split into (pages,
+    # page_size), into [pages, layers, (2,) page_size, heads, head_dim])
+    MHA = {"layer_first": (2, (2, 1, 0, 3, 4, 5)),           # (2, L, T, H, D)
+           "page_first": (1, (1, 3, 0, 2, 4, 5)),            # (2, T, L, H, D)
+           "page_first_direct": (None, (1, 2, 0, 3, 4, 5)),  # (2, Pn, L, P, H, D)
+           "page_head": (None, (1, 4, 0, 3, 2, 5))}          # (2, Pn, H, P, L, D)
+    MLA = {"layer_first": (1, (1, 0, 2, 3, 4)),              # (L, T, 1, C)
+           "page_first": (0, (0, 2, 1, 3, 4)),               # (T, L, 1, C)
+           "page_first_direct": (None, (0, 1, 2, 3, 4))}     # (Pn, L, P, 1, C)
 
     def __init__(self, pool, mla: bool):
-        self.buffer = pool.kv_buffer
+        buffer = pool.kv_buffer
         self.arrangement = str(getattr(pool, "layout", "layer_first"))
         table = self.MLA if mla else self.MHA
         if self.arrangement not in table:
             raise ValueError(f"objectcache: an {'MLA' if mla else 'MHA'} host pool in layout "
                              f"'{self.arrangement}' is not supported (only {sorted(table)})")
-        self.dim, self.by_page, self.perm = table[self.arrangement]
+        slot_dim, self.perm = table[self.arrangement]
         self.inverse = tuple(self.perm.index(i) for i in range(len(self.perm)))
-        self.mla, self.dtype = mla, self.buffer.dtype
+        self.mla, self.dtype = mla, buffer.dtype
         self.page_size, self.layers = int(pool.page_size), int(pool.layer_num)
-        shape = list(self.buffer.shape)
-        if len(shape) != len(self.perm) - (0 if self.by_page else 1):
+        shape = list(buffer.shape)
+        split = slot_dim is not None
+        if len(shape) != len(self.perm) - split or \
+                (split and shape[slot_dim] % self.page_size != 0):
             raise ValueError(f"objectcache: a host pool of shape {tuple(shape)} is not one of "
-                             f"layout '{self.arrangement}'")
-        # One page as selected: the slot dimension becomes [1, page_size], or 1 by page.
-        self.page_shape = (shape[:self.dim] + ([1] if self.by_page else [1, self.page_size]) +
-                           shape[self.dim + 1:])
-        canonical = [self.page_shape[i] for i in self.perm]  # [L, 1, 2, P, H, D] / [L, 1, P, 1, C]
-        self.chunk_shape = canonical[2:]  # one layer of one page
+                             f"layout '{self.arrangement}' with pages of {self.page_size}")
+        if split:
+            buffer = buffer.unflatten(slot_dim, (shape[slot_dim] // self.page_size,
+                                                 self.page_size))
+        # One flat page in the pool's arrangement (get_data_page) has this shape.
+        self.page_shape = [1 if i == self.perm[0] else n for i, n in enumerate(buffer.shape)]
+        self.pages = buffer.permute(self.perm)  # [pages, layers, ...], a view
+        self.chunk_shape = list(self.pages.shape[2:])  # one layer of one page
         page_dim = 0 if mla else 1
-        if canonical[0] != self.layers or self.chunk_shape[page_dim] != self.page_size or \
-                (not mla and self.chunk_shape[0] != 2):
+        if self.pages.shape[1] != self.layers or self.chunk_shape[page_dim] != self.page_size \
+                or (not mla and self.chunk_shape[0] != 2):
             raise ValueError(f"objectcache: a host pool of shape {tuple(shape)} in layout "
                              f"'{self.arrangement}' is not {self.layers} layers of pages of "
                              f"{self.page_size} tokens")
@@ -242,29 +247,27 @@ class HostPages:
         _, page, heads, head_dim = self.chunk_shape
         return layout_for_model(name, self.layers, heads, head_dim, self.dtype, page)
 
-    def _select(self, slots):
-        return slots.reshape(-1, self.page_size)[:, 0] // self.page_size if self.by_page \
-            else slots
+    def page_ids(self, slots):
+        """The pages whose token slots `slots` are, page_size each, whole and in order."""
+        by_page = slots.reshape(-1, self.page_size)
+        ids = by_page[:, 0] // self.page_size
+        whole = ids[:, None] * self.page_size + torch.arange(self.page_size)
+        if not torch.equal(by_page, whole):
+            raise ValueError("objectcache: token slots that are not whole pages of "
+                             f"{self.page_size}, in order")
+        return ids
 
-    def gather(self, slots):
-        """The pages at `slots` (page_size token slots each), as chunks [pages, layers, slice]."""
-        n = slots.numel() // self.page_size
-        x = self.buffer.index_select(self.dim, self._select(slots).to(self.buffer.device))
-        if not self.by_page:
-            x = x.unflatten(self.dim, (n, self.page_size))
-        return x.permute(self.perm).transpose(0, 1).reshape(n, self.layers, -1).cpu()
+    def gather(self, ids):
+        """Pages `ids` as chunks [pages, layers, slice]."""
+        x = self.pages.index_select(0, ids.to(self.pages.device))
+        return x.reshape(len(ids), self.layers, -1).cpu()
 
-    def scatter(self, chunks, slots):
-        """Chunks [pages, layers, slice] into the pages at `slots`."""
-        n = chunks.shape[0]
-        if n == 0:
+    def scatter(self, chunks, ids):
+        """Chunks [pages, layers, slice] into pages `ids`."""
+        if chunks.shape[0] == 0:
             return
-        x = chunks.transpose(0, 1).reshape(self.layers, n, *self.chunk_shape)
-        x = x.permute(self.inverse)
-        if not self.by_page:
-            x = x.flatten(self.dim, self.dim + 1)
-        self.buffer.index_copy_(self.dim, self._select(slots).to(self.buffer.device),
-                                x.to(self.buffer.device, self.dtype).contiguous())
+        x = chunks.reshape(chunks.shape[0], self.layers, *self.chunk_shape)
+        self.pages.index_copy_(0, ids.to(self.pages.device), x.to(self.pages.device, self.dtype))
 
     def from_flat_page(self, page):
         """One flat page in the pool's arrangement (get_data_page) as a chunk [layers, slice]."""
@@ -277,11 +280,11 @@ class HostPages:
 
     def to_flat_page(self, chunk):
         """A chunk [layers, slice] as one flat page in the pool's arrangement."""
-        x = chunk.reshape(self.layers, 1, *self.chunk_shape).permute(self.inverse)
+        x = chunk.reshape(1, self.layers, *self.chunk_shape).permute(self.inverse)
         return x.contiguous().reshape(-1)
 
     def _page_bytes(self):
-        return self.layers * self.slice_elements * self.buffer.element_size()
+        return self.layers * self.slice_elements * self.pages.element_size()
 
 
 def page_namespace(config, layout) -> bytes:
