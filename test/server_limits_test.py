@@ -11,6 +11,7 @@ import hashlib
 import os
 import re
 import socket
+import struct
 import subprocess
 import sys
 import tempfile
@@ -145,15 +146,16 @@ class FileDescriptorTest(ServerCase):
 
 class BatchStoreOpenObjectsTest(ServerCase):
     @staticmethod
-    def batch(prefix, n, cut=None, size=100):
-        """A batch-store body of n records of `size` bytes (docs/wire-format.md); with `cut`,
-        only the first `cut` records and no end marker."""
-        import struct
-        records = [struct.pack("<II", 0x5042434F, len(k)) + k + struct.pack("<Q", size) + b"x" * size
-                   for k in (f"{prefix}{i}".encode() for i in range(n))]
-        if cut is not None:
-            return b"".join(records[:cut])
-        return b"".join(records) + struct.pack("<I", 0x4542434F)
+    def record(key, size):
+        """One batch-store record (docs/wire-format.md): its header, then `size` bytes."""
+        return struct.pack("<II", 0x5042434F, len(key)) + key.encode() + \
+            struct.pack("<Q", size) + b"x" * size
+
+    @classmethod
+    def batch(cls, prefix, n, size=100):
+        """A batch-store body of n records of `size` bytes and the end marker."""
+        return b"".join(cls.record(f"{prefix}{i}", size) for i in range(n)) + \
+            struct.pack("<I", 0x4542434F)
 
     def store(self, prefix, n):
         reply = base.raw_http(self.server.port, signed_raw(
@@ -169,22 +171,28 @@ class BatchStoreOpenObjectsTest(ServerCase):
         self.assertEqual(self.store("four", 4)[0], 200)
         names = [o["Key"] for o in self.s3.list_objects_v2(Bucket="open")["Contents"]]
         self.assertEqual(sorted(names), [f"four{i}" for i in range(4)])  # none of the five
-        # A request that sends 3 of its 4 records and waits holds 3 of the 4 (400 KiB each: the
-        # third starts inside the server's first 1 MiB read, whether it reads whole buffers).
-        size = 400 << 10
-        body = self.batch("held", 4, size=size)
+        # A request that sends 3 of its 4 records and waits holds 3 of the 4. The server reads
+        # the body in whole 1 MiB buffers: more than 1 MiB sent past the third record's header
+        # makes sure that header is read.
+        records = [self.record("held0", 100), self.record("held1", 100),
+                   self.record("held2", 2 << 20), self.record("held3", 100)]
+        body = b"".join(records) + struct.pack("<I", 0x4542434F)
+        cut = len(records[0]) + len(records[1]) + len(self.record("held2", 0)) + (1 << 20) + 65536
         head = signed_raw(self.server.endpoint, "POST", "/open?batch-store", body)
         held = socket.create_connection(("127.0.0.1", self.server.port), timeout=90)
         try:
-            held.sendall(head[:len(head) - len(body)] + self.batch("held", 4, cut=3, size=size))
+            held.sendall(head[:len(head) - len(body)] + body[:cut])
+            # Its three records are open (their temporary files are there) before anything else
+            # is asked: a store sent meanwhile could take the room of the third and have the
+            # held request refused instead.
+            tmp = os.path.join(self.server.store, "tmp")
+            wait_for(lambda: len(os.listdir(tmp)) >= 3, 60, "the held request's three records")
             attempt = iter(range(100000))
             answers = []
 
             def refused():
                 answers.append(self.store(f"two{next(attempt)}-", 2))
                 return answers[-1] == (503, "SlowDown")
-            # Bounds generous for a disk busy with the other tests' writes: the held request's
-            # records are written as they arrive.
             try:
                 wait_for(refused, 60, "two more objects to be refused while three are held")
             except AssertionError as e:

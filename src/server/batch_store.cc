@@ -123,6 +123,10 @@ asio::awaitable<S3Result<void>> S3Handler::BatchStore(Ctx& c) {
     return Status();
   });
   if (!committed.ok()) co_return std::unexpected(FromStatus(committed));
+  // The objects are given back before the answer goes out: a client that sends its next batch
+  // store on the answer finds them free (they were held until the handler returned).
+  records.clear();
+  open_objects.ShrinkTo(0);
   nlohmann::json out;
   out["stored"] = stored;
   Headers h{{"Content-Type", "application/json"}, {"x-amz-request-id", c.request_id}};
