@@ -1,10 +1,10 @@
 // A store that holds one tenant to a byte quota (docs/tenants.md).
 //
 // A write that would take the inner store's footprint (payload bytes plus kObjectFootprintBytes
-// an object) past the quota fails and changes nothing:
-// ResourceExhausted with StatusReason::kQuotaExceeded (its message starts with kQuotaExceeded),
-// which the S3 server answers 403 QuotaExceeded. The check and the commit happen under one lock, so writers through one
-// QuotaStore never pass the quota together; writers through other gateways over the same
+// an object) past the quota fails and changes nothing: ResourceExhausted with
+// StatusReason::kQuotaExceeded (its message starts with kQuotaExceeded), which the S3 server
+// answers 403 QuotaExceeded. The check and the commit happen under one lock, so writers through
+// one QuotaStore never pass the quota together; writers through other gateways over the same
 // namespace can, by at most the object each has in flight. Replacing an object counts only
 // the growth. Reads, deletes and listings pass straight through.
 // REQUIRES: the inner store tracks its usage (Capabilities().tracks_usage).
