@@ -29,7 +29,7 @@ import urllib.parse
 import zlib
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import s3_server_test as base  # noqa: E402  (Server, client, signed_request)
+from support import s3_server as base  # noqa: E402  (Server, client, signed_request)
 import botocore.auth  # noqa: E402
 from botocore.auth import S3SigV4Auth, S3SigV4QueryAuth  # noqa: E402
 from botocore.awsrequest import AWSRequest  # noqa: E402

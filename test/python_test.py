@@ -19,7 +19,7 @@ import types
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import s3_server_test as base  # noqa: E402
+from support import s3_server as base  # noqa: E402
 
 objectcache = torch = engine = connector = None
 PYTHON_DIR = None

@@ -16,7 +16,7 @@ import unittest
 from concurrent.futures import ThreadPoolExecutor
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import s3_server_test as base  # noqa: E402
+from support import s3_server as base  # noqa: E402
 from botocore.exceptions import ClientError  # noqa: E402
 from s3_subresources_test import code_of, raw  # noqa: E402
 

@@ -15,7 +15,7 @@ import urllib.parse
 import xml.etree.ElementTree as ET
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import s3_server_test as base  # noqa: E402
+from support import s3_server as base  # noqa: E402
 import boto3  # noqa: E402
 from botocore.exceptions import ClientError  # noqa: E402
 from s3_subresources_test import code_of, fetch, raw  # noqa: E402

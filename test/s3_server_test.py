@@ -8,7 +8,6 @@ graceful stop.
 
   s3_server_test.py --objectcache PATH
 """
-import argparse
 import base64
 import hashlib
 import hmac
@@ -33,126 +32,10 @@ from botocore.awsrequest import AWSRequest
 from botocore.config import Config
 from botocore.credentials import Credentials
 
-OC = None
-AWS = "/usr/bin/aws"
-S3CMD = "/usr/bin/s3cmd"
-ACCESS, SECRET = "test-access-key", "test-secret-key-0123456789"
-
-
-class Server:
-    """One `objectcache serve` process, ended by its PID."""
-
-    def __init__(self, root, *extra):
-        self.root = root
-        self.store = os.path.join(root, "store")
-        port_file = os.path.join(root, "port")
-        self.log = open(os.path.join(root, "server.log"), "wb")
-        env = dict(os.environ, OBJECTCACHE_ACCESS_KEY=ACCESS, OBJECTCACHE_SECRET_KEY=SECRET)
-        if "--credentials" in extra:  # every key is a tenant's
-            del env["OBJECTCACHE_ACCESS_KEY"], env["OBJECTCACHE_SECRET_KEY"]
-        store = [] if "--store" in extra else ["--store", self.store]  # extra's replaces it
-        self.proc = subprocess.Popen(
-            [OC, "serve", "--listen", "127.0.0.1:0", *store, "--port-file",
-             port_file, "--log-level", "info", *extra],
-            stdout=self.log, stderr=self.log, env=env)
-        for _ in range(200):
-            if os.path.exists(port_file):
-                break
-            if self.proc.poll() is not None:
-                raise RuntimeError("server exited: " + self.log_text())
-            time.sleep(0.05)
-        self.port = int(open(port_file).read())
-        scheme = "https" if "--tls-cert" in extra else "http"
-        self.endpoint = f"{scheme}://127.0.0.1:{self.port}"
-
-    def wait_for_log(self, text, count=1):
-        """Waits (at most 10 s) until `text` is in the log `count` times; AssertionError else."""
-        for _ in range(200):
-            if self.log_text().count(text) >= count:
-                return
-            time.sleep(0.05)
-        raise AssertionError(f"'{text}' not in the server log: {self.log_text()}")
-
-    def log_text(self):
-        self.log.flush()
-        return open(self.log.name, "rb").read().decode(errors="replace")
-
-    def stop(self, timeout=20):
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                return self.proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-                raise
-        return self.proc.returncode
-
-
-def client(endpoint, access=ACCESS, secret=SECRET, verify=None, **cfg):
-    return boto3.client("s3", endpoint_url=endpoint, aws_access_key_id=access,
-                        aws_secret_access_key=secret, region_name="us-east-1", verify=verify,
-                        config=Config(signature_version="s3v4", retries={"max_attempts": 1},
-                                      **cfg))
-
-
-class ServerCase(unittest.TestCase):
-    """Test classes that share one `objectcache serve` of their own: cls.server, cls.s3 (boto3
-    with SigV4) and cls.tmp; setUpClass of a subclass calls super() first, then adds to them."""
-
-    @classmethod
-    def setUpClass(cls):
-        cls.tmp = tempfile.TemporaryDirectory()
-        cls.server = Server(cls.tmp.name)
-        cls.s3 = client(cls.server.endpoint)
-
-    @classmethod
-    def tearDownClass(cls):
-        assert cls.server.stop() == 0
-        cls.tmp.cleanup()
-
-
-def signed_request(endpoint, method, path, body=b"", headers=None, secret=SECRET):
-    """A request signed by botocore's own SigV4 signer, for calls boto3 has no method for."""
-    req = AWSRequest(method=method, url=endpoint + path, data=body, headers=headers or {})
-    req.headers["x-amz-content-sha256"] = hashlib.sha256(body).hexdigest()
-    SigV4Auth(Credentials(ACCESS, secret), "s3", "us-east-1").add_auth(req)
-    return req
-
-
-def send(req, body=None):
-    """Sends a signed request; `body` replaces the signed body (to tamper with it)."""
-    data = body if body is not None else req.body
-    r = urllib.request.Request(req.url, data=data or None, method=req.method,
-                               headers=dict(req.headers.items()))
-    try:
-        with urllib.request.urlopen(r, timeout=30) as resp:
-            return resp.status, dict(resp.headers), resp.read()
-    except urllib.error.HTTPError as e:
-        return e.code, dict(e.headers), e.read()
-
-
-def raw_http(port, data, timeout=10):
-    """Sends raw bytes to 127.0.0.1:port; what came back before the peer closed, reset or
-    went quiet for `timeout` seconds."""
-    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
-        s.sendall(data)
-        chunks = []
-        try:
-            while True:
-                b = s.recv(65536)
-                if not b:
-                    break
-                chunks.append(b)
-        except (socket.timeout, ConnectionResetError):
-            pass
-        return b"".join(chunks)
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from support import s3_server as base  # noqa: E402
+from support.s3_server import (ACCESS, AWS, S3CMD, SECRET, Server, ServerCase,  # noqa: E402,F401
+                               client, free_port, raw_http, send, signed_request)
 
 
 class S3ServerTest(unittest.TestCase):
@@ -577,15 +460,15 @@ class S3ServerTest(unittest.TestCase):
     def chunk_object(self, layout, key_hex, seed):
         raw = random.Random(seed).randbytes(32 * 65536)
         store = "file://" + os.path.join(self.work, "chunkstore")
-        subprocess.run([OC, "kv", "put-chunk", "--store", store, "--layout", layout, "--key",
+        subprocess.run([base.OC, "kv", "put-chunk", "--store", store, "--layout", layout, "--key",
                         key_hex, self.file(f"raw{seed}", raw)], check=True)
-        return subprocess.run([OC, "kv", "get", "--store", store, key_hex], check=True,
+        return subprocess.run([base.OC, "kv", "get", "--store", store, key_hex], check=True,
                               capture_output=True).stdout
 
     def test_kv_bucket_validates_chunks_and_batch_lookup(self):
         self.assertEqual(send(signed_request(self.server.endpoint, "PUT", "/kv-llama", b"",
                                              headers={"x-objectcache-kv-layout": "llama-3.1-8b"}))[0], 200)
-        keys = subprocess.run([OC, "kv", "keys", "--layout", "llama-3.1-8b"] +
+        keys = subprocess.run([base.OC, "kv", "keys", "--layout", "llama-3.1-8b"] +
                               [str(i) for i in range(16 * 4)], check=True,
                               capture_output=True).stdout.decode().split()
         objs = [self.chunk_object("llama-3.1-8b", k, i) for i, k in enumerate(keys)]
@@ -621,7 +504,7 @@ class S3ServerTest(unittest.TestCase):
         status, _, body = send(signed_request(self.server.endpoint, "PUT", "/kv-lw", b"",
                                               headers={"x-objectcache-kv-layout": "llama-3.1-8b"}))
         self.assertEqual(status, 200, body)
-        keys = subprocess.run([OC, "kv", "keys", "--layout", "llama-3.1-8b"] +
+        keys = subprocess.run([base.OC, "kv", "keys", "--layout", "llama-3.1-8b"] +
                               [str(7 * i) for i in range(16 * 6)], check=True,
                               capture_output=True).stdout.decode().split()
         raws = {}
@@ -688,7 +571,7 @@ class S3ServerTest(unittest.TestCase):
         env = dict(os.environ, OBJECTCACHE_ACCESS_KEY=ACCESS, OBJECTCACHE_SECRET_KEY=SECRET)
         for version in ("1", "2"):
             out = os.path.join(self.work, "fetched" + version)
-            p = subprocess.run([OC, "fetch", "--endpoint", self.server.endpoint, "--bucket",
+            p = subprocess.run([base.OC, "fetch", "--endpoint", self.server.endpoint, "--bucket",
                                 "kv-lw", "--layout", "llama-3.1-8b", "--keys",
                                 os.path.join(self.work, "lw-keys"), "--layers", "3:7", "--out", out,
                                 "--wire-version", version], capture_output=True, env=env)
@@ -732,7 +615,7 @@ class S3ServerTest(unittest.TestCase):
         for version, message in [("1", b"checksum mismatch in layer 5"),
                                  ("2", b"layer 5: chunk " + keys[1].encode() + b": slice checksum mismatch")]:
             out = os.path.join(self.work, "fetched-damaged" + version)
-            p = subprocess.run([OC, "fetch", "--endpoint", self.server.endpoint, "--bucket",
+            p = subprocess.run([base.OC, "fetch", "--endpoint", self.server.endpoint, "--bucket",
                                 "kv-lw", "--layout", "llama-3.1-8b", "--keys",
                                 os.path.join(self.work, "lw-keys"), "--layers", "4:8", "--out", out,
                                 "--wire-version", version], capture_output=True, env=env)
@@ -744,7 +627,7 @@ class S3ServerTest(unittest.TestCase):
         import struct
         self.assertEqual(send(signed_request(self.server.endpoint, "PUT", "/kv-batch", b"",
                                              headers={"x-objectcache-kv-layout": "llama-3.1-8b"}))[0], 200)
-        keys = subprocess.run([OC, "kv", "keys", "--layout", "llama-3.1-8b"] +
+        keys = subprocess.run([base.OC, "kv", "keys", "--layout", "llama-3.1-8b"] +
                               [str(3 * i + 1) for i in range(16 * 3)], check=True,
                               capture_output=True).stdout.decode().split()
         objs = [self.chunk_object("llama-3.1-8b", k, 200 + i) for i, k in enumerate(keys)]
@@ -878,14 +761,5 @@ class S3ServerTest(unittest.TestCase):
             srv.stop()
 
 
-def main():
-    global OC
-    p = argparse.ArgumentParser()
-    p.add_argument("--objectcache", required=True)
-    args, rest = p.parse_known_args()
-    OC = os.path.abspath(args.objectcache)
-    unittest.main(argv=[sys.argv[0], "-v", *rest])
-
-
 if __name__ == "__main__":
-    main()
+    base.main()

@@ -17,7 +17,7 @@ import urllib.error
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import s3_server_test as base  # noqa: E402
+from support import s3_server as base  # noqa: E402
 import boto3  # noqa: E402
 from botocore.auth import HmacV1Auth  # noqa: E402
 from botocore.awsrequest import AWSRequest  # noqa: E402

@@ -23,7 +23,7 @@ import urllib.request
 import botocore.exceptions
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import s3_server_test as base  # noqa: E402
+from support import s3_server as base  # noqa: E402
 
 QUOTA = 1024 * 1024
 CREDENTIALS = f"""

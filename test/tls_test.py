@@ -20,7 +20,7 @@ import unittest
 import botocore.exceptions
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import s3_server_test as base  # noqa: E402
+from support import s3_server as base  # noqa: E402
 
 
 def openssl(*args):

@@ -1,0 +1,1 @@
+"""What the test scripts share (test/support/s3_server.py)."""
