@@ -1,13 +1,12 @@
-// The local store's in-memory index (local_store.h): per shard, the objects' names, sizes and
-// recency (an LRU list, with records on a list of their own that eviction never reads), and the
-// files of recently read objects kept open. Plain data; the store takes each shard's lock.
+// The local store's in-memory index (local_store.h): per shard, the objects (object_index.h:
+// names, sizes, recency, pins) and the files of recently read objects kept open. Plain data; the
+// store takes each shard's lock.
 #pragma once
 
 #include <sys/types.h>
 
 #include <cstdint>
 #include <functional>
-#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -17,7 +16,7 @@
 #include <xxhash.h>
 
 #include "objectcache/store.h"
-#include "store/local/name_set.h"
+#include "store/local/object_index.h"
 #include "store/local/posix_io.h"
 
 namespace objectcache::local {
@@ -29,17 +28,8 @@ inline constexpr char kPinXattr[] = "user.objectcache.pin";
 struct FoundObject {
   std::string key;
   uint64_t size = 0;
-  uint64_t stamp = 0;  // modification time, ns
+  uint64_t stamp = 0;  // modification time, microseconds
   int64_t pinned_until = 0;
-};
-
-struct Entry {
-  uint64_t size = 0;
-  uint64_t stamp = 0;        // recency: larger is more recent
-  int64_t pinned_until = 0;  // not evicted before this time (seconds since the epoch)
-  Entry* prev = nullptr;
-  Entry* next = nullptr;
-  const std::string* key = nullptr;
 };
 
 // An object file opened and checked (trailer) once, shared by the reads that follow until the
@@ -65,7 +55,7 @@ inline Status PreadRange(const OpenObject& obj, const RangeRead& r) {
   return Status();
 }
 
-// The hash of an object name that picks its directory, its index shard and its NameSet slot.
+// The hash of an object name that picks its directory, its index shard and its index slot.
 inline uint64_t KeyHash(std::string_view key) { return XXH3_64bits(key.data(), key.size()); }
 
 struct TransparentHash {
@@ -74,17 +64,9 @@ struct TransparentHash {
 };
 
 struct IndexShard {
-  using Objects = std::map<std::string, Entry, std::less<>>;
   std::mutex mu;
-  // In name order, for listings; guarded by mu. Insert and erase through Emplace and Erase, which
-  // keep `names` in step.
-  Objects objects;
-  // The same names, hashed: presence and lookups without walking the tree (a batch lookup of
-  // 8192 keys spent most of its time comparing names down the tree). Views of the map's keys,
-  // which stay put while they are in it; guarded by mu.
-  NameSet names;
-  Entry lru;      // sentinel, guarded by mu: lru.next is the most recent, lru.prev the least
-  Entry records;  // sentinel, guarded by mu: records (IsRecordName), never evicted
+  // The shard's objects (object_index.h); guarded by mu.
+  ObjectIndex objects;
   // Open files of recently read objects, bounded; guarded by mu.
   std::unordered_map<std::string, OpenObjectRef, TransparentHash, std::equal_to<>> open_files;
   // Bumped whenever an object of this shard is replaced or removed; guarded by mu. A reader
@@ -97,37 +79,8 @@ struct IndexShard {
     if (auto it = open_files.find(key); it != open_files.end()) open_files.erase(it);
   }
 
-  bool Contains(std::string_view key) const { return names.Contains(key, KeyHash(key)); }
-  // The entry for `key`, made (with Entry::key set) when there was none; true when it was made.
-  std::pair<Objects::iterator, bool> Emplace(std::string key) {
-    auto [it, inserted] = objects.try_emplace(std::move(key));
-    if (inserted) {
-      it->second.key = &it->first;
-      names.Insert(it->first, KeyHash(it->first));
-    }
-    return {it, inserted};
-  }
-  void Erase(Objects::iterator it) {
-    names.Erase(it->first, KeyHash(it->first));
-    objects.erase(it);
-  }
-
-  IndexShard() {
-    lru.prev = lru.next = &lru;
-    records.prev = records.next = &records;
-  }
-  void Unlink(Entry* e) {
-    e->prev->next = e->next;
-    e->next->prev = e->prev;
-  }
-  // Makes `e` the most recent of its list: records have their own, which eviction never reads.
-  void PushFront(Entry* e) {
-    Entry& list = IsRecordName(*e->key) ? records : lru;
-    e->next = list.next;
-    e->prev = &list;
-    list.next->prev = e;
-    list.next = e;
-  }
+  EntryId Find(std::string_view key) const { return objects.Find(key, KeyHash(key)); }
+  bool Contains(std::string_view key) const { return Find(key) != kNoEntry; }
 };
 
 }  // namespace objectcache::local

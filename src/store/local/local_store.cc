@@ -110,26 +110,31 @@ class LocalStore final : public Store {
 
   // Fills index shard `shard` with the objects found on disk at open. Their recency is their
   // modification time, so shards can be built in parallel and still agree on a global order.
-  void RebuildIndexShard(size_t shard, std::vector<FoundObject>* found) {
-    std::sort(found->begin(), found->end(),
-              [](const FoundObject& a, const FoundObject& b) { return a.stamp < b.stamp; });
+  Status RebuildIndexShard(size_t shard, std::vector<FoundObject>* found) {
     IndexShard& s = index_[shard];
     std::lock_guard lock(s.mu);
+    s.objects.BeginLoading(found->size());
+    uint64_t newest = 0;
     for (FoundObject& f : *found) {
-      auto [it, inserted] = s.Emplace(std::move(f.key));
-      if (!inserted) continue;
-      Entry& e = it->second;
-      e.size = f.size;
-      e.stamp = f.stamp;
-      e.pinned_until = f.pinned_until;
-      s.PushFront(&e);
-      objects_++;
-      Count(it->first, f.size);
-      uint64_t clock = clock_.load();
-      while (f.stamp >= clock && !clock_.compare_exchange_weak(clock, f.stamp + 1)) {
+      if (!s.objects.HasRoomFor(f.key)) {
+        return ResourceExhaustedError("the index has no room for more objects in shard " +
+                                      std::to_string(shard));
       }
+      auto [id, inserted] = s.objects.Insert(f.key, KeyHash(f.key));
+      if (!inserted) continue;
+      s.objects.set_size(id, f.size);
+      s.objects.SetLoadedStamp(id, f.stamp);
+      if (f.pinned_until != 0) s.objects.set_pinned_until(id, f.pinned_until);
+      objects_++;
+      Count(f.key, f.size);
+      newest = std::max(newest, f.stamp);
+    }
+    s.objects.FinishLoading();
+    uint64_t clock = clock_.load();
+    while (newest >= clock && !clock_.compare_exchange_weak(clock, newest + 1)) {
     }
     *found = {};
+    return Status();
   }
   void EvictToCapacity();
 
@@ -150,7 +155,7 @@ class LocalStore final : public Store {
   Result<OpenObjectRef> OpenForRead(std::string_view key);
   // OK when object `key` exists with exactly `attributes`: NotFound when absent,
   // FailedPrecondition when they differ. REQUIRES: the key's index shard lock is held.
-  Status MatchAttributes(const IndexShard& s, const std::string& key, std::string_view attributes,
+  Status MatchAttributes(const IndexShard& s, std::string_view key, std::string_view attributes,
                          const std::string& what) const;
   // Delete, or DeleteIf when `attributes` is set.
   Status DeleteMatching(std::string_view key, std::optional<std::string_view> attributes);
@@ -330,15 +335,11 @@ Result<std::unique_ptr<ObjectReader>> LocalStore::OpenReaderIfCached(std::string
   OC_RETURN_IF_ERROR(ValidateKey(key));
   IndexShard& s = index_[IndexShardOf(key)];
   std::lock_guard lock(s.mu);
-  auto it = s.objects.find(key);
-  if (it == s.objects.end())
-    return NotFoundError("reading '" + std::string(key) + "': no such object");
+  const EntryId id = s.Find(key);
+  if (id == kNoEntry) return NotFoundError("reading '" + std::string(key) + "': no such object");
   auto open = s.open_files.find(key);
   if (open == s.open_files.end()) return UnavailableError("object file is not open");
-  Entry& e = it->second;
-  s.Unlink(&e);
-  e.stamp = ++clock_;
-  s.PushFront(&e);
+  s.objects.Touch(id, ++clock_);
   return std::unique_ptr<ObjectReader>(new LocalObjectReader(open->second));
 }
 
@@ -362,7 +363,7 @@ Status LocalStore::Put(std::string_view key, std::span<const std::byte> value,
   return writer->Commit();
 }
 
-Status LocalStore::MatchAttributes(const IndexShard& s, const std::string& key,
+Status LocalStore::MatchAttributes(const IndexShard& s, std::string_view key,
                                    std::string_view attributes, const std::string& what) const {
   if (!s.Contains(key)) return NotFoundError(what + ": no such object");
   Fd fd(::openat(DirFor(key), LocalStoreFileName(key).c_str(), O_RDONLY | O_CLOEXEC));
@@ -370,7 +371,7 @@ Status LocalStore::MatchAttributes(const IndexShard& s, const std::string& key,
     if (errno == ENOENT) return NotFoundError(what + ": no such object");
     return ErrnoError(what, errno);
   }
-  OC_ASSIGN_OR_RETURN(std::string current, GetAttributes(fd.get(), key));
+  OC_ASSIGN_OR_RETURN(std::string current, GetAttributes(fd.get(), std::string(key)));
   if (current != attributes) return FailedPreconditionError(what + ": the object was replaced");
   return Status();
 }
@@ -389,6 +390,12 @@ Status LocalStore::Install(const std::string& key, const std::string& temp_name,
     if (shared) shared->used -= footprint;
     return why;
   };
+  if (size > ObjectIndex::kMaxObjectBytes) {
+    ::unlinkat(tmp_dir_.get(), temp_name.c_str(), 0);
+    return InvalidArgumentError(what + ": " + std::to_string(size) +
+                                " bytes exceed the largest object of " +
+                                std::to_string(ObjectIndex::kMaxObjectBytes));
+  }
   if (Status room = MakeRoom(key, footprint); !room.ok()) {
     ::unlinkat(tmp_dir_.get(), temp_name.c_str(), 0);
     return room;
@@ -402,21 +409,21 @@ Status LocalStore::Install(const std::string& key, const std::string& temp_name,
     if (if_attributes) {
       if (Status m = MatchAttributes(s, key, *if_attributes, what); !m.ok()) return abandon(m);
     }
+    if (!s.Contains(key) && !s.objects.HasRoomFor(key)) {
+      return abandon(ResourceExhaustedError(what + ": the index has no room for more objects"));
+    }
     if (::renameat(tmp_dir_.get(), temp_name.c_str(), dir, file_name.c_str()) != 0) {
       return abandon(ErrnoError(what + ": renaming into place", errno));
     }
     s.Mutated(key);
-    auto [it, inserted] = s.Emplace(std::string(key));
-    Entry& entry = it->second;
+    auto [id, inserted] = s.objects.Insert(key, KeyHash(key));
     if (inserted) {
       objects_++;
     } else {
-      s.Unlink(&entry);
-      Uncount(key, entry.size);
+      Uncount(key, s.objects.size(id));
     }
-    entry.size = size;
-    entry.stamp = ++clock_;
-    s.PushFront(&entry);
+    s.objects.set_size(id, size);
+    s.objects.Touch(id, ++clock_);
     Count(key, size, /*taken=*/true);
   }
   if (durable && ::fsync(dir) != 0) return ErrnoError(what + ": syncing directory", errno);
@@ -465,30 +472,28 @@ bool LocalStore::EvictOldest(uint64_t* pinned_seen) {
   uint64_t oldest = UINT64_MAX;
   for (IndexShard& s : index_) {
     std::lock_guard lock(s.mu);
-    if (s.lru.prev != &s.lru && s.lru.prev->stamp < oldest) {
-      oldest = s.lru.prev->stamp;
+    if (EntryId e = s.objects.LeastRecent(); e != kNoEntry && s.objects.stamp(e) < oldest) {
+      oldest = s.objects.stamp(e);
       victim = &s;
     }
   }
   if (victim == nullptr) return false;
   std::lock_guard lock(victim->mu);
-  Entry* e = victim->lru.prev;
-  if (e == &victim->lru || e->stamp != oldest) return true;  // touched meanwhile: look again
-  if (e->pinned_until >= std::time(nullptr)) {
+  ObjectIndex& objects = victim->objects;
+  const EntryId e = objects.LeastRecent();
+  if (e == kNoEntry || objects.stamp(e) != oldest) return true;  // touched meanwhile: look again
+  if (objects.pinned_until(e) >= std::time(nullptr)) {
     // Pinned: it goes to the front, as if used now; give up once every object was pinned.
-    victim->Unlink(e);
-    e->stamp = ++clock_;
-    victim->PushFront(e);
+    objects.Touch(e, ++clock_);
     return ++*pinned_seen <= objects_.load();
   }
-  const std::string& key = *e->key;
+  const std::string key = objects.Name(e);
   ::unlinkat(DirFor(key), LocalStoreFileName(key).c_str(), 0);
   victim->Mutated(key);
-  victim->Unlink(e);
-  Uncount(key, e->size);
+  Uncount(key, objects.size(e));
   objects_--;
   evictions_++;
-  victim->Erase(victim->objects.find(key));
+  objects.Erase(e);
   return true;
 }
 
@@ -496,9 +501,9 @@ Result<ObjectInfo> LocalStore::Stat(std::string_view key) {
   OC_RETURN_IF_ERROR(ValidateKey(key));
   IndexShard& s = index_[IndexShardOf(key)];
   std::lock_guard lock(s.mu);
-  auto it = s.objects.find(key);
-  if (it == s.objects.end()) return NotFoundError("'" + std::string(key) + "': no such object");
-  return ObjectInfo{std::string(key), it->second.size};
+  const EntryId id = s.Find(key);
+  if (id == kNoEntry) return NotFoundError("'" + std::string(key) + "': no such object");
+  return ObjectInfo{std::string(key), s.objects.size(id)};
 }
 
 Result<OpenObjectRef> LocalStore::OpenForRead(std::string_view key) {
@@ -508,12 +513,9 @@ Result<OpenObjectRef> LocalStore::OpenForRead(std::string_view key) {
   uint64_t mutations_seen;
   {
     std::lock_guard lock(s.mu);
-    auto it = s.objects.find(key);
-    if (it == s.objects.end()) return NotFoundError(what + ": no such object");
-    Entry& e = it->second;
-    s.Unlink(&e);
-    e.stamp = ++clock_;
-    s.PushFront(&e);
+    const EntryId id = s.Find(key);
+    if (id == kNoEntry) return NotFoundError(what + ": no such object");
+    s.objects.Touch(id, ++clock_);
     if (auto open = s.open_files.find(key); open != s.open_files.end()) return open->second;
     mutations_seen = s.mutations;
   }
@@ -560,11 +562,10 @@ Status LocalStore::DropDamaged(std::string_view key, ino_t inode, const Status& 
   if (::fstatat(DirFor(key), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && st.st_ino == inode) {
     ::unlinkat(DirFor(key), name.c_str(), 0);
     s.Mutated(key);
-    if (auto it = s.objects.find(key); it != s.objects.end()) {
-      s.Unlink(&it->second);
-      Uncount(key, it->second.size);
+    if (const EntryId id = s.Find(key); id != kNoEntry) {
+      Uncount(key, s.objects.size(id));
       objects_--;
-      s.Erase(it);
+      s.objects.Erase(id);
     }
   }
   return why;
@@ -625,9 +626,9 @@ Result<std::vector<bool>> LocalStore::Exist(std::span<const std::string_view> ke
     IndexShard& shard = index_[s];
     std::lock_guard lock(shard.mu);
     for (uint32_t j = start[s]; j < start[s + 1]; ++j) {
-      if (j + kAhead < start[s + 1]) shard.names.Prefetch(hashes[order[j + kAhead]]);
+      if (j + kAhead < start[s + 1]) shard.objects.Prefetch(hashes[order[j + kAhead]]);
       const uint32_t i = order[j];
-      out[i] = shard.names.Contains(keys[i], hashes[i]);
+      out[i] = shard.objects.Contains(keys[i], hashes[i]);
     }
   }
   return out;
@@ -640,9 +641,9 @@ Status LocalStore::Pin(std::string_view key, int64_t until) {
   const std::string what = "pinning '" + std::string(key) + "'";
   IndexShard& s = index_[IndexShardOf(key)];
   std::lock_guard lock(s.mu);
-  auto it = s.objects.find(key);
-  if (it == s.objects.end()) return NotFoundError(what + ": no such object");
-  if (until <= it->second.pinned_until) return Status();
+  const EntryId id = s.Find(key);
+  if (id == kNoEntry) return NotFoundError(what + ": no such object");
+  if (until <= s.objects.pinned_until(id)) return Status();
   // Kept with the file too, so that a restart keeps it (a replacement keeps it in memory).
   Fd f(::openat(DirFor(key), LocalStoreFileName(key).c_str(), O_RDONLY | O_CLOEXEC));
   if (!f.valid()) return ErrnoError(what, errno);
@@ -650,7 +651,7 @@ Status LocalStore::Pin(std::string_view key, int64_t until) {
   if (::fsetxattr(f.get(), kPinXattr, text.data(), text.size(), 0) != 0) {
     return ErrnoError(what, errno);
   }
-  it->second.pinned_until = until;
+  s.objects.set_pinned_until(id, until);
   return Status();
 }
 
@@ -664,17 +665,16 @@ Status LocalStore::DeleteMatching(std::string_view key,
   const std::string what = "deleting '" + std::string(key) + "'";
   IndexShard& s = index_[IndexShardOf(key)];
   std::lock_guard lock(s.mu);
-  auto it = s.objects.find(key);
-  if (it == s.objects.end()) return NotFoundError(what + ": no such object");
-  if (attributes) OC_RETURN_IF_ERROR(MatchAttributes(s, it->first, *attributes, what));
+  const EntryId id = s.Find(key);
+  if (id == kNoEntry) return NotFoundError(what + ": no such object");
+  if (attributes) OC_RETURN_IF_ERROR(MatchAttributes(s, key, *attributes, what));
   if (::unlinkat(DirFor(key), LocalStoreFileName(key).c_str(), 0) != 0 && errno != ENOENT) {
     return ErrnoError(what, errno);
   }
   s.Mutated(key);
-  s.Unlink(&it->second);
-  Uncount(key, it->second.size);
+  Uncount(key, s.objects.size(id));
   objects_--;
-  s.Erase(it);
+  s.objects.Erase(id);
   return Status();
 }
 
@@ -682,8 +682,7 @@ Result<ListPage> LocalStore::List(const ListOptions& options) {
   std::vector<ObjectInfo> candidates;
   for (IndexShard& s : index_) {
     std::lock_guard lock(s.mu);
-    CollectListCandidates(
-        s.objects, options, [](const Entry& e) { return e.size; }, &candidates);
+    s.objects.CollectListCandidates(options, &candidates);
   }
   return FinishListPage(std::move(candidates), options.max_keys);
 }
@@ -737,17 +736,18 @@ void ScanDirShard(int dir_fd, size_t shard, ShardScan* out) {
           key = DecodeFileName(name);
         }
         if (key) trailer_len = key->size() + kFooterBytes;
-        if (!key || DirShardOf(*key) != shard || static_cast<uint64_t>(st.st_size) < trailer_len) {
+        if (!key || DirShardOf(*key) != shard || static_cast<uint64_t>(st.st_size) < trailer_len ||
+            static_cast<uint64_t>(st.st_size) - trailer_len > ObjectIndex::kMaxObjectBytes) {
           // Not a file this store wrote where it belongs, or too short to be one.
           ::unlinkat(dir_fd, entry, 0);
           out->damaged++;
           return;
         }
-        const int64_t mtime_ns = st.st_mtim.tv_sec * 1'000'000'000 + st.st_mtim.tv_nsec;
+        const int64_t mtime_us = st.st_mtim.tv_sec * 1'000'000 + st.st_mtim.tv_nsec / 1000;
         const size_t index_shard = IndexShardOf(*key);
         out->by_index_shard[index_shard].push_back(
             {std::move(*key), static_cast<uint64_t>(st.st_size) - trailer_len,
-             static_cast<uint64_t>(std::max<int64_t>(mtime_ns, 0)), ReadPin(dir_fd, entry)});
+             static_cast<uint64_t>(std::max<int64_t>(mtime_us, 0)), ReadPin(dir_fd, entry)});
       });
 }
 
@@ -838,6 +838,7 @@ Result<std::unique_ptr<Store>> OpenLocalStore(const LocalStoreOptions& options,
   }
   auto store = std::make_unique<LocalStore>(options, std::move(root), std::move(lock),
                                             std::move(tmp), std::move(dirs));
+  std::array<Status, kIndexShards> built;
   ParallelFor(kIndexShards, threads, [&](size_t shard) {
     std::vector<FoundObject> found;
     for (ShardScan& scan : scans) {
@@ -845,8 +846,11 @@ Result<std::unique_ptr<Store>> OpenLocalStore(const LocalStoreOptions& options,
       std::move(part.begin(), part.end(), std::back_inserter(found));
       part = {};
     }
-    store->RebuildIndexShard(shard, &found);
+    built[shard] = store->RebuildIndexShard(shard, &found);
   });
+  for (const Status& status : built) {
+    if (!status.ok()) return status.Annotate("opening store " + path);
+  }
   store->EvictToCapacity();  // the capacity may have shrunk since the last run
   StoreUsage usage = store->Usage();
   local_stats.objects = usage.objects;
