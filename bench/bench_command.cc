@@ -5,12 +5,16 @@
 #include <unistd.h>
 #include <xxhash.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <iostream>
+#include <limits>
 #include <memory>
 #include <random>
+#include <ranges>
 
 #include "bench/bench_report.h"
+#include "core/hex.h"
 #include "objectcache/chunk_key.h"
 #include "objectcache/chunk_object.h"
 #include "store/local/local_store.h"
@@ -248,10 +252,27 @@ struct IndexFlags {
   std::string dir = "./objectcache-bench-index";
   size_t objects = 1000000;
   size_t payload = 16;
-  int reopens = 3;
+  int reopens = 2;
   bool keep = false;
   std::string json;
 };
+
+std::string RandomHexName(std::mt19937_64& rng) {
+  const uint64_t v[2] = {rng(), rng()};
+  return EncodeHex(reinterpret_cast<const uint8_t*>(v), sizeof(v));
+}
+
+// Seconds a name of one Exist call over `names`, each expected to be `want`.
+double TimeExistPerName(Store& store, const std::vector<std::string>& names, bool want) {
+  std::vector<std::string_view> views(names.begin(), names.end());
+  const double t0 = NowSeconds();
+  Result<std::vector<bool>> found = store.Exist(views);
+  const double seconds = NowSeconds() - t0;
+  if (!found.has_value() || std::count(found->begin(), found->end(), want) != ssize(names)) {
+    return std::numeric_limits<double>::quiet_NaN();
+  }
+  return seconds / names.size();
+}
 
 size_t HeapInUse() {
   struct mallinfo2 mi = ::mallinfo2();
@@ -265,11 +286,15 @@ Status RunIndex(const IndexFlags& f) {
   {
     OC_ASSIGN_OR_RETURN(std::unique_ptr<Store> store, OpenLocalStore(options));
     const uint64_t have = store->Usage().objects;
-    if (have != f.objects) {
-      if (have != 0)
-        return FailedPreconditionError(root.string() + " holds " + std::to_string(have) +
-                                       " objects; remove it or pass its count");
-      std::cout << "populating " << f.objects << " objects in " << root << " ..." << std::endl;
+    if (have > f.objects) {
+      return FailedPreconditionError(root.string() + " holds " + std::to_string(have) +
+                                     " objects; remove it or pass its count");
+    }
+    if (have < f.objects) {
+      // The names are a chain, object i's after object i-1's: a populate cut short (a full
+      // disk, say) goes on from the first name missing.
+      std::cout << "populating " << f.objects - have << " objects in " << root << " ..."
+                << std::endl;
       KeyNamespace ns("bench", FindModelPreset("llama-3.1-8b")->layout);
       std::string payload = RandomBytes(f.payload, 5);
       ChunkKey prev;
@@ -278,42 +303,89 @@ Status RunIndex(const IndexFlags& f) {
       for (size_t i = 0; i < f.objects; ++i) {
         chunk[0] = static_cast<uint32_t>(i);
         prev = ns.Next(prev, chunk);
+        if (i < have) {
+          if (i + 1 == have && !store->Stat(prev.ToHex()).has_value()) {
+            return FailedPreconditionError(root.string() +
+                                           " holds other objects than this "
+                                           "benchmark writes; remove it");
+          }
+          continue;
+        }
         OC_RETURN_IF_ERROR(store->Put(prev.ToHex(), AsBytes(payload)));
         if (i % 100000 == 99999) std::cout << "  " << i + 1 << std::endl;
       }
-      populate_s = NowSeconds() - t0;
+      if (have == 0) populate_s = NowSeconds() - t0;
     }
   }
-  std::vector<double> rebuild_s, scan_s, heap_per_object;
+  // Each round: an open after a crash (no index file: the directories are read), then a
+  // restart (the index file the clean close before wrote).
+  std::vector<double> restart_s, rebuild_s, scan_s, heap_per_object, close_s;
+  std::vector<double> present_ns, absent_ns, stat_ns;
   uint64_t objects = 0;
+  std::mt19937_64 rng(9);
   for (int r = 0; r < f.reopens; ++r) {
-    ::malloc_trim(0);
-    const size_t before = HeapInUse();
-    LocalStoreOpenStats stats;
-    OC_ASSIGN_OR_RETURN(std::unique_ptr<Store> store, OpenLocalStore(options, &stats));
-    const size_t after = HeapInUse();
-    objects = stats.objects;
-    if (objects != f.objects) {
-      return DataLossError("rebuilt " + std::to_string(objects) + " objects, expected " +
-                           std::to_string(f.objects));
+    for (const bool crashed : {true, false}) {
+      if (crashed) fs::remove(root / "INDEX");
+      ::malloc_trim(0);
+      const size_t before = HeapInUse();
+      LocalStoreOpenStats stats;
+      OC_ASSIGN_OR_RETURN(std::unique_ptr<Store> store, OpenLocalStore(options, &stats));
+      const size_t after = HeapInUse();
+      objects = stats.objects;
+      if (objects != f.objects) {
+        return DataLossError("rebuilt " + std::to_string(objects) + " objects, expected " +
+                             std::to_string(f.objects));
+      }
+      if (stats.index_file == crashed) {
+        return InternalError(crashed ? "the index file outlived its open"
+                                     : "no index file after a clean close: " +
+                                           stats.index_file_refused);
+      }
+      if (crashed) {
+        rebuild_s.push_back(stats.seconds);
+        scan_s.push_back(stats.scan_seconds);
+      } else {
+        restart_s.push_back(stats.seconds);
+        heap_per_object.push_back(static_cast<double>(after - before) / objects);
+        // Lookups: 8192 names listed from a random place, 8192 random absent ones.
+        ListPage page =
+            *store->List({.prefix = "", .start_after = RandomHexName(rng), .max_keys = 8192});
+        std::vector<std::string> present, absent;
+        for (const ObjectInfo& o : page.objects) present.push_back(o.key);
+        while (absent.size() < present.size()) absent.push_back(RandomHexName(rng) + "-");
+        for (const ObjectInfo& o : page.objects | std::views::take(3)) {
+          OC_RETURN_IF_ERROR(ReadWholeObject(*store, o.key));
+        }
+        for (int rep = 0; rep < 9; ++rep) {
+          present_ns.push_back(TimeExistPerName(*store, present, true) * 1e9);
+          absent_ns.push_back(TimeExistPerName(*store, absent, false) * 1e9);
+          const double t0 = NowSeconds();
+          for (const std::string& k : present) {
+            if (!store->Stat(k).has_value()) return DataLossError(k + " vanished");
+          }
+          stat_ns.push_back((NowSeconds() - t0) / present.size() * 1e9);
+        }
+      }
+      const double t0 = NowSeconds();
+      store.reset();  // a clean close: writes the index file
+      close_s.push_back(NowSeconds() - t0);
     }
-    rebuild_s.push_back(stats.seconds);
-    scan_s.push_back(stats.scan_seconds);
-    heap_per_object.push_back(static_cast<double>(after - before) / objects);
-    // Spot-check that the rebuilt index serves the bytes.
-    ListPage page = *store->List({.prefix = "", .start_after = "", .max_keys = 3});
-    for (const ObjectInfo& o : page.objects) OC_RETURN_IF_ERROR(ReadWholeObject(*store, o.key));
   }
   Report report("index");
   report.Param("objects", objects);
   report.Param("payload_bytes", f.payload);
   report.Param("name", "32-hex chunk key");
   report.Param("dir", root.string());
+  report.Param("page_cache", "warm");
   if (populate_s > 0) report.Metric("populate_puts_per_s", f.objects / populate_s, "puts/s", "");
   report.Metric("index_bytes_per_object", Median(heap_per_object), "bytes", "heap in use");
-  report.Metric("rebuild_s", Median(rebuild_s), "s", "open: scan + index, warm dentry cache");
+  report.Metric("restart_s", Median(restart_s), "s", "open after a clean close (index file)");
+  report.Metric("rebuild_s", Median(rebuild_s), "s", "open after a crash: directories read");
   report.Metric("rebuild_scan_s", Median(scan_s), "s", "of which directory scan");
-  report.Metric("rebuild_objects_per_s", objects / Median(rebuild_s), "objects/s", "");
+  report.Metric("close_s", Median(close_s), "s", "clean close: writes the index file");
+  report.Metric("lookup_ns_present", Median(present_ns), "ns/name", "Exist, batches of 8192");
+  report.Metric("lookup_ns_absent", Median(absent_ns), "ns/name", "Exist, batches of 8192");
+  report.Metric("stat_ns", Median(stat_ns), "ns", "Stat of one present name");
   report.Metric("index_gib_at_1e7", Median(heap_per_object) * 1e7 / (1 << 30), "GiB", "projected");
   report.Print();
   if (!f.keep) {
@@ -350,12 +422,13 @@ void AddBenchCommands(CLI::App* app) {
   s->callback([store] { RunBench([&] { return RunStore(*store); }); });
 
   auto index = std::make_shared<IndexFlags>();
-  CLI::App* i =
-      bench->add_subcommand("index", "Local store index: memory per object, rebuild time");
+  CLI::App* i = bench->add_subcommand(
+      "index", "Local store index: memory per object, restart and rebuild time, lookups");
   i->add_option("--dir", index->dir, "Store directory")->capture_default_str();
   i->add_option("--objects", index->objects, "Objects")->capture_default_str();
   i->add_option("--payload", index->payload, "Payload bytes per object")->capture_default_str();
-  i->add_option("--reopens", index->reopens, "Timed rebuilds")->capture_default_str();
+  i->add_option("--reopens", index->reopens, "Rounds of a restart and a rebuild after a crash")
+      ->capture_default_str();
   i->add_flag("--keep", index->keep, "Keep the populated store for the next run");
   i->add_option("--json", index->json, "Write metrics to this JSON file");
   i->callback([index] { RunBench([&] { return RunIndex(*index); }); });

@@ -27,6 +27,7 @@
 #include "core/xxh3.h"
 #include "store/backend_util.h"
 #include "store/local/index.h"
+#include "store/local/index_file.h"
 #include "store/local/object_file.h"
 #include "store/local/posix_io.h"
 
@@ -45,6 +46,18 @@ size_t DirShardOf(std::string_view key) { return KeyHash(key) & (kDirShards - 1)
 size_t IndexShardOfHash(uint64_t hash) { return (hash >> 8) % kIndexShards; }
 size_t IndexShardOf(std::string_view key) { return IndexShardOfHash(KeyHash(key)); }
 
+// Runs fn(0) .. fn(n - 1) on `threads` threads.
+template <typename F>
+void ParallelFor(size_t n, unsigned threads, F fn) {
+  std::atomic<size_t> next{0};
+  std::vector<std::jthread> workers;
+  for (unsigned t = 0; t < threads; ++t) {
+    workers.emplace_back([&] {
+      for (size_t i = next++; i < n; i = next++) fn(i);
+    });
+  }
+}
+
 // ---- the store ---------------------------------------------------------------------------
 
 class LocalStore final : public Store {
@@ -57,9 +70,6 @@ class LocalStore final : public Store {
         tmp_dir_(std::move(tmp_dir)),
         dirs_(std::move(dirs)),
         open_files_per_shard_(options_.max_open_files / kIndexShards) {}
-  ~LocalStore() override {
-    if (options_.shared_capacity) options_.shared_capacity->used -= footprint_.load();
-  }
 
   StoreCapabilities Capabilities() const override {
     return {.ranged_reads = true,
@@ -114,31 +124,54 @@ class LocalStore final : public Store {
     IndexShard& s = index_[shard];
     std::lock_guard lock(s.mu);
     s.objects.BeginLoading(found->size());
-    uint64_t newest = 0;
-    for (FoundObject& f : *found) {
-      if (!s.objects.HasRoomFor(f.key)) {
-        return ResourceExhaustedError("the index has no room for more objects in shard " +
-                                      std::to_string(shard));
-      }
-      auto [id, inserted] = s.objects.Insert(f.key, KeyHash(f.key));
-      if (!inserted) continue;
-      s.objects.set_size(id, f.size);
-      s.objects.SetLoadedStamp(id, f.stamp);
-      if (f.pinned_until != 0) s.objects.set_pinned_until(id, f.pinned_until);
-      objects_++;
-      Count(f.key, f.size);
-      newest = std::max(newest, f.stamp);
+    Status status;
+    for (const FoundObject& f : *found) {
+      status = AddLoaded(s, f.key, f.size, f.stamp, f.pinned_until);
+      if (!status.ok()) break;
     }
     s.objects.FinishLoading();
-    uint64_t clock = clock_.load();
-    while (newest >= clock && !clock_.compare_exchange_weak(clock, newest + 1)) {
-    }
     *found = {};
-    return Status();
+    return status;
   }
+  // Fills the index from the index file (index_file.h), or leaves it empty and says why not.
+  Status LoadIndexFile(unsigned threads);
+  int dir(size_t i) const { return dirs_[i].get(); }
+  // The index is whole: from now on the store writes the index file when it closes.
+  void Opened() { opened_ = true; }
+  ~LocalStore() override;
   void EvictToCapacity();
 
  private:
+  // An object read at open joins the index of shard `s` (loading: IndexShard::BeginLoading).
+  Status AddLoaded(IndexShard& s, std::string_view key, uint64_t size, uint64_t stamp,
+                   int64_t pinned_until) {
+    if (!s.objects.HasRoomFor(key)) {
+      return ResourceExhaustedError("the index has no room for more objects");
+    }
+    auto [id, inserted] = s.objects.Insert(key, KeyHash(key));
+    if (!inserted) return Status();
+    s.objects.set_size(id, size);
+    s.objects.SetLoadedStamp(id, stamp);
+    if (pinned_until != 0) s.objects.set_pinned_until(id, pinned_until);
+    objects_++;
+    Count(key, size);
+    uint64_t clock = clock_.load();
+    while (stamp >= clock && !clock_.compare_exchange_weak(clock, stamp + 1)) {
+    }
+    return Status();
+  }
+  // Empties the index (an index file found damaged part way).
+  void ClearIndex() {
+    if (options_.shared_capacity) options_.shared_capacity->used -= footprint_.load();
+    for (IndexShard& s : index_) s.objects.Clear();
+    objects_ = bytes_ = footprint_ = records_footprint_ = 0;
+    clock_ = 0;
+  }
+  std::array<int, kDirShards> DirFds() const {
+    std::array<int, kDirShards> fds;
+    for (size_t i = 0; i < kDirShards; ++i) fds[i] = dirs_[i].get();
+    return fds;
+  }
   // Room for a new file of `footprint` bytes named `key`: records stay within the store's
   // capacity (eviction never frees them), and the shared capacity is taken for it, evicting
   // this store's least recently used objects while it does not fit.
@@ -193,7 +226,30 @@ class LocalStore final : public Store {
   std::atomic<uint64_t> evictions_{0};
   std::mutex evict_mu_;  // one evictor at a time; never taken on the read path
   const size_t open_files_per_shard_;
+  bool opened_ = false;
 };
+
+LocalStore::~LocalStore() {
+  // Best effort: without the file, the next open reads the directories instead.
+  if (opened_) (void)WriteIndexFile(root_.get(), index_, DirFds());
+  if (options_.shared_capacity) options_.shared_capacity->used -= footprint_.load();
+}
+
+Status LocalStore::LoadIndexFile(unsigned threads) {
+  Status status = ReadIndexFile(
+      root_.get(), DirFds(),
+      [&](uint64_t count) {
+        for (IndexShard& s : index_) s.objects.BeginLoading(count / kIndexShards * 9 / 8 + 16);
+      },
+      [&](std::string_view key, uint64_t size, uint64_t stamp, int64_t pin) {
+        if (Status valid = ValidateKey(key); !valid.ok()) return DataLossError(valid.message());
+        // One thread, before the store is shared: no shard lock needed.
+        return AddLoaded(index_[IndexShardOf(key)], key, size, stamp, pin);
+      });
+  ParallelFor(kIndexShards, threads, [&](size_t shard) { index_[shard].objects.FinishLoading(); });
+  if (!status.ok()) ClearIndex();
+  return status;
+}
 
 // Writes a temporary file, then Commit renames it into place.
 class LocalObjectWriter final : public ObjectWriter {
@@ -599,8 +655,9 @@ Status LocalStore::RetrieveRanges(std::span<RangeRead> reads) {
 }
 
 Result<std::vector<bool>> LocalStore::Exist(std::span<const std::string_view> keys) {
-  // Shard by shard, each lock taken once, with the table slots of names a few places ahead
-  // prefetched so that their cache misses overlap (docs/local-store.md, "Index").
+  // Shard by shard, each lock taken once, with the table slots and then the records of names a
+  // few places ahead prefetched so that their cache misses overlap (docs/local-store.md,
+  // "Index").
   constexpr size_t kAhead = 8;
   const size_t n = keys.size();
   constexpr uint8_t kInvalid = 0xff;  // an invalid name is absent
@@ -626,7 +683,8 @@ Result<std::vector<bool>> LocalStore::Exist(std::span<const std::string_view> ke
     IndexShard& shard = index_[s];
     std::lock_guard lock(shard.mu);
     for (uint32_t j = start[s]; j < start[s + 1]; ++j) {
-      if (j + kAhead < start[s + 1]) shard.objects.Prefetch(hashes[order[j + kAhead]]);
+      if (j + 2 * kAhead < start[s + 1]) shard.objects.Prefetch(hashes[order[j + 2 * kAhead]]);
+      if (j + kAhead < start[s + 1]) shard.objects.PrefetchEntry(hashes[order[j + kAhead]]);
       const uint32_t i = order[j];
       out[i] = shard.objects.Contains(keys[i], hashes[i]);
     }
@@ -688,18 +746,6 @@ Result<ListPage> LocalStore::List(const ListOptions& options) {
 }
 
 // ---- open and rebuild --------------------------------------------------------------------
-
-// Runs fn(0) .. fn(n - 1) on `threads` threads.
-template <typename F>
-void ParallelFor(size_t n, unsigned threads, F fn) {
-  std::atomic<size_t> next{0};
-  std::vector<std::jthread> workers;
-  for (unsigned t = 0; t < threads; ++t) {
-    workers.emplace_back([&] {
-      for (size_t i = next++; i < n; i = next++) fn(i);
-    });
-  }
-}
 
 // A pin kept with an object file (LocalStore::Pin), or 0. One system call: the path through
 // /proc names the directory by its descriptor.
@@ -782,6 +828,21 @@ Status CheckFormat(int root, const std::string& path) {
   return Status();
 }
 
+// The last steps of an open, once the index is built.
+std::unique_ptr<Store> FinishOpen(std::unique_ptr<LocalStore> store,
+                                  std::chrono::steady_clock::time_point start,
+                                  LocalStoreOpenStats local_stats, LocalStoreOpenStats* stats) {
+  store->EvictToCapacity();  // the capacity may have shrunk since the last run
+  store->Opened();
+  StoreUsage usage = store->Usage();
+  local_stats.objects = usage.objects;
+  local_stats.bytes = usage.bytes;
+  local_stats.seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (stats) *stats = local_stats;
+  return store;
+}
+
 }  // namespace
 
 Result<std::unique_ptr<Store>> OpenLocalStore(const LocalStoreOptions& options,
@@ -828,16 +889,22 @@ Result<std::unique_ptr<Store>> OpenLocalStore(const LocalStoreOptions& options,
 
   unsigned threads = options.rebuild_threads;
   if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
+  auto store = std::make_unique<LocalStore>(options, std::move(root), std::move(lock),
+                                            std::move(tmp), std::move(dirs));
+  if (Status loaded = store->LoadIndexFile(threads); loaded.ok()) {
+    local_stats.index_file = true;
+    return FinishOpen(std::move(store), start, local_stats, stats);
+  } else if (loaded.code() != StatusCode::kNotFound) {
+    local_stats.index_file_refused = loaded.message();
+  }
   std::vector<ShardScan> scans(kDirShards);
-  ParallelFor(kDirShards, threads, [&](size_t i) { ScanDirShard(dirs[i].get(), i, &scans[i]); });
+  ParallelFor(kDirShards, threads, [&](size_t i) { ScanDirShard(store->dir(i), i, &scans[i]); });
   local_stats.scan_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   for (ShardScan& scan : scans) {
     if (!scan.status.ok()) return scan.status.Annotate("opening store " + path);
     local_stats.removed_damaged_files += scan.damaged;
   }
-  auto store = std::make_unique<LocalStore>(options, std::move(root), std::move(lock),
-                                            std::move(tmp), std::move(dirs));
   std::array<Status, kIndexShards> built;
   ParallelFor(kIndexShards, threads, [&](size_t shard) {
     std::vector<FoundObject> found;
@@ -851,14 +918,7 @@ Result<std::unique_ptr<Store>> OpenLocalStore(const LocalStoreOptions& options,
   for (const Status& status : built) {
     if (!status.ok()) return status.Annotate("opening store " + path);
   }
-  store->EvictToCapacity();  // the capacity may have shrunk since the last run
-  StoreUsage usage = store->Usage();
-  local_stats.objects = usage.objects;
-  local_stats.bytes = usage.bytes;
-  local_stats.seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  if (stats) *stats = local_stats;
-  return std::unique_ptr<Store>(std::move(store));
+  return FinishOpen(std::move(store), start, local_stats, stats);
 }
 
 }  // namespace objectcache

@@ -6,7 +6,9 @@
 // read, so a file damaged by a power loss is reported (DataLoss) and dropped, never served.
 //
 // The index of names, sizes and recency lives in memory, in 64 shards each with its own lock
-// (no global lock on the read path); it is rebuilt from the directory at open, in parallel.
+// (no global lock on the read path). A clean close writes it to ROOT/INDEX and the next open
+// reads it back; after a crash (or when that file is stale) the open rebuilds it from the
+// directories, in parallel.
 // An optional capacity bound evicts whole objects (never records, store.h), least recently used
 // first; records are refused past it. A capacity shared with other local stores
 // (store_registry.h, SharedCapacity) bounds them together: a write that would pass it evicts
@@ -46,8 +48,10 @@ struct LocalStoreOpenStats {
   uint64_t bytes = 0;
   uint64_t removed_temp_files = 0;
   uint64_t removed_damaged_files = 0;
-  double seconds = 0;       // the whole open
-  double scan_seconds = 0;  // of which reading the directories
+  double seconds = 0;              // the whole open
+  double scan_seconds = 0;         // of which reading the directories
+  bool index_file = false;         // the index came from the index file, not the directories
+  std::string index_file_refused;  // why an index file found was not used
 };
 
 // Opens (creating if needed) a store directory and rebuilds its index. `stats`, if given,

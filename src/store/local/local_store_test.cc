@@ -148,6 +148,105 @@ TEST_F(LocalStoreTest, DamagedFilesFoundAtOpenAreRemoved) {
   EXPECT_EQ(*ReadWholeObject(*store, "good"), std::string(100, 'g'));
 }
 
+// The objects, sizes and order a listing shows.
+std::vector<ObjectInfo> ListAll(Store& store) {
+  ListPage page = *store.List({.prefix = "", .start_after = "", .max_keys = 100000});
+  return page.objects;
+}
+
+void ExpectSameObjects(const std::vector<ObjectInfo>& got, const std::vector<ObjectInfo>& want) {
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    EXPECT_EQ(got[i].key, want[i].key);
+    EXPECT_EQ(got[i].size, want[i].size);
+  }
+}
+
+TEST_F(LocalStoreTest, ARestartReadsTheIndexItsCloseWrote) {
+  const int64_t until = static_cast<int64_t>(std::time(nullptr)) + 3600;
+  const std::string chunk = "kv/6d0f5c5d66016c150b2cafada81c8810";
+  std::vector<ObjectInfo> before;
+  {
+    auto store = Open();
+    for (int i = 0; i < 300; ++i) {
+      ASSERT_TRUE(store->Put("o" + std::to_string(i), AsBytes(std::string(i, 'x'))).ok());
+    }
+    ASSERT_TRUE(store->Put(chunk, AsBytes("chunk")).ok());
+    ASSERT_TRUE(store->Put(".bucket/b", AsBytes("record")).ok());
+    ASSERT_TRUE(store->Put(std::string(1000, 'L'), AsBytes("long")).ok());
+    ASSERT_TRUE(store->Pin("o0", until).ok());
+    ASSERT_TRUE(store->Delete("o7").ok());
+    ASSERT_TRUE(ReadWholeObject(*store, "o1").has_value());  // o1 is now the most recent
+    before = ListAll(*store);
+  }
+  ASSERT_TRUE(fs::exists(fs::path(dir_) / "INDEX"));
+  LocalStoreOpenStats stats;
+  {
+    auto store = Open({}, &stats);
+    EXPECT_TRUE(stats.index_file) << stats.index_file_refused;
+    EXPECT_FALSE(
+        fs::exists(fs::path(dir_) / "INDEX"));  // a crash from now on reads the directories
+    ExpectSameObjects(ListAll(*store), before);
+    EXPECT_EQ(*ReadWholeObject(*store, chunk), "chunk");
+  }
+  // The order of use survived two restarts: with room for 300 objects, the two oldest went (o0
+  // is pinned), and o1, used last, stayed.
+  auto store = Open({.capacity_bytes = 300 * kBlock}, &stats);
+  EXPECT_TRUE(stats.index_file) << stats.index_file_refused;
+  EXPECT_EQ(store->Usage().objects, 300u);
+  EXPECT_TRUE(store->Stat("o0").has_value());
+  EXPECT_TRUE(store->Stat("o1").has_value());
+  EXPECT_EQ(store->Stat("o2").status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(store->Stat("o3").status().code(), StatusCode::kNotFound);
+  EXPECT_TRUE(store->Stat("o4").has_value());
+}
+
+TEST_F(LocalStoreTest, AStaleOrDamagedIndexFileIsNotUsed) {
+  const fs::path index = fs::path(dir_) / "INDEX";
+  {
+    auto store = Open();
+    for (int i = 0; i < 50; ++i) {
+      ASSERT_TRUE(store->Put("o" + std::to_string(i), AsBytes(std::string(i, 'x'))).ok());
+    }
+  }
+  const fs::path saved = fs::path(dir_) / "INDEX.saved";
+  fs::copy_file(index, saved);
+  std::vector<ObjectInfo> want;
+  {
+    // An open that did not use the file (an older build, say) writes an object; the file from
+    // before no longer describes the directories.
+    fs::remove(index);
+    auto store = Open();
+    ASSERT_TRUE(store->Put("new", AsBytes("n")).ok());
+    // The directory's time, moved on as a later write would (timestamps are coarse).
+    struct timespec times[2] = {{0, UTIME_OMIT}, {1000000, 0}};
+    ASSERT_EQ(::utimensat(AT_FDCWD, FileOf("new").parent_path().c_str(), times, 0), 0);
+    want = ListAll(*store);
+  }
+  fs::rename(saved, index);
+  LocalStoreOpenStats stats;
+  ExpectSameObjects(ListAll(*Open({}, &stats)), want);
+  EXPECT_FALSE(stats.index_file);
+  EXPECT_NE(stats.index_file_refused.find("changed"), std::string::npos)
+      << stats.index_file_refused;
+
+  // Damaged: one byte flipped, or cut short.
+  for (const bool truncate : {false, true}) {
+    SCOPED_TRACE(truncate);
+    ASSERT_TRUE(fs::exists(index));  // the last close wrote it
+    if (truncate) {
+      fs::resize_file(index, fs::file_size(index) - 20);
+    } else {
+      std::fstream f(index, std::ios::in | std::ios::out | std::ios::binary);
+      f.seekp(static_cast<std::streamoff>(fs::file_size(index) / 2));
+      f.put('\x7f');
+    }
+    ExpectSameObjects(ListAll(*Open({}, &stats)), want);
+    EXPECT_FALSE(stats.index_file);
+    EXPECT_NE(stats.index_file_refused.find("index file"), std::string::npos);
+  }
+}
+
 TEST_F(LocalStoreTest, LongNamesAreHashedAndRecoveredAtOpen) {
   std::string long_key(900, 'L');
   long_key += "/tail";

@@ -49,8 +49,11 @@ class ObjectIndex {
   // The object named `name`, whose KeyHash is `hash`, or kNoEntry.
   EntryId Find(std::string_view name, uint64_t hash) const;
   bool Contains(std::string_view name, uint64_t hash) const { return Find(name, hash) != kNoEntry; }
-  // Asks the CPU to bring in the slot where a lookup of `hash` starts.
+  // Asks the CPU to bring in the slot where a lookup of `hash` starts; then, once that slot is
+  // in the cache, PrefetchEntry brings in the record it names. A batch of lookups calls both a
+  // few names ahead (twice as far for the slot), so that the misses of many names overlap.
   void Prefetch(uint64_t hash) const;
+  void PrefetchEntry(uint64_t hash) const;
 
   // False when the arena has no room left for a new object named `name` (about 2 x 10^7
   // objects a shard): Insert must not be called then.
@@ -91,6 +94,9 @@ class ObjectIndex {
     MergeRecent();
     for (EntryId id : ordered_) fn(id);
   }
+
+  // Forgets every object.
+  void Clear();
 
   size_t size() const { return live_; }
   // Bytes of memory the index holds (the arena's blocks and the tables' capacity).
