@@ -148,6 +148,7 @@ class LocalStore final : public Store {
     if (!s.objects.HasRoomFor(key)) {
       return ResourceExhaustedError("the index has no room for more objects");
     }
+    stamp = std::min(stamp, ObjectIndex::kMaxStamp);  // a file dated past the year 4253
     auto [id, inserted] = s.objects.Insert(key, KeyHash(key));
     if (!inserted) return Status();
     s.objects.set_size(id, size);

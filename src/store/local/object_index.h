@@ -42,6 +42,8 @@ class ObjectIndex {
   // The largest payload an index entry holds; larger objects are refused (a file system's own
   // limit is lower: 16 TiB on ext4).
   static constexpr uint64_t kMaxObjectBytes = (uint64_t{1} << 48) - 1;
+  // The largest recency stamp (microseconds since the epoch reach it in the year 4253).
+  static constexpr uint64_t kMaxStamp = (uint64_t{1} << 56) - 1;
 
   ObjectIndex();
   ObjectIndex(ObjectIndex&&) = delete;
