@@ -13,8 +13,6 @@
 #include <string_view>
 #include <unordered_map>
 
-#include <xxhash.h>
-
 #include "objectcache/store.h"
 #include "store/local/object_index.h"
 #include "store/local/posix_io.h"
@@ -54,9 +52,6 @@ inline Status PreadRange(const OpenObject& obj, const RangeRead& r) {
   }
   return Status();
 }
-
-// The hash of an object name that picks its directory, its index shard and its index slot.
-inline uint64_t KeyHash(std::string_view key) { return XXH3_64bits(key.data(), key.size()); }
 
 struct TransparentHash {
   using is_transparent = void;

@@ -74,9 +74,9 @@ class HashedReader {
     return true;
   }
   template <typename T>
-  bool Le(T* v) {
+  bool Le(T* v, bool hashed = true) {
     unsigned char b[sizeof(T)];
-    if (!Read(b, sizeof(T))) return false;
+    if (!Read(b, sizeof(T), hashed)) return false;
     uint64_t x = 0;
     for (size_t i = 0; i < sizeof(T); ++i) x |= uint64_t{b[i]} << (8 * i);
     *v = static_cast<T>(x);
@@ -207,10 +207,8 @@ Status ReadIndexFile(int root, std::span<const int> dirs,
     OC_RETURN_IF_ERROR(visit({name, len}, size, stamp, static_cast<int64_t>(pin)));
   }
   const uint64_t digest = r.Digest();
-  unsigned char trailer[8];
-  if (!r.Read(trailer, sizeof(trailer), /*hashed=*/false)) return damaged("truncated");
   uint64_t stored = 0;
-  for (int i = 0; i < 8; ++i) stored |= uint64_t{trailer[i]} << (8 * i);
+  if (!r.Le(&stored, /*hashed=*/false)) return damaged("truncated");
   if (stored != digest) return damaged("checksum mismatch");
   if (!r.AtEnd()) return damaged("bytes after the checksum");
   if (r.error() != 0) return ErrnoError("reading the index file", r.error());

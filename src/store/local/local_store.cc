@@ -152,7 +152,7 @@ class LocalStore final : public Store {
     auto [id, inserted] = s.objects.Insert(key, KeyHash(key));
     if (!inserted) return Status();
     s.objects.set_size(id, size);
-    s.objects.SetLoadedStamp(id, stamp);
+    s.objects.set_stamp(id, stamp);
     if (pinned_until != 0) s.objects.set_pinned_until(id, pinned_until);
     objects_++;
     Count(key, size);
@@ -160,6 +160,13 @@ class LocalStore final : public Store {
     while (stamp >= clock && !clock_.compare_exchange_weak(clock, stamp + 1)) {
     }
     return Status();
+  }
+  // Drops object `key`, entry `id` of shard `s`, from the index and the totals (its file is
+  // gone). REQUIRES: s.mu held.
+  void Forget(IndexShard& s, std::string_view key, EntryId id) {
+    Uncount(key, s.objects.size(id));
+    objects_--;
+    s.objects.Erase(id);
   }
   // Empties the index (an index file found damaged part way).
   void ClearIndex() {
@@ -457,23 +464,24 @@ Status LocalStore::Install(const std::string& key, const std::string& temp_name,
     ::unlinkat(tmp_dir_.get(), temp_name.c_str(), 0);
     return room;
   }
-  IndexShard& s = index_[IndexShardOf(key)];
+  const uint64_t hash = KeyHash(key);
+  IndexShard& s = index_[IndexShardOfHash(hash)];
   {
     // Rename and index update together, so the index always matches the directory.
     std::lock_guard lock(s.mu);
-    if (if_absent && s.Contains(key))
-      return abandon(AlreadyExistsError(what + ": the name exists"));
+    const bool exists = s.objects.Contains(key, hash);
+    if (if_absent && exists) return abandon(AlreadyExistsError(what + ": the name exists"));
     if (if_attributes) {
       if (Status m = MatchAttributes(s, key, *if_attributes, what); !m.ok()) return abandon(m);
     }
-    if (!s.Contains(key) && !s.objects.HasRoomFor(key)) {
+    if (!exists && !s.objects.HasRoomFor(key)) {
       return abandon(ResourceExhaustedError(what + ": the index has no room for more objects"));
     }
     if (::renameat(tmp_dir_.get(), temp_name.c_str(), dir, file_name.c_str()) != 0) {
       return abandon(ErrnoError(what + ": renaming into place", errno));
     }
     s.Mutated(key);
-    auto [id, inserted] = s.objects.Insert(key, KeyHash(key));
+    auto [id, inserted] = s.objects.Insert(key, hash);
     if (inserted) {
       objects_++;
     } else {
@@ -547,10 +555,8 @@ bool LocalStore::EvictOldest(uint64_t* pinned_seen) {
   const std::string key = objects.Name(e);
   ::unlinkat(DirFor(key), LocalStoreFileName(key).c_str(), 0);
   victim->Mutated(key);
-  Uncount(key, objects.size(e));
-  objects_--;
+  Forget(*victim, key, e);
   evictions_++;
-  objects.Erase(e);
   return true;
 }
 
@@ -619,11 +625,7 @@ Status LocalStore::DropDamaged(std::string_view key, ino_t inode, const Status& 
   if (::fstatat(DirFor(key), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && st.st_ino == inode) {
     ::unlinkat(DirFor(key), name.c_str(), 0);
     s.Mutated(key);
-    if (const EntryId id = s.Find(key); id != kNoEntry) {
-      Uncount(key, s.objects.size(id));
-      objects_--;
-      s.objects.Erase(id);
-    }
+    if (const EntryId id = s.Find(key); id != kNoEntry) Forget(s, key, id);
   }
   return why;
 }
@@ -731,9 +733,7 @@ Status LocalStore::DeleteMatching(std::string_view key,
     return ErrnoError(what, errno);
   }
   s.Mutated(key);
-  Uncount(key, s.objects.size(id));
-  objects_--;
-  s.objects.Erase(id);
+  Forget(s, key, id);
   return Status();
 }
 

@@ -4,8 +4,6 @@
 #include <array>
 #include <cstring>
 
-#include <xxhash.h>
-
 namespace objectcache::local {
 
 namespace {
@@ -75,22 +73,6 @@ size_t WordsFor(size_t encoded_bytes) { return 3 + (encoded_bytes + 7) / 8; }
 
 ObjectIndex::ObjectIndex() { ResizeSlots(16); }
 
-void ObjectIndex::Clear() {
-  blocks_.clear();
-  blocks_.shrink_to_fit();
-  used_words_ = 1;
-  garbage_words_ = 0;
-  slots_ = {};
-  ResizeSlots(16);
-  ordered_ = {};
-  recent_ = {};
-  dead_in_order_ = 0;
-  lists_[kObjects] = lists_[kRecords] = {};
-  pins_ = {};
-  live_ = 0;
-  loading_ = false;
-}
-
 uint64_t ObjectIndex::Flags(EntryId id) const { return Record(id)[1] >> kStampBits; }
 
 void ObjectIndex::SetFlag(EntryId id, uint64_t flag, bool on) {
@@ -150,8 +132,7 @@ std::string ObjectIndex::Name(EntryId id) const {
 
 uint64_t ObjectIndex::HashOf(EntryId id) const {
   char buf[kMaxKeyBytes];
-  const std::string_view name = NameInto(id, buf);
-  return XXH3_64bits(name.data(), name.size());
+  return KeyHash(NameInto(id, buf));
 }
 
 int ObjectIndex::Compare(EntryId a, EntryId b) const {
@@ -182,13 +163,18 @@ int ObjectIndex::Compare(EntryId a, std::string_view name) const {
 EntryId ObjectIndex::Find(std::string_view name, uint64_t hash) const {
   if (name.empty() || name.size() > kMaxEncodedBytes) return kNoEntry;
   const EncodedName e(name);
+  return FindEncoded(e.bytes, e.size, e.flags, hash);
+}
+
+EntryId ObjectIndex::FindEncoded(const uint8_t* encoded, size_t encoded_bytes, uint64_t flags,
+                                 uint64_t hash) const {
   const uint32_t tag = Tag(hash);
   for (size_t i = Home(hash); slots_[i] != 0; i = NextSlot(i)) {
     if ((slots_[i] & ~kIdMask) != tag) continue;
     const EntryId id = slots_[i] & kIdMask;
     const uint64_t* r = Record(id);
-    if ((r[0] >> kSizeBits) == e.size && ((Flags(id) ^ e.flags) & kHexTail) == 0 &&
-        std::memcmp(r + kHeaderWords, e.bytes, e.size) == 0) {
+    if ((r[0] >> kSizeBits) == encoded_bytes && ((Flags(id) ^ flags) & kHexTail) == 0 &&
+        std::memcmp(r + kHeaderWords, encoded, encoded_bytes) == 0) {
       return id;
     }
   }
@@ -271,8 +257,8 @@ EntryId ObjectIndex::Append(const uint8_t* encoded, size_t encoded_bytes, uint64
 }
 
 std::pair<EntryId, bool> ObjectIndex::Insert(std::string_view name, uint64_t hash) {
-  if (EntryId id = Find(name, hash); id != kNoEntry) return {id, false};
   const EncodedName e(name);
+  if (EntryId id = FindEncoded(e.bytes, e.size, e.flags, hash); id != kNoEntry) return {id, false};
   const EntryId id = Append(e.bytes, e.size, e.flags);
   if (id == kNoEntry) return {kNoEntry, false};
   live_++;
@@ -315,12 +301,16 @@ void ObjectIndex::Link(EntryId id) {
   list.head = id;
 }
 
+bool ObjectIndex::IsLinked(EntryId id) const {
+  return Record(id)[2] != 0 || lists_[ListOf(id)].head == id;
+}
+
 void ObjectIndex::Unlink(EntryId id) {
+  if (!IsLinked(id)) return;
   Links& list = lists_[ListOf(id)];
   const uint64_t links = Record(id)[2];
   const auto prev = static_cast<EntryId>(links);
   const auto next = static_cast<EntryId>(links >> 32);
-  if (prev == kNoEntry && next == kNoEntry && list.head != id) return;  // on no list
   if (prev != kNoEntry) {
     uint64_t& p = Record(prev)[2];
     p = (p & 0xffffffffu) | uint64_t{next} << 32;
@@ -338,8 +328,7 @@ void ObjectIndex::Unlink(EntryId id) {
 
 void ObjectIndex::Touch(EntryId id, uint64_t stamp) {
   Unlink(id);
-  uint64_t& w = Record(id)[1];
-  w = (w & ~kStampMask) | (stamp & kStampMask);
+  set_stamp(id, stamp);
   Link(id);
 }
 
@@ -396,7 +385,7 @@ void ObjectIndex::BeginLoading(size_t expected) {
   ordered_.reserve(ordered_.size() + expected);
 }
 
-void ObjectIndex::SetLoadedStamp(EntryId id, uint64_t stamp) {
+void ObjectIndex::set_stamp(EntryId id, uint64_t stamp) {
   uint64_t& w = Record(id)[1];
   w = (w & ~kStampMask) | (stamp & kStampMask);
 }
@@ -410,7 +399,7 @@ void ObjectIndex::FinishLoading() {
   std::vector<EntryId> by_stamp;
   by_stamp.reserve(ordered_.size());
   for (EntryId id : ordered_) {
-    if ((Flags(id) & kDead) == 0 && Record(id)[2] == 0 && lists_[ListOf(id)].head != id) {
+    if ((Flags(id) & kDead) == 0 && !IsLinked(id)) {
       by_stamp.push_back(id);
     }
   }

@@ -30,9 +30,14 @@
 #include <utility>
 #include <vector>
 
+#include <xxhash.h>
+
 #include "objectcache/store.h"
 
 namespace objectcache::local {
+
+// The hash of an object name that picks its directory, its index shard and its index slot.
+inline uint64_t KeyHash(std::string_view key) { return XXH3_64bits(key.data(), key.size()); }
 
 using EntryId = uint32_t;
 inline constexpr EntryId kNoEntry = 0;
@@ -47,6 +52,7 @@ class ObjectIndex {
 
   ObjectIndex();
   ObjectIndex(ObjectIndex&&) = delete;
+  ObjectIndex& operator=(ObjectIndex&&) = default;
 
   // The object named `name`, whose KeyHash is `hash`, or kNoEntry.
   EntryId Find(std::string_view name, uint64_t hash) const;
@@ -84,10 +90,11 @@ class ObjectIndex {
   void CollectListCandidates(const ListOptions& options, std::vector<ObjectInfo>* out);
 
   // Loading many objects at once (a rebuild): BeginLoading, then Insert and set_size, set the
-  // stamp with SetLoadedStamp, then FinishLoading, which orders the names and links the recency
+  // stamp with set_stamp, then FinishLoading, which orders the names and links the recency
   // lists by stamp. `expected` sizes the hash table.
   void BeginLoading(size_t expected);
-  void SetLoadedStamp(EntryId id, uint64_t stamp);
+  // Sets the recency stamp without moving the entry on its list (Touch does both).
+  void set_stamp(EntryId id, uint64_t stamp);
   void FinishLoading();
 
   // Calls fn(id) for every object, in name order.
@@ -98,7 +105,7 @@ class ObjectIndex {
   }
 
   // Forgets every object.
-  void Clear();
+  void Clear() { *this = ObjectIndex(); }
 
   size_t size() const { return live_; }
   // Bytes of memory the index holds (the arena's blocks and the tables' capacity).
@@ -124,6 +131,9 @@ class ObjectIndex {
   uint64_t Flags(EntryId id) const;
   void SetFlag(EntryId id, uint64_t flag, bool on);
   size_t RecordWords(EntryId id) const;
+  // The entry whose stored name is `encoded` (with `flags`' kHexTail), or kNoEntry.
+  EntryId FindEncoded(const uint8_t* encoded, size_t encoded_bytes, uint64_t flags,
+                      uint64_t hash) const;
   // Appends a record for a name already encoded; kNoEntry when the arena is full.
   EntryId Append(const uint8_t* encoded, size_t encoded_bytes, uint64_t flags);
   // The name written into `buf` (kMaxKeyBytes), as a view of it.
@@ -141,7 +151,8 @@ class ObjectIndex {
   void EraseSlot(EntryId id);
 
   void Link(EntryId id);
-  void Unlink(EntryId id);
+  void Unlink(EntryId id);  // does nothing to an entry on no list
+  bool IsLinked(EntryId id) const;
   List ListOf(EntryId id) const { return is_record(id) ? kRecords : kObjects; }
 
   // Folds the recent names into the ordered ones, dropping deleted entries.

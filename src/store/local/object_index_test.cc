@@ -218,7 +218,7 @@ TEST(ObjectIndexTest, LoadingOrdersNamesAndRecency) {
     ASSERT_TRUE(inserted);
     const uint64_t stamp = rng() % 1000000;
     index.set_size(id, i);
-    index.SetLoadedStamp(id, stamp);
+    index.set_stamp(id, stamp);
     model[pool[i]] = {i, stamp};
   }
   index.FinishLoading();
