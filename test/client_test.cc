@@ -2,7 +2,10 @@
 // per-layer readiness, a chunk damaged on disk, and the server killed mid-stream.
 #include "objectcache/client.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -501,6 +504,48 @@ TEST_P(ClientTest, KeysSpreadOverTwoEndpointsAndComeBackWhole) {
     EXPECT_EQ(*both->Lookup(gap), 5u);
   }
   RemoveTree(dir2);
+}
+
+// A port on 127.0.0.1 that nothing listens on: connections to it are refused.
+std::string DeadEndpoint() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(addr);
+  ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  ::close(fd);  // bound, never listened on, now closed
+  return "http://127.0.0.1:" + std::to_string(ntohs(addr.sin_port));
+}
+
+TEST_P(ClientTest, WithFailoverADeadEndpointCostsARetryNotTheRequest) {
+  // Endpoint 0 is dead and holds the keys whose bytes 8..15 are even (docs/wire-format.md,
+  // "Several endpoints"); some of the cached prefix is among them.
+  bool some_on_dead = false;
+  for (size_t i = 0; i < 4; ++i) some_on_dead |= (keys_[i].bytes()[15] & 1) == 0;
+  ASSERT_TRUE(some_on_dead);
+  const std::vector<std::string> endpoints = {DeadEndpoint(), endpoint_};
+  // Without failover the dead endpoint's share of the request fails.
+  auto plain = MakeClient({.endpoints = endpoints, .retries = 1});
+  EXPECT_EQ(plain->Lookup(keys_).error().code(), StatusCode::kUnavailable);
+  // With it, every request goes on at the live endpoint, in every mode.
+  auto c = MakeClient({.endpoints = endpoints, .retries = 1, .failover = true});
+  EXPECT_EQ(*c->Lookup(keys_), 4u);
+  for (RetrievalMode mode : kAllModes) {
+    SCOPED_TRACE(RetrievalModeName(mode));
+    Regions regions(*this, 3);
+    auto retrieval = *c->RetrieveLayerwise(Request(&regions, 0, 3, mode));
+    ASSERT_TRUE(retrieval->Wait().ok()) << retrieval->Wait().ToString();
+    EXPECT_EQ(*retrieval->Hits(), 4u);
+    ExpectPrefix(regions, 0, 3, 4);
+  }
+  // Stores too: a chunk whose endpoint is dead lands at the next one.
+  c->StoreAsync(keys_[4], Object(4));
+  c->Flush();
+  EXPECT_EQ(c->Stats().stored, 1u);
+  EXPECT_EQ(*c->Lookup(keys_), 5u);
+  EXPECT_GT(c->Stats().retries, 0u);
 }
 
 TEST_P(ClientTest, AggregatedRetrievalResumesAfterTheServerRestarts) {

@@ -34,6 +34,7 @@ struct ClientStats {
   uint64_t dropped = 0;     // chunks dropped because the queue was full
   uint64_t failed = 0;      // chunks whose batch the server refused or could not take
   uint64_t dram_bytes = 0;  // bytes held by the DRAM tier
+  uint64_t retries = 0;     // requests sent again after a transport failure
 };
 
 struct ClientOptions {
@@ -51,6 +52,11 @@ struct ClientOptions {
   std::chrono::seconds timeout{60};
   // Transport failures (refused, reset, timed out, 5xx) are retried this many times.
   int retries = 3;
+  // Every endpoint serves the same store (gateways over one Ceph pool, docs/ceph.md): keys are
+  // still spread over them, but a request that fails for transport reasons is retried at the
+  // next endpoint, so a dead gateway costs a retry, not the request. Leave it off for servers
+  // with stores of their own: another server would answer a miss.
+  bool failover = false;
   // Concurrent requests of the plain modes (one GET per chunk or per chunk per layer).
   int parallel_requests = 8;
   // Concurrent aggregated requests per endpoint, each for a contiguous stripe of the keys

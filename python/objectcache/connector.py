@@ -58,6 +58,7 @@ class ConnectorConfig:
     device: object = None              # an objectcache.Device for CUDA caches (None: their GPU)
     staging_layers: int = 4            # pinned staging of a device load or save, in layers
     aggregated_streams: int = 0        # connections a retrieval uses (0: one per 4 cores, 1-8)
+    failover: bool = False             # endpoints share one store: retry at the next one
     # The layers this connector serves, in the layout's order (a KV cache group's); None: every
     # registered layer, indexed by the number in its name.
     layer_names: list[str] | None = None
@@ -72,7 +73,7 @@ class ConnectorConfig:
                       secret_key=self.secret_key, ca_file=self.ca_file,
                       dram_tier_bytes=self.dram_tier_bytes,
                       write_behind_bytes=self.write_behind_bytes, timeout=self.timeout,
-                      aggregated_streams=self.aggregated_streams)
+                      aggregated_streams=self.aggregated_streams, failover=self.failover)
 
 
 @dataclass

@@ -40,7 +40,7 @@ from .connector import first_damaged
 
 # Keys of the extra config that are ours (the rest are SGLang's own: backend_name, ...).
 _CLIENT_OPTIONS = ("access_key", "secret_key", "ca_file", "timeout", "retries",
-                   "write_behind_bytes", "aggregated_streams")
+                   "write_behind_bytes", "aggregated_streams", "failover")
 
 
 class ObjectCacheStorage(HiCacheStorage):

@@ -100,7 +100,8 @@ class ClientImpl final : public Client {
                  {.retries = options.retries,
                   .parallel = options.parallel_requests,
                   .streams = options.aggregated_streams,
-                  .wire_version = options.wire_version}),
+                  .wire_version = options.wire_version,
+                  .failover = options.failover}),
         dram_(options.dram_tier_bytes > 0 ? std::make_unique<DramTier>(options.dram_tier_bytes)
                                           : nullptr),
         fill_dram_(options.fill_dram_on_retrieve),
@@ -169,6 +170,7 @@ class ClientImpl final : public Client {
     std::lock_guard lock(queue_mu_);
     ClientStats s = stats_;
     s.dram_bytes = dram_ ? dram_->bytes() : 0;
+    s.retries = fetcher_.retries();
     return s;
   }
 

@@ -162,20 +162,24 @@ std::vector<std::pair<size_t, std::vector<size_t>>> Fetcher::SplitByEndpoint(
   return out;
 }
 
-Status Fetcher::WithRetries(const std::function<Status()>& attempt) const {
+Status Fetcher::WithRetries(size_t home, const std::function<Status(size_t)>& attempt) const {
   Status s;
   for (int i = 0;; ++i) {
-    s = attempt();
+    s = attempt(options_.failover ? (home + static_cast<size_t>(i)) % pool_->endpoints() : home);
     if (s.ok() || s.code() != StatusCode::kUnavailable || i >= options_.retries) return s;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20 << std::min(i, 5)));
+    retries_.fetch_add(1, std::memory_order_relaxed);
+    // The first retry at another endpoint goes at once; a retry at the same one backs off.
+    if (!options_.failover || pool_->endpoints() == 1 || i > 0) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20 << std::min(i, 5)));
+    }
   }
 }
 
 Result<std::string> Fetcher::Call(
-    size_t endpoint, std::string_view method, std::string_view query, const std::string& body,
+    size_t home, std::string_view method, std::string_view query, const std::string& body,
     const std::vector<std::pair<std::string, std::string>>& headers) const {
   std::string reply;
-  Status s = WithRetries([&]() -> Status {
+  Status s = WithRetries(home, [&](size_t endpoint) -> Status {
     reply.clear();
     std::unique_ptr<s3::S3Connection> conn = pool_->Take(endpoint);
     OC_ASSIGN_OR_RETURN(s3::S3Response res,
@@ -212,12 +216,12 @@ Status Fetcher::Aggregated(const FetchTarget& t, const FetchEvents& events) cons
   Combiner combiner(parts, t.keys.size(), t.layers, events);
   // `next`: the first layer this part has not delivered yet.
   auto attempt_part = [&](size_t p, uint32_t& next) -> Status {
-    const auto& [endpoint, positions] = parts[p];
+    const auto& [home, positions] = parts[p];
     nlohmann::json keys = nlohmann::json::array();
     for (size_t i : positions) keys.push_back(t.keys[i].ToHex());
     const nlohmann::json layout = nlohmann::json::parse(ModelToJson(*t.model));
     std::optional<uint32_t> first_hits;
-    return WithRetries([&]() -> Status {
+    return WithRetries(home, [&](size_t endpoint) -> Status {
       if (next == t.layers.last) return Status();  // all delivered; only the end was lost
       nlohmann::json body;
       body["version"] = options_.wire_version;
@@ -321,9 +325,9 @@ Status Fetcher::PlainLayerwise(const FetchTarget& t, const FetchEvents& events) 
   OC_ASSIGN_OR_RETURN(
       size_t hits, PrefixInWaves(t.keys.size(), options_.parallel, [&](size_t i) -> Status {
         std::string header(kChunkHeaderRegion, '\0');
-        OC_RETURN_IF_ERROR(WithRetries([&] {
+        OC_RETURN_IF_ERROR(WithRetries(EndpointFor(t.keys[i]), [&](size_t endpoint) {
           size_t filled = 0;
-          return Get(pool_, EndpointFor(t.keys[i]), path(i), 0, kChunkHeaderRegion,
+          return Get(pool_, endpoint, path(i), 0, kChunkHeaderRegion,
                      [&](auto b) { return Append(AsWritableBytes(header), &filled, b); });
         }));
         Result<ChunkHeader> h = DecodeChunkHeader(AsBytes(header), {&layout, &t.keys[i]});
@@ -336,9 +340,9 @@ Status Fetcher::PlainLayerwise(const FetchTarget& t, const FetchEvents& events) 
   for (uint32_t layer = t.layers.first; layer < t.layers.last; ++layer) {
     for (const Status& s : ParallelFor(headers.size(), options_.parallel, [&](size_t j) -> Status {
            std::span<std::byte> dest(t.slot(layer, j), slice);
-           const Status got = WithRetries([&] {
+           const Status got = WithRetries(EndpointFor(t.keys[j]), [&](size_t endpoint) {
              size_t filled = 0;
-             Status s = Get(pool_, EndpointFor(t.keys[j]), path(j), headers[j].LayerOffset(layer),
+             Status s = Get(pool_, endpoint, path(j), headers[j].LayerOffset(layer),
                             slice, [&](auto b) { return Append(dest, &filled, b); });
              if (s.ok() && filled != slice) s = UnavailableError("short ranged reply");
              return s;
@@ -360,12 +364,12 @@ Status Fetcher::PlainChunkwise(const FetchTarget& t, const FetchEvents& events) 
   OC_ASSIGN_OR_RETURN(
       size_t hits, PrefixInWaves(t.keys.size(), options_.parallel, [&](size_t i) -> Status {
         const ChunkHeader geometry = ChunkGeometry(layout, t.keys[i]);
-        return WithRetries([&]() -> Status {
+        return WithRetries(EndpointFor(t.keys[i]), [&](size_t endpoint) -> Status {
           ChunkStreamVerifier verifier(
               {.layout = &layout, .key = &t.keys[i], .object_bytes = geometry.ObjectBytes()});
           uint64_t pos = 0;
           const Status got =
-              Get(pool_, EndpointFor(t.keys[i]), "/" + bucket_ + "/" + t.keys[i].ToHex(), 0,
+              Get(pool_, endpoint, "/" + bucket_ + "/" + t.keys[i].ToHex(), 0,
                   std::nullopt, [&](std::span<const std::byte> b) -> Status {
                     if (Status v = verifier.Feed(b); !v.ok()) return v;
                     // Scatter the parts of layer slices in the range to their slots.

@@ -11,10 +11,12 @@
 //
 // Keys are spread over endpoints by EndpointFor (docs/wire-format.md, "Several endpoints").
 // A transport failure (Unavailable: refused, reset, timed out, a 5xx) is retried up to
-// `retries` times with backoff; an aggregated retrieval resumes at its first layer not yet
-// delivered. Other errors are final. Thread-safe.
+// `retries` times with backoff, at the same endpoint or, with `failover`, at the next one; an
+// aggregated retrieval resumes at its first layer not yet delivered. Other errors are final.
+// Thread-safe.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 
 #include <functional>
@@ -55,6 +57,9 @@ struct FetchOptions {
   int streams =
       0;  // concurrent aggregated requests per endpoint, each for a stripe of keys (0: by cores)
   int wire_version = 2;  // of layerwise responses (docs/wire-format.md)
+  // Every endpoint serves the same store (gateways over one Ceph pool): attempt i of a request
+  // whose keys live at endpoint e goes to endpoint (e + i) mod the count.
+  bool failover = false;
 };
 
 class Fetcher {
@@ -78,9 +83,13 @@ class Fetcher {
   // Stores (key hex, chunk object) records: one POST ?batch-store per endpoint.
   Status BatchStore(std::span<const std::pair<ChunkKey, const std::string*>> records) const;
 
-  // Runs `attempt` until it succeeds, fails with anything but Unavailable, or the retries are
-  // spent (sleeping 20 ms, 40 ms, ... between attempts).
-  Status WithRetries(const std::function<Status()>& attempt) const;
+  // Runs attempt(endpoint) until it succeeds, fails with anything but Unavailable, or the
+  // retries are spent (sleeping 20 ms, 40 ms, ... between attempts; the first one at another
+  // endpoint goes at once). The endpoint is `home`, or with failover the next ones in turn.
+  Status WithRetries(size_t home, const std::function<Status(size_t endpoint)>& attempt) const;
+
+  // Attempts retried after a transport failure, since construction.
+  uint64_t retries() const { return retries_.load(std::memory_order_relaxed); }
 
  private:
   // Keys grouped by endpoint: for each endpoint with keys, their positions in `keys`.
@@ -88,12 +97,13 @@ class Fetcher {
       std::span<const ChunkKey> keys) const;
   // A request whose whole reply body is wanted; retried; non-2xx statuses become errors.
   Result<std::string> Call(
-      size_t endpoint, std::string_view method, std::string_view query, const std::string& body,
+      size_t home, std::string_view method, std::string_view query, const std::string& body,
       const std::vector<std::pair<std::string, std::string>>& headers = {}) const;
 
   s3::ConnectionPool* pool_;
   const std::string bucket_;
   const FetchOptions options_;
+  mutable std::atomic<uint64_t> retries_{0};
 };
 
 // Maps an HTTP status of a failed request to a Status: 5xx and 429/503 Unavailable

@@ -245,7 +245,8 @@ class PyClient {
   PyClient(std::vector<std::string> endpoints, std::string bucket, ModelPreset model,
            std::optional<std::string> access_key, std::optional<std::string> secret_key,
            uint64_t dram_tier_bytes, std::optional<std::string> ca_file, double timeout_seconds,
-           int retries, uint64_t write_behind_bytes, int parallel_requests, int aggregated_streams)
+           int retries, uint64_t write_behind_bytes, int parallel_requests, int aggregated_streams,
+           bool failover)
       : model_(std::move(model)) {
     if (timeout_seconds <= 0 || timeout_seconds > 86400) {
       throw py::value_error("timeout must be in (0, 86400] seconds");
@@ -266,6 +267,7 @@ class PyClient {
     o.write_behind_bytes = write_behind_bytes;
     o.parallel_requests = parallel_requests;
     o.aggregated_streams = aggregated_streams;
+    o.failover = failover;
     Result<std::unique_ptr<Client>> client = Client::Create(o);
     client_ = std::shared_ptr<Client>(Take(client).release());
   }
@@ -459,6 +461,7 @@ class PyClient {
     d["dropped"] = s.dropped;
     d["failed"] = s.failed;
     d["dram_bytes"] = s.dram_bytes;
+    d["retries"] = s.retries;
     return d;
   }
 
@@ -596,16 +599,19 @@ A client of `objectcache serve` (or of any S3 server, for the plain modes).
 
 Client(endpoints, bucket, layout, access_key=None, secret_key=None, dram_tier_bytes=0,
        ca_file=None, timeout=60, retries=3, write_behind_bytes=256 MiB, parallel_requests=8,
-       aggregated_streams=0))doc")
+       aggregated_streams=0, failover=False)
+
+failover=True: every endpoint serves the same store (gateways over one Ceph pool); a request
+that fails for transport reasons is retried at the next endpoint.)doc")
       .def(py::init<std::vector<std::string>, std::string, ModelPreset, std::optional<std::string>,
                     std::optional<std::string>, uint64_t, std::optional<std::string>, double, int,
-                    uint64_t, int, int>(),
+                    uint64_t, int, int, bool>(),
            py::arg("endpoints"), py::arg("bucket"), py::arg("layout"),
            py::arg("access_key") = py::none(), py::arg("secret_key") = py::none(),
            py::arg("dram_tier_bytes") = 0, py::arg("ca_file") = py::none(),
            py::arg("timeout") = 60.0, py::arg("retries") = 3,
            py::arg("write_behind_bytes") = uint64_t{256} << 20, py::arg("parallel_requests") = 8,
-           py::arg("aggregated_streams") = 0)
+           py::arg("aggregated_streams") = 0, py::arg("failover") = false)
       .def_property_readonly("layout", &PyClient::model)
       .def("lookup", &PyClient::Lookup, py::arg("keys"), "How many leading keys are cached.")
       .def("pin", &PyClient::Pin, py::arg("keys"), py::arg("ttl_seconds"),
@@ -645,5 +651,6 @@ block_ids[(first_token + i) // block_size]. Each layer is verified in pinned sta
            "per layer of the model): DeviceSave.save_layer after each layer's forward.")
       .def("flush", &PyClient::Flush, "Blocks until every chunk queued so far is stored.")
       .def("stats", &PyClient::Stats,
-           "{stored, dropped, failed, dram_bytes}: the write-behind queue's counts.");
+           "{stored, dropped, failed, dram_bytes, retries}: the write-behind queue's counts and "
+           "the requests retried.");
 }

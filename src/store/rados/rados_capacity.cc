@@ -97,7 +97,9 @@ void RadosCapacity::Publish() {
     std::map<std::string, librados::bufferlist> mine;
     mine[kCounterPrefix + gateway_] =
         Text(std::to_string(my_bytes_) + " " + std::to_string(my_objects_));
-    if (io_->omap_set(kControlObject, mine) < 0) {
+    librados::ObjectWriteOperation op;
+    op.omap_set(mine);
+    if (io_->operate(kControlObject, &op, kWriteFlags) < 0) {
       // Not published: counted again at the next tick.
       my_bytes_ -= bytes;
       my_objects_ -= objects;
@@ -220,7 +222,7 @@ size_t RadosCapacity::EvictFromSample() {
     op.cmpxattr(kGenerationXattr, LIBRADOS_CMPXATTR_OP_EQ, c.gen);
     op.cmpxattr(kPinXattr, LIBRADOS_CMPXATTR_OP_GT, static_cast<uint64_t>(now));
     op.remove();
-    if (io_->operate(c.name, &op) == 0) {
+    if (io_->operate(c.name, &op, kWriteFlags) == 0) {
       Changed(-static_cast<int64_t>(c.size), -1);
       evictions_++;
       evicted++;
@@ -238,7 +240,7 @@ void RadosCapacity::TouchIfStale(const std::string& key, const std::string& gen,
   t->op.cmpxattr(kGenerationXattr, LIBRADOS_CMPXATTR_OP_EQ, Text(gen));
   t->op.setxattr(kAccessTimeXattr, Text(std::to_string(now)));
   t->done = librados::Rados::aio_create_completion(t, &Touch::Finished);
-  if (io_->aio_operate(key, t->done, &t->op) < 0) {
+  if (io_->aio_operate(key, t->done, &t->op, kWriteFlags) < 0) {
     t->done->release();
     delete t;
   }

@@ -38,6 +38,10 @@ inline constexpr char kAccessTimeXattr[] = "oc.atime";
 inline constexpr char kPinXattr[] = "oc.pin";
 // The namespace's control object: the gateways' usage counters (omap) and the evictor's lock.
 inline constexpr char kControlObject[] = ".objectcache/capacity";
+// Flags of every write and removal: on a full pool (its quota reached, or an OSD full) the OSD
+// answers at once (-EDQUOT, -ENOSPC: ResourceExhausted, S3 507) instead of librados holding the
+// operation until the pool has room; a removal still goes through, so space can be freed.
+inline constexpr int kWriteFlags = librados::OPERATION_FULL_TRY;
 
 struct RadosCapacityOptions {
   uint64_t capacity_bytes = 0;

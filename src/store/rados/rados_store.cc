@@ -329,7 +329,7 @@ class RadosStore final : public Store {
     op.setxattr(kGenerationXattr, generation);
     atime.append(NowSeconds());
     op.setxattr(kAccessTimeXattr, atime);
-    const int r = io_.operate(std::string(key), &op);
+    const int r = io_.operate(std::string(key), &op, kWriteFlags);
     if (r == 0 && capacity_) {
       capacity_->Changed(
           static_cast<int64_t>(value.size()) - static_cast<int64_t>(replaced.value_or(0)),
@@ -451,7 +451,9 @@ class RadosStore final : public Store {
   Status Delete(std::string_view key) override {
     OC_RETURN_IF_ERROR(ValidateKey(key));
     const uint64_t size = SizeForUsage(key).value_or(0);
-    const int r = io_.remove(std::string(key));
+    librados::ObjectWriteOperation op;  // not IoCtx::remove, which passes its flags untranslated
+    op.remove();
+    const int r = io_.operate(std::string(key), &op, kWriteFlags);
     if (r < 0) return RadosError(Context("deleting", key), r);
     if (capacity_) capacity_->Changed(-static_cast<int64_t>(size), -1);
     return Status();
@@ -468,7 +470,7 @@ class RadosStore final : public Store {
     librados::bufferlist text;
     text.append(std::to_string(until));
     op.setxattr(kPinXattr, text);
-    const int r = io_.operate(std::string(key), &op);
+    const int r = io_.operate(std::string(key), &op, kWriteFlags);
     if (r == -ECANCELED) return Status();  // pinned at least that long already
     if (r < 0) return RadosError(Context("pinning", key), r);
     return Status();
@@ -490,7 +492,7 @@ class RadosStore final : public Store {
     AssertAttributes(op, attributes, &expected);
     op.remove();
     const uint64_t size = SizeForUsage(key).value_or(0);
-    const int r = io_.operate(std::string(key), &op);
+    const int r = io_.operate(std::string(key), &op, kWriteFlags);
     if (r == -ECANCELED) {
       return FailedPreconditionError(Context("deleting", key) + ": the object was replaced");
     }
