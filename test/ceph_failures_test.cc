@@ -76,10 +76,10 @@ class CephFailuresTest : public ::testing::Test {
     const std::string name = dir_ + "/gw" + std::to_string(gateways_.size());
     gateways_.push_back(std::make_unique<testing::ServerProcess>(
         name, 0,
-        std::vector<std::string>{"--store",
-                                 "rados://" + pool + "?conf=" + cluster_ +
-                                     "/ceph.conf&namespace=" + ns_ + "&timeout=30",
-                                 "--layerwise-window", "4MiB"}));
+        std::vector<std::string>{
+            "--store",
+            "rados://" + pool + "?conf=" + cluster_ + "/ceph.conf&namespace=" + ns_ + "&timeout=30",
+            "--layerwise-window", "4MiB"}));
     EXPECT_GT(gateways_.back()->port(), 0) << "gateway did not start (" << name << ")";
     return "http://" + gateways_.back()->endpoint();
   }
@@ -89,7 +89,8 @@ class CephFailuresTest : public ::testing::Test {
     s3::S3Connection conn(*s3::S3Endpoint::Parse(endpoint), s3::S3Credentials{});
     std::vector<std::pair<std::string, std::string>> headers;
     if (!plain) headers.emplace_back("x-objectcache-kv-layout", ModelToJson(kModel));
-    auto res = conn.Send("PUT", "/" + bucket, {}, "", [](auto) { return Status(); }, headers);
+    auto res = conn.Send(
+        "PUT", "/" + bucket, {}, "", [](auto) { return Status(); }, headers);
     ASSERT_TRUE(res.has_value()) << res.error().ToString();
     ASSERT_EQ(res->status, 200u) << res->error_body;
   }
@@ -203,7 +204,8 @@ TEST_F(CephFailuresTest, AnOsdKilledDuringARetrievalCostsADelayNeverAWrongByte) 
   // lost a replica (librados sends each read to the PG's new primary once the monitor has
   // marked the OSD down).
   const uint64_t retries_before = reader->Stats().retries;
-  Outcome hit = Retrieve(reader.get(), [&] { ASSERT_TRUE(CephDev("osd-kill " + cluster_ + " 1").ok()); });
+  Outcome hit =
+      Retrieve(reader.get(), [&] { ASSERT_TRUE(CephDev("osd-kill " + cluster_ + " 1").ok()); });
   int retrievals = 1;
   // A failure must be a clean, retryable one; the client's retry then completes.
   while (!hit.status.ok() && hit.status.code() == StatusCode::kUnavailable && retrievals < 3) {
@@ -283,14 +285,15 @@ TEST_F(CephFailuresTest, AStormOfOsdKillsLosesNoAcknowledgedWrite) {
       Written o{"w" + std::to_string(w) + "-" + std::to_string(n), rng(),
                 size_t{64} << 10 << (rng() % 5)};
       auto res = conn->Send("PUT", "/storm/" + o.name, {}, content(o.seed, o.bytes),
-                           [](auto) { return Status(); });
+                            [](auto) { return Status(); });
       if (res.has_value() && res->status == 200) {
         std::lock_guard lock(mu);
         acknowledged.push_back(o);
       } else {
         refused.fetch_add(1);
         if (!res.has_value()) {
-          conn = std::make_unique<s3::S3Connection>(*s3::S3Endpoint::Parse(gw), s3::S3Credentials{});
+          conn =
+              std::make_unique<s3::S3Connection>(*s3::S3Endpoint::Parse(gw), s3::S3Credentials{});
         }
       }
     }
@@ -395,9 +398,10 @@ TEST_F(CephFailuresTest, AFullPoolRefusesWritesWith507AtOnceWhileReadsGoOn) {
   auto del = conn.Send("DELETE", "/full/" + stored.front(), {}, "", [](auto) { return Status(); });
   ASSERT_TRUE(del.has_value());
   EXPECT_EQ(del->status, 204u) << del->error_body;
-  std::printf("pool quota of 40 objects: %zu writes acknowledged, then 507 in %.3f s; reads of "
-              "all of them whole\n",
-              stored.size(), refused_in_s);
+  std::printf(
+      "pool quota of 40 objects: %zu writes acknowledged, then 507 in %.3f s; reads of "
+      "all of them whole\n",
+      stored.size(), refused_in_s);
   // The quota lifted: writes are taken again once the monitor clears the flag.
   ASSERT_TRUE(Ceph("osd pool set-quota " + pool + " max_objects 0").ok());
   unsigned status = 0;

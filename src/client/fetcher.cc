@@ -342,8 +342,8 @@ Status Fetcher::PlainLayerwise(const FetchTarget& t, const FetchEvents& events) 
            std::span<std::byte> dest(t.slot(layer, j), slice);
            const Status got = WithRetries(EndpointFor(t.keys[j]), [&](size_t endpoint) {
              size_t filled = 0;
-             Status s = Get(pool_, endpoint, path(j), headers[j].LayerOffset(layer),
-                            slice, [&](auto b) { return Append(dest, &filled, b); });
+             Status s = Get(pool_, endpoint, path(j), headers[j].LayerOffset(layer), slice,
+                            [&](auto b) { return Append(dest, &filled, b); });
              if (s.ok() && filled != slice) s = UnavailableError("short ranged reply");
              return s;
            });
@@ -369,8 +369,8 @@ Status Fetcher::PlainChunkwise(const FetchTarget& t, const FetchEvents& events) 
               {.layout = &layout, .key = &t.keys[i], .object_bytes = geometry.ObjectBytes()});
           uint64_t pos = 0;
           const Status got =
-              Get(pool_, endpoint, "/" + bucket_ + "/" + t.keys[i].ToHex(), 0,
-                  std::nullopt, [&](std::span<const std::byte> b) -> Status {
+              Get(pool_, endpoint, "/" + bucket_ + "/" + t.keys[i].ToHex(), 0, std::nullopt,
+                  [&](std::span<const std::byte> b) -> Status {
                     if (Status v = verifier.Feed(b); !v.ok()) return v;
                     // Scatter the parts of layer slices in the range to their slots.
                     for (uint64_t off = 0; off < b.size();) {
