@@ -5,12 +5,17 @@
 // over the local store. Throughput of whole prefixes and the TTFT of an emulated prefill with
 // half the prompt cached; every byte received is checked against what was stored. Beside them,
 // the cluster's own rate for the same objects: read whole through librados as `rados bench seq`
-// reads (16 in flight), the ceiling of any gateway over it.
+// reads (16 in flight), the ceiling of any gateway over it. Then gateways as a fleet: several
+// retrievals at once through one of our gateways, and through two over the same pool.
 #include <sys/resource.h>
 
+#include <algorithm>
+#include <array>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <thread>
 
@@ -37,6 +42,7 @@ struct BackendsFlags {
   double hit = 0.5;
   int parallel = 8;
   bool ttft = true;
+  int fleet_readers = 4;  // concurrent retrievals of the gateway-fleet run; 0: no fleet run
   std::string gpu = "h100";
   std::string layerwise_window;  // our RADOS gateway's --layerwise-window; empty: its default
   std::string dir;               // empty: a temporary directory (ScratchRoot)
@@ -142,6 +148,51 @@ Result<Timed> TimeRetrieval(Client* client, RetrievalMode mode, PrefixSet* p, si
   return t;
 }
 
+// `into.size()` aggregated layerwise retrievals of the first `chunks` chunks through `client` at
+// once, each into its own regions (cleared first, outside the timing), every byte checked
+// afterwards; the seconds until the last ended.
+Result<Timed> TimeConcurrentRetrievals(Client* client, PrefixSet* p,
+                                       std::vector<std::vector<PageBuffer>>* into, size_t chunks,
+                                       const RunCpu& cpu) {
+  const uint64_t slice = p->model.layout.LayerSliceBytes();
+  for (std::vector<PageBuffer>& regions : *into) {
+    for (PageBuffer& r : regions) std::memset(r.data(), 0, chunks * slice);
+  }
+  const double t0 = NowSeconds();
+  const std::vector<double> c0 = cpu.Now();
+  std::vector<std::unique_ptr<LayerwiseRetrieval>> retrievals;
+  for (std::vector<PageBuffer>& regions : *into) {
+    LayerwiseRequest req = p->Request(chunks);
+    req.mode = RetrievalMode::kAggregatedLayerwise;
+    for (size_t l = 0; l < regions.size(); ++l) req.regions[l] = regions[l].bytes();
+    OC_ASSIGN_OR_RETURN(std::unique_ptr<LayerwiseRetrieval> r,
+                        client->RetrieveLayerwise(std::move(req)));
+    retrievals.push_back(std::move(r));
+  }
+  for (auto& r : retrievals) OC_RETURN_IF_ERROR(r->Wait());
+  const double seconds = NowSeconds() - t0;
+  const double bytes = static_cast<double>(into->size() * chunks) * p->model.layout.ChunkKvBytes();
+  const Timed t{seconds, cpu.PerGiB(c0, cpu.Now(), bytes)};
+  for (size_t i = 0; i < into->size(); ++i) {
+    OC_ASSIGN_OR_RETURN(uint32_t hits, retrievals[i]->Hits());
+    if (hits != chunks) {
+      return DataLossError("a fleet reader got " + std::to_string(hits) + " hits of " +
+                           std::to_string(chunks));
+    }
+    OC_RETURN_IF_ERROR(p->CheckRegions((*into)[i], chunks));
+  }
+  return t;
+}
+
+// The median of each process's CPU seconds per GiB ("total" left out), as a JSON object.
+nlohmann::ordered_json MediansByProcess(const std::map<std::string, std::vector<double>>& cpu) {
+  nlohmann::ordered_json j = nlohmann::ordered_json::object();
+  for (const auto& [process, v] : cpu) {
+    if (process != "total") j[process] = Median(v);
+  }
+  return j;
+}
+
 // DIR/pid/NAME as scripts/ceph-dev writes it; -1 when absent.
 pid_t CephDaemonPid(const std::string& dir, const char* name) {
   std::ifstream in(fs::path(dir) / "pid" / name);
@@ -150,11 +201,82 @@ pid_t CephDaemonPid(const std::string& dir, const char* name) {
   return static_cast<pid_t>(pid);
 }
 
+// Gateways as a fleet: `--fleet-readers` aggregated layerwise retrievals of the shortest context
+// at once through a client given one gateway, then through one given both (keys spread over
+// them), interleaved; the aggregate rate and the gateways' CPU per GiB.
+Status RunFleet(const BackendsFlags& f, PrefixSet* prefix,
+                const std::array<std::string, 2>& gateways, const RunCpu& run_cpu,
+                const std::function<Result<std::unique_ptr<Client>>(const std::vector<std::string>&,
+                                                                    uint64_t)>& client_for,
+                Report* report, nlohmann::ordered_json* rows) {
+  const uint64_t context = *std::min_element(f.contexts.begin(), f.contexts.end());
+  const size_t chunks = context / kGranularity;
+  const KvLayout& layout = prefix->model.layout;
+  OC_ASSIGN_OR_RETURN(auto one, client_for({gateways[0]}, 0));
+  OC_ASSIGN_OR_RETURN(auto both, client_for({gateways[0], gateways[1]}, 0));
+  std::vector<std::vector<PageBuffer>> into;
+  for (int i = 0; i < f.fleet_readers; ++i) {
+    into.push_back(MakeRegions(layout.num_layers, chunks * layout.LayerSliceBytes()));
+  }
+  struct Fleet {
+    std::string name;
+    Client* client;
+  };
+  const std::array<Fleet, 2> fleets = {Fleet{"fleet: 1 gateway", one.get()},
+                                       Fleet{"fleet: 2 gateways", both.get()}};
+  std::map<std::string, std::vector<double>> seconds;
+  std::map<std::string, std::map<std::string, std::vector<double>>> cpu_per_gib;
+  for (int r = 0; r < f.repeats; ++r) {
+    for (size_t k = 0; k < fleets.size(); ++k) {
+      const Fleet& fleet = fleets[(k + r) % fleets.size()];
+      OC_ASSIGN_OR_RETURN(Timed t,
+                          TimeConcurrentRetrievals(fleet.client, prefix, &into, chunks, run_cpu));
+      seconds[fleet.name].push_back(t.seconds);
+      for (const auto& [process, c] : t.cpu_per_gib) cpu_per_gib[fleet.name][process].push_back(c);
+    }
+  }
+  const double bytes = static_cast<double>(into.size() * chunks) * layout.ChunkKvBytes();
+  std::array<double, 2> gbps{}, gateway_cpu{};
+  std::printf("\n%-6s %-22s %9s %10s %14s  (%d readers at once, S3Agg-LW)\n", "ctx", "path",
+              "Gbit/s", "vs 1 gw", "gateways s/GiB", f.fleet_readers);
+  for (size_t i = 0; i < fleets.size(); ++i) {
+    const std::string& name = fleets[i].name;
+    gbps[i] = bytes * 8 / Median(seconds[name]) / 1e9;
+    nlohmann::ordered_json by_process = MediansByProcess(cpu_per_gib[name]);
+    gateway_cpu[i] = by_process["ours/rados gateway"].get<double>() +
+                     by_process["ours/rados gateway 2"].get<double>();
+    std::printf("%-6s %-22s %9.2f %9.2fx %14.2f\n", ContextTag(context).c_str(), name.c_str(),
+                gbps[i], gbps[i] / gbps[0], gateway_cpu[i]);
+    rows->push_back({{"context", context},
+                     {"path", name},
+                     {"backend", "objectcache/rados"},
+                     {"mode", RetrievalModeName(RetrievalMode::kAggregatedLayerwise)},
+                     {"gateways", i + 1},
+                     {"readers", f.fleet_readers},
+                     {"gbps", gbps[i]},
+                     {"ratio_vs_1_gateway", gbps[i] / gbps[0]},
+                     {"gateways_cpu_s_per_gib", gateway_cpu[i]},
+                     {"cpu_s_per_gib", Median(cpu_per_gib[name]["total"])},
+                     {"cpu_s_per_gib_by_process", by_process}});
+  }
+  const std::string readers =
+      std::to_string(f.fleet_readers) + " retrievals of " + ContextTag(context) + " tokens at once";
+  report->Metric("fleet_gbps_1_gateway", gbps[0], "Gbit/s", readers);
+  report->Metric("fleet_gbps_2_gateways", gbps[1], "Gbit/s", readers + ", keys over both");
+  report->Metric("fleet_ratio_2_vs_1", gbps[1] / gbps[0], "x", "");
+  report->Metric("fleet_gateways_cpu_s_per_gib_1", gateway_cpu[0], "s/GiB", "");
+  report->Metric("fleet_gateways_cpu_s_per_gib_2", gateway_cpu[1], "s/GiB", "both gateways");
+  return Status();
+}
+
 Status RunBackends(const BackendsFlags& f) {
   if (f.ceph_dir.empty()) return InvalidArgumentError("--ceph DIR is required");
   if (f.repeats < 1) return InvalidArgumentError("--repeats must be at least 1");
   if (!(f.hit > 0 && f.hit < 1)) return InvalidArgumentError("--hit lies in (0, 1)");
   if (f.parallel < 1) return InvalidArgumentError("--parallel must be at least 1");
+  if (f.fleet_readers < 0 || f.fleet_readers > 64) {
+    return InvalidArgumentError("--fleet-readers lies in [0, 64]");
+  }
   for (uint64_t c : f.contexts) {
     if (c < 2 * kGranularity) return InvalidArgumentError("contexts are at least 32 tokens");
   }
@@ -181,17 +303,21 @@ Status RunBackends(const BackendsFlags& f) {
   }
   OC_ASSIGN_OR_RETURN(ServerChild rados_gw,
                       StartServer(root / "rados-gateway", /*fresh=*/true, rados_args));
+  // A second gateway over the same pool and namespace: the fleet run's.
+  OC_ASSIGN_OR_RETURN(ServerChild rados_gw2,
+                      StartServer(root / "rados-gateway-2", /*fresh=*/true, rados_args));
   OC_ASSIGN_OR_RETURN(ServerChild local_gw, StartServer(root / "local-gateway", /*fresh=*/true));
   const std::string rgw = env["RGW_ENDPOINT"];
-  for (const std::string& endpoint : {rgw, rados_gw.endpoint, local_gw.endpoint}) {
+  for (const std::string& endpoint :
+       {rgw, rados_gw.endpoint, rados_gw2.endpoint, local_gw.endpoint}) {
     OC_RETURN_IF_ERROR(CreateBucket(endpoint, kBucket, model));
   }
 
   size_t max_chunks = 0;
   for (uint64_t c : f.contexts) max_chunks = std::max<size_t>(max_chunks, c / kGranularity);
   const uint64_t object_bytes = ChunkGeometry(model.layout, ChunkKey()).ObjectBytes();
-  auto client_for = [&](const std::string& endpoint, uint64_t dram_bytes) {
-    return Client::Create({.endpoints = {endpoint},
+  auto client_for = [&](const std::vector<std::string>& endpoints, uint64_t dram_bytes) {
+    return Client::Create({.endpoints = endpoints,
                            .bucket = kBucket,
                            .timeout = std::chrono::seconds(120),
                            .parallel_requests = f.parallel,
@@ -200,8 +326,8 @@ Status RunBackends(const BackendsFlags& f) {
   };
   // The local gateway's writer keeps every chunk in its DRAM tier: the TTFT baseline.
   OC_ASSIGN_OR_RETURN(auto local_writer,
-                      client_for(local_gw.endpoint, (max_chunks + 1) * object_bytes));
-  OC_ASSIGN_OR_RETURN(auto rados_writer, client_for(rados_gw.endpoint, 0));
+                      client_for({local_gw.endpoint}, (max_chunks + 1) * object_bytes));
+  OC_ASSIGN_OR_RETURN(auto rados_writer, client_for({rados_gw.endpoint}, 0));
   OC_ASSIGN_OR_RETURN(auto rgw_store,
                       OpenS3Store("s3://" + rgw.substr(rgw.find("://") + 3) + "/" + kBucket));
   const double t_store = NowSeconds();
@@ -214,9 +340,9 @@ Status RunBackends(const BackendsFlags& f) {
       "radosgw, objectcache/rados and objectcache/local in %.1f s\n",
       max_chunks * kGranularity, max_chunks, object_bytes / 1048576.0, NowSeconds() - t_store);
 
-  OC_ASSIGN_OR_RETURN(auto rgw_reader, client_for(rgw, 0));
-  OC_ASSIGN_OR_RETURN(auto rados_reader, client_for(rados_gw.endpoint, 0));
-  OC_ASSIGN_OR_RETURN(auto local_reader, client_for(local_gw.endpoint, 0));
+  OC_ASSIGN_OR_RETURN(auto rgw_reader, client_for({rgw}, 0));
+  OC_ASSIGN_OR_RETURN(auto rados_reader, client_for({rados_gw.endpoint}, 0));
+  OC_ASSIGN_OR_RETURN(auto local_reader, client_for({local_gw.endpoint}, 0));
   // The objects our RADOS gateway stored, as it names them (docs/object-format.md).
   OC_ASSIGN_OR_RETURN(std::unique_ptr<Store> rados, OpenStore(rados_uri));
   std::vector<std::string> rados_names;
@@ -253,6 +379,7 @@ Status RunBackends(const BackendsFlags& f) {
   // Every process of the run, for the CPU per GiB each path costs the machine.
   const RunCpu run_cpu({{"client", 0},
                         {"ours/rados gateway", rados_gw.process->pid()},
+                        {"ours/rados gateway 2", rados_gw2.process->pid()},
                         {"ours/local gateway", local_gw.process->pid()},
                         {"ceph-osd", CephDaemonPid(f.ceph_dir, "osd.0")},
                         {"radosgw", CephDaemonPid(f.ceph_dir, "rgw")},
@@ -268,11 +395,7 @@ Status RunBackends(const BackendsFlags& f) {
     // path -> process (or "total") -> CPU seconds per GiB, one a repeat.
     std::map<std::string, std::map<std::string, std::vector<double>>> cpu_per_gib;
     auto cpu_by_process = [&](const std::string& path) {
-      nlohmann::ordered_json j = nlohmann::ordered_json::object();
-      for (const auto& [process, v] : cpu_per_gib[path]) {
-        if (process != "total") j[process] = Median(v);
-      }
-      return j;
+      return MediansByProcess(cpu_per_gib[path]);
     };
     std::vector<double> rados_seq_gbps;
     for (int r = 0; r < f.repeats; ++r) {
@@ -417,6 +540,14 @@ Status RunBackends(const BackendsFlags& f) {
     report.Metric("rados_agg_lw_cpu_s_per_gib_" + tag,
                   Median(cpu_per_gib["ours/rados S3Agg-LW"]["total"]), "s/GiB",
                   "every process of the run");
+    // The gateway's own CPU against radosgw's for the same objects and layers.
+    const double gw_cpu = Median(cpu_per_gib["ours/rados S3Agg-LW"]["ours/rados gateway"]);
+    const double rgw_cpu = Median(cpu_per_gib[kBaseline]["radosgw"]);
+    report.Metric("gateway_cpu_s_per_gib_" + tag, gw_cpu, "s/GiB",
+                  "our gateway's process, ours/rados S3Agg-LW");
+    report.Metric("radosgw_cpu_s_per_gib_" + tag, rgw_cpu, "s/GiB",
+                  "radosgw's process, radosgw S3-LW, the same objects");
+    report.Metric("gateway_cpu_ratio_vs_radosgw_" + tag, gw_cpu / rgw_cpu, "x", "");
     if (f.ttft) {
       report.Metric("ttft_ms_local_dram_" + tag, base_ttft, "ms", "baseline");
       report.Metric("ttft_ms_radosgw_lw_" + tag, rgw_ttft, "ms");
@@ -434,6 +565,10 @@ Status RunBackends(const BackendsFlags& f) {
                       "ours over RADOS: request to the first layer in place");
       }
     }
+  }
+  if (f.fleet_readers > 0) {
+    OC_RETURN_IF_ERROR(RunFleet(f, &prefix, {rados_gw.endpoint, rados_gw2.endpoint}, run_cpu,
+                                client_for, &report, &rows));
   }
   std::printf("\n");
   report.Print();
@@ -462,6 +597,10 @@ void AddBackendsBenchCommand(CLI::App* bench) {
   s->add_option("--parallel", f->parallel, "Concurrent requests of the plain S3 paths")
       ->capture_default_str();
   s->add_flag("!--no-ttft", f->ttft, "Throughput only");
+  s->add_option("--fleet-readers", f->fleet_readers,
+                "Retrievals at once in the gateway-fleet run (one gateway, then two over the "
+                "same pool; the shortest context); 0: no fleet run")
+      ->capture_default_str();
   s->add_option("--gpu", f->gpu, "GPU profile of the TTFT runs: h100, h200")->capture_default_str();
   s->add_option("--layerwise-window", f->layerwise_window,
                 "Our RADOS gateway's serve --layerwise-window (with --request-memory 4GiB); "

@@ -443,6 +443,7 @@ void AddBenchCommands(CLI::App* app) {
   AddNvmeKvBenchCommand(bench);
   AddEvictBenchCommand(bench);
   AddGpuBenchCommand(bench);
+  AddModelBenchCommand(bench);
 }
 
 }  // namespace objectcache::bench

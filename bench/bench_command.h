@@ -15,7 +15,9 @@
 //   bench gpu     KV into and out of paged device memory (a GPU or the emulated device):
 //                 every byte checked, one layer's scatter against one plain copy
 //   bench backends  on a Ceph cluster: radosgw with plain S3 against our gateway over RADOS
-//                 and over the local store; throughput and TTFT
+//                 and over the local store; throughput and TTFT; gateways as a fleet
+//   bench model   the reference Llama in torch (Python): TTFT with its prefix from ObjectCache
+//                 against a full recompute
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -43,6 +45,8 @@ void AddPathBenchCommand(CLI::App* bench);
 void AddGpuBenchCommand(CLI::App* bench);
 // Registers `bench nvme-kv` under the `bench` command.
 void AddNvmeKvBenchCommand(CLI::App* bench);
+// Registers `bench model` (the Python reference model's benchmark) under the `bench` command.
+void AddModelBenchCommand(CLI::App* bench);
 // Registers `demo`: the TTFT experiment on one model, the README's main job.
 void AddDemoCommand(CLI::App* app);
 

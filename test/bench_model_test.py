@@ -1,8 +1,9 @@
 #!/usr/bin/python3
-"""`python3 -m objectcache.bench_model` on a tiny model end to end: it exits 0 and its JSON has
-the metrics and rows the issue names (docs/benchmarks.md). It asserts no duration.
+"""`objectcache bench model` (which runs `python3 -m objectcache.bench_model`) on a tiny model end
+to end from the build tree, with no PYTHONPATH set: it exits 0 and its JSON has the metrics and
+rows the issue names (docs/benchmarks.md). It asserts no duration.
 
-  bench_model_test.py OBJECTCACHE_BINARY BUILD/python
+  bench_model_test.py OBJECTCACHE_BINARY
 """
 import json
 import os
@@ -16,15 +17,16 @@ CASES = ["0", "50", "87.5"]
 
 
 def main():
-    binary, python_dir = sys.argv[1], sys.argv[2]
+    binary = sys.argv[1]
+    # The binary finds the package the build put beside it.
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "model.json")
         run = subprocess.run(
-            [sys.executable, "-m", "objectcache.bench_model", "--objectcache", binary,
+            [binary, "bench", "model",
              "--tokens", "256", "--hidden", "64", "--layers", "2", "--heads", "4",
              "--kv-heads", "2", "--reps", "1", "--save-pairs", "1", "--dir", tmp, "--json", out],
-            capture_output=True, text=True, timeout=300,
-            env=dict(os.environ, PYTHONPATH=python_dir))
+            capture_output=True, text=True, timeout=300, env=env)
         print(run.stdout)
         assert run.returncode == 0, run.stderr
         report = json.load(open(out))
@@ -39,10 +41,12 @@ def main():
         assert all(len(r["samples_ms"][k]) == 1 for r in rows for k in r["samples_ms"]), rows
         assert len(report["save_pairs_pct"]) == 2, report  # one repeat + one extra pair
         assert os.listdir(tmp) == ["model.json"], os.listdir(tmp)  # its scratch is gone
-        bad = subprocess.run([sys.executable, "-m", "objectcache.bench_model", "--tokens", "8"],
-                             capture_output=True, text=True, env=dict(os.environ,
-                                                                      PYTHONPATH=python_dir))
+        bad = subprocess.run([binary, "bench", "model", "--tokens", "8"], capture_output=True,
+                             text=True, env=env)
         assert bad.returncode != 0 and "tokens" in bad.stderr, bad.stderr
+        usage = subprocess.run([binary, "bench", "model", "--help"], capture_output=True,
+                               text=True, env=env)
+        assert usage.returncode == 0 and "--preset" in usage.stdout, usage
     print("ok")
 
 
