@@ -6,6 +6,7 @@
 
 #ifdef OBJECTCACHE_WITH_BENCH
 #include "bench/bench_command.h"
+#include "bench/report.h"
 #endif
 #include "cli/cli_support.h"
 #include "cli/fetch_command.h"
@@ -52,6 +53,7 @@ int main(int argc, char** argv) {
 #ifdef OBJECTCACHE_WITH_BENCH
   objectcache::bench::AddBenchCommands(&app);
   objectcache::bench::AddDemoCommand(&app);
+  objectcache::bench::AddReportCommand(&app);
 #endif
   objectcache::RegisterS3Store();  // --store s3://HOST:PORT/BUCKET everywhere
   std::vector<std::string> args = HoistConfigFlag(argc, argv);
