@@ -64,30 +64,6 @@ constexpr char kBucket[] = "bench-backends";
 constexpr int kRadosBenchInFlight = 16;  // `rados bench`'s default
 constexpr char kSeq[] = "librados seq (16)";
 
-// DIR/env as written by scripts/ceph-dev: NAME=VALUE lines, values maybe single-quoted.
-Result<std::map<std::string, std::string>> ReadCephEnv(const std::string& dir) {
-  std::ifstream in(fs::path(dir) / "env");
-  if (!in) {
-    return NotFoundError("no cluster settings in " + dir +
-                         "/env: start one with scripts/ceph-dev start " + dir);
-  }
-  std::map<std::string, std::string> env;
-  std::string line;
-  while (std::getline(in, line)) {
-    const size_t eq = line.find('=');
-    if (eq == std::string::npos) continue;
-    std::string value = line.substr(eq + 1);
-    if (value.size() >= 2 && value.front() == '\'' && value.back() == '\'') {
-      value = value.substr(1, value.size() - 2);
-    }
-    env[line.substr(0, eq)] = value;
-  }
-  for (const char* key : {"RADOS_URI", "RGW_ENDPOINT", "RGW_ACCESS_KEY", "RGW_SECRET_KEY"}) {
-    if (!env.contains(key)) return InvalidArgumentError(dir + "/env lacks " + key);
-  }
-  return env;
-}
-
 // "4k" for 4096 tokens, "300" for 300.
 std::string ContextTag(uint64_t tokens) {
   return tokens % 1024 == 0 ? std::to_string(tokens / 1024) + "k" : std::to_string(tokens);

@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <map>
 #include <thread>
 #include <utility>
 
@@ -150,15 +151,45 @@ Result<PrefixSet> StorePrefix(const ModelPreset& model, size_t chunks, uint64_t 
   return StorePrefix(model, chunks, seed, {ClientSink(writer)});
 }
 
+// DIR/env as written by scripts/ceph-dev: NAME=VALUE lines, values maybe single-quoted.
+Result<std::map<std::string, std::string>> ReadCephEnv(const std::string& dir) {
+  std::ifstream in(fs::path(dir) / "env");
+  if (!in) {
+    return NotFoundError("no cluster settings in " + dir +
+                         "/env: start one with scripts/ceph-dev start " + dir);
+  }
+  std::map<std::string, std::string> env;
+  std::string line;
+  while (std::getline(in, line)) {
+    const size_t eq = line.find('=');
+    if (eq == std::string::npos) continue;
+    std::string value = line.substr(eq + 1);
+    if (value.size() >= 2 && value.front() == '\'' && value.back() == '\'') {
+      value = value.substr(1, value.size() - 2);
+    }
+    env[line.substr(0, eq)] = value;
+  }
+  for (const char* key : {"RADOS_URI", "RGW_ENDPOINT", "RGW_ACCESS_KEY", "RGW_SECRET_KEY"}) {
+    if (!env.contains(key)) return InvalidArgumentError(dir + "/env lacks " + key);
+  }
+  return env;
+}
+
 Status CreateBucket(const std::string& endpoint, const std::string& bucket,
-                    const ModelPreset& model) {
+                    const ModelPreset* model) {
   OC_ASSIGN_OR_RETURN(s3::S3Endpoint ep, s3::S3Endpoint::Parse(endpoint));
   s3::S3Connection conn(ep, s3::S3Credentials::FromEnvironment());
-  OC_ASSIGN_OR_RETURN(s3::S3Response res,
-                      conn.Send("PUT", "/" + bucket, {}, "", [](auto) { return Status(); },
-                                {{"x-objectcache-kv-layout", ModelToJson(model)}}));
+  std::vector<std::pair<std::string, std::string>> headers;
+  if (model != nullptr) headers.emplace_back("x-objectcache-kv-layout", ModelToJson(*model));
+  OC_ASSIGN_OR_RETURN(s3::S3Response res, conn.Send("PUT", "/" + bucket, {}, "",
+                                                    [](auto) { return Status(); }, headers));
   if (res.status == 200 || res.status == 409) return Status();  // 409: it is there already
   return UnavailableError("creating bucket " + bucket + " failed: " + res.error_body);
+}
+
+Status CreateBucket(const std::string& endpoint, const std::string& bucket,
+                    const ModelPreset& model) {
+  return CreateBucket(endpoint, bucket, &model);
 }
 
 Result<ServerChild> StartServer(const fs::path& dir, bool fresh,

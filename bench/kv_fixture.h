@@ -5,6 +5,7 @@
 
 #include <filesystem>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -69,9 +70,16 @@ Result<PrefixSet> StorePrefix(const ModelPreset& model, size_t chunks, uint64_t 
 Result<PrefixSet> StorePrefix(const ModelPreset& model, size_t chunks, uint64_t seed,
                               Client* writer);
 
+// DIR/env as scripts/ceph-dev writes it (NAME=VALUE lines): RADOS_URI, the radosgw endpoint and
+// keys; NotFound naming the command that starts a cluster when DIR has none.
+Result<std::map<std::string, std::string>> ReadCephEnv(const std::string& dir);
+
 // Creates `bucket` bound to the layout on the server at `endpoint` (existing is fine).
 Status CreateBucket(const std::string& endpoint, const std::string& bucket,
                     const ModelPreset& model);
+// The same for a plain bucket (any objects) when `model` is null.
+Status CreateBucket(const std::string& endpoint, const std::string& bucket,
+                    const ModelPreset* model);
 
 struct ServerChild {
   std::unique_ptr<ChildProcess> process;

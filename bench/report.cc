@@ -275,6 +275,18 @@ Status RunReport(const ReportFlags& f) {
 
 }  // namespace
 
+std::string Fixed(double v, int digits) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f", digits, v);
+  return buf;
+}
+
+std::string YesNo(bool b) { return b ? "yes" : "no"; }
+
+std::string TokensTag(uint64_t tokens) {
+  return tokens % 1024 == 0 ? std::to_string(tokens / 1024) + "K" : std::to_string(tokens);
+}
+
 std::string Machine::Describe() const {
   char buf[512];
   std::snprintf(buf, sizeof buf,

@@ -62,6 +62,16 @@ struct Experiment {
 // The experiments, in the report's order (bench/report_figures.cc).
 std::vector<Experiment> ReportExperiments();
 
+// The report's own experiments (bench/report_experiments.cc): Fig. 4, Figs. 8-9, Fig. 10.
+Result<std::vector<Figure>> LookupFigures(const ReportContext& ctx);
+Result<std::vector<Figure>> ObjectSizeFigures(const ReportContext& ctx);
+Result<std::vector<Figure>> BreakdownFigures(const ReportContext& ctx);
+
+// Numbers in figure texts: `digits` after the point; "yes"/"no"; "4K" for 4096 tokens.
+std::string Fixed(double v, int digits);
+std::string YesNo(bool b);
+std::string TokensTag(uint64_t tokens);
+
 // Registers `report`.
 void AddReportCommand(CLI::App* app);
 

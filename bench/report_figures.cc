@@ -1,40 +1,24 @@
-// The report's experiments and the figures they make (bench/report.h). Each figure says what the
-// paper found, what this run found, against which baseline, and whether the paper's headline
-// holds here; where "holds" needs a threshold the paper does not give, the figure states it.
+// The report's experiments (bench/report.h) and the figures made from the benchmarks it runs
+// and from the model and GPU profiles: the motivation, Figs. 11-16, the reference model, NVMe-KV
+// and TLS. Each figure says what the paper found, what this run found, against which baseline,
+// and whether the paper's headline holds here; where "holds" needs a threshold the paper does
+// not give, the figure states it.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <filesystem>
 #include <map>
-#include <random>
-#include <set>
 
 #include "bench/bench_report.h"
-#include "bench/kv_fixture.h"
 #include "bench/report.h"
 #include "bench/svg_chart.h"
 #include "engine/prefill.h"
-#include "objectcache/client.h"
 #include "objectcache/kv_layout.h"
 
 namespace objectcache::bench {
 namespace {
 
-namespace fs = std::filesystem;
 
 constexpr double kPaperLinkGbps = 100;  // the paper's RoCE link
-
-std::string Fixed(double v, int digits) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.*f", digits, v);
-  return buf;
-}
-
-std::string YesNo(bool b) { return b ? "yes" : "no"; }
-
-std::string TokensTag(uint64_t tokens) {
-  return tokens % 1024 == 0 ? std::to_string(tokens / 1024) + "K" : std::to_string(tokens);
-}
 
 // Seconds the profile's GPU takes to prefill `new_tokens` after `cached_tokens`, all layers.
 double PrefillSeconds(const engine::ModelCompute& m, const engine::GpuProfile& gpu,
@@ -99,79 +83,6 @@ Result<std::vector<Figure>> Motivation(const ReportContext& ctx) {
   }
   f.holds = YesNo(holds);
   f.svgs.push_back(LineChartSvg(chart));
-  return std::vector<Figure>{f};
-}
-
-// --- Fig. 4: lookup latency against the number of keys. ---
-
-Result<std::vector<Figure>> Lookups(const ReportContext& ctx) {
-  constexpr size_t kMaxKeys = 8192;
-  const int repeats = ctx.full ? 31 : 9;
-  // A one-layer layout keeps 8192 chunk objects small (8 KiB each).
-  ModelPreset tiny{.name = "report-lookup",
-                   .layout = {.num_layers = 1, .num_kv_heads = 1, .head_dim = 64}};
-  OC_ASSIGN_OR_RETURN(ServerChild server,
-                      StartServer(fs::path(ctx.out) / "scratch" / "lookup", true));
-  OC_RETURN_IF_ERROR(CreateBucket(server.endpoint, "lookup", tiny));
-  OC_ASSIGN_OR_RETURN(auto client, Client::Create({.endpoints = {server.endpoint},
-                                                   .bucket = "lookup",
-                                                   .write_behind_bytes = 256 << 20}));
-  OC_ASSIGN_OR_RETURN(PrefixSet stored, StorePrefix(tiny, kMaxKeys, 11, client.get()));
-  std::vector<ChunkKey> absent(kMaxKeys);
-  std::mt19937_64 rng(7);
-  for (ChunkKey& k : absent) {
-    ChunkKey::Bytes b;
-    for (auto& byte : b) byte = static_cast<uint8_t>(rng());
-    k = ChunkKey(b);
-  }
-  LineChart chart{
-      .title = "Lookup latency against the number of keys",
-      .subtitle = "one batch lookup request to objectcache serve (local store), median of " +
-                  std::to_string(repeats),
-      .x_label = "keys in the request",
-      .y_label = "ms",
-      .log_x = true,
-      .log_y = true};
-  LineChart::Series present{.name = "all present"}, missing{.name = "all absent"};
-  Figure f{.id = "fig4",
-           .title = "Fig. 4: lookup latency against the number of keys",
-           .paper =
-               "One batched lookup answers a whole prompt's chunk keys (up to 8192, a "
-               "128K-token prompt at G=16), present or absent, without a central index.",
-           .baseline = "a lookup of one key"};
-  f.table_header = {"keys", "present ms", "absent ms"};
-  std::map<size_t, std::pair<double, double>> by_n;  // keys -> (present, absent) ms
-  for (size_t n : {1, 8, 64, 512, 4096, 8192}) {
-    std::vector<double> p_ms, a_ms;
-    for (int r = 0; r < repeats; ++r) {
-      double t0 = NowSeconds();
-      OC_ASSIGN_OR_RETURN(size_t hits, client->Lookup(std::span(stored.keys).first(n)));
-      p_ms.push_back((NowSeconds() - t0) * 1000);
-      if (hits != n) {
-        return DataLossError("a lookup of " + std::to_string(n) + " stored keys found " +
-                             std::to_string(hits));
-      }
-      t0 = NowSeconds();
-      OC_ASSIGN_OR_RETURN(hits, client->Lookup(std::span(absent).first(n)));
-      a_ms.push_back((NowSeconds() - t0) * 1000);
-      if (hits != 0) return DataLossError("a lookup of absent keys found some");
-    }
-    by_n[n] = {Median(p_ms), Median(a_ms)};
-  }
-  for (const auto& [n, ms] : by_n) {
-    present.points.push_back({double(n), ms.first});
-    missing.points.push_back({double(n), ms.second});
-    f.table_rows.push_back({std::to_string(n), Fixed(ms.first, 3), Fixed(ms.second, 3)});
-    f.data["rows"].push_back({{"keys", n}, {"present_ms", ms.first}, {"absent_ms", ms.second}});
-  }
-  chart.series = {present, missing};
-  f.svgs.push_back(LineChartSvg(chart));
-  const double all = by_n[kMaxKeys].first, one = by_n[1].first;
-  f.ours = "8192 present keys in " + Fixed(all, 2) + " ms, one in " + Fixed(one, 3) +
-           " ms; 8192 absent in " + Fixed(by_n[kMaxKeys].second, 2) +
-           " ms. Criterion for \"holds\": a 128K-token prompt's 8192 keys in one request under "
-           "10 ms.";
-  f.holds = YesNo(all < 10);
   return std::vector<Figure>{f};
 }
 
@@ -544,13 +455,15 @@ Result<std::vector<Figure>> NvmeKvAndTls(const ReportContext& ctx) {
 std::vector<Experiment> ReportExperiments() {
   return {
       {"motivation: KV size, recompute or load", 1, 1, Motivation},
-      {"Fig. 4: lookups of 1 to 8192 keys", 25, 60, Lookups},
-      {"Figs. 11, 13: TTFT over modes and G", 20, 2400, TtftFigures},
+      {"Fig. 4: lookups of 1 to 8192 keys", 5, 20, LookupFigures},
+      {"Figs. 8-9: throughput against object size", 8, 150, ObjectSizeFigures},
+      {"Fig. 10: one retrieval's latency breakdown", 10, 60, BreakdownFigures},
+      {"Figs. 11, 13: TTFT over modes and G", 20, 3600, TtftFigures},
       {"Fig. 12: bandwidth needed", 1, 1, NeededBandwidth},
-      {"Figs. 14-15: TTFT against the cap", 20, 240, CapSweep},
-      {"Fig. 16: the scheduler's policies", 100, 900, Scheduler},
-      {"the reference model (torch)", 45, 260, ReferenceModel},
-      {"NVMe-KV and TLS beside plain HTTP", 20, 60, NvmeKvAndTls},
+      {"Figs. 14-15: TTFT against the cap", 18, 240, CapSweep},
+      {"Fig. 16: the scheduler's policies", 110, 900, Scheduler},
+      {"the reference model (torch)", 30, 260, ReferenceModel},
+      {"NVMe-KV and TLS beside plain HTTP", 15, 60, NvmeKvAndTls},
   };
 }
 

@@ -50,12 +50,16 @@ std::string BarChartSvg(const BarChart& chart) {
   constexpr double kLabelWidth = 330, kPlotWidth = 560, kBar = 11, kGroupGap = 12, kTop = 70;
   double max = 0;
   for (const auto& g : chart.groups) {
-    for (const auto& [series, v] : g.values) max = std::max(max, v);
+    double sum = 0;
+    for (const auto& [series, v] : g.values) max = std::max(max, v), sum += std::max(0.0, v);
+    if (chart.stacked) max = std::max(max, sum);
   }
   if (max <= 0) max = 1;
   const double step = NiceStep(max, 5);
   const double axis_max = std::ceil(max / step) * step;
-  const double group_height = kBar * chart.series.size() + kGroupGap;
+  // A group is a bar a series, or one bar of every series' segments end to end.
+  const size_t bars = chart.stacked ? 1 : chart.series.size();
+  const double group_height = kBar * bars + kGroupGap;
   const double plot_height = group_height * chart.groups.size();
   const double width = kLabelWidth + kPlotWidth + 40;
   const double height = kTop + plot_height + 60 + 18 * ((chart.series.size() + 3) / 4);
@@ -74,15 +78,19 @@ std::string BarChartSvg(const BarChart& chart) {
   for (size_t gi = 0; gi < chart.groups.size(); ++gi) {
     const auto& g = chart.groups[gi];
     const double y0 = kTop + gi * group_height;
-    o << "<text x=\"" << kLabelWidth - 8 << "\" y=\"" << y0 + kBar * chart.series.size() / 2 + 4
+    o << "<text x=\"" << kLabelWidth - 8 << "\" y=\"" << y0 + kBar * bars / 2.0 + 4
       << "\" text-anchor=\"end\">" << XmlEscape(g.label) << "</text>\n";
+    double start = 0;  // a stacked bar's next segment begins here
     for (size_t si = 0; si < chart.series.size(); ++si) {
       auto it = g.values.find(chart.series[si]);
       if (it == g.values.end()) continue;
-      o << "<rect x=\"" << kLabelWidth << "\" y=\"" << y0 + si * kBar << "\" width=\""
-        << std::max(0.5, x_of(it->second) - kLabelWidth) << "\" height=\"" << kBar - 1
+      const double v = std::max(0.0, it->second);
+      const double from = chart.stacked ? start : 0;
+      o << "<rect x=\"" << x_of(from) << "\" y=\"" << y0 + (chart.stacked ? 0 : si * kBar)
+        << "\" width=\"" << std::max(0.5, x_of(from + v) - x_of(from)) << "\" height=\"" << kBar - 1
         << "\" fill=\"" << kColors[si % 8] << "\"><title>" << XmlEscape(chart.series[si]) << ": "
         << it->second << "</title></rect>\n";
+      start += v;
     }
   }
   // Legend, four to a line.

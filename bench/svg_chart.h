@@ -21,6 +21,7 @@ struct BarChart {
     std::map<std::string, double> values;  // by series; a missing series draws no bar
   };
   std::vector<Group> groups;
+  bool stacked = false;  // one bar a group, its series' values end to end
 };
 
 std::string BarChartSvg(const BarChart& chart);
