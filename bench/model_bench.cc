@@ -41,6 +41,7 @@ namespace fs = std::filesystem;
   std::string python = named != nullptr && *named != '\0'   ? named
                        : fs::exists("/usr/bin/python3", ec) ? "/usr/bin/python3"
                                                             : "python3";
+  ::setenv("OBJECTCACHE_PREFAULT", "1", /*overwrite=*/0);  // as RunBench does
   std::vector<std::string> argv = {python, "-m", "objectcache.bench_model"};
   bool names_server = false;
   for (const std::string& a : args)

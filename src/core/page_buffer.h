@@ -2,9 +2,10 @@
 // past a page boundary (0 unless asked otherwise).
 //
 // Blocks of kMappedBufferBytes or more are mapped from the kernel, either resident from the
-// start (MAP_POPULATE, then every page written once by the kernel and once by the process, see
-// Prefault: a destination an engine writes into is memory it already has, and a timed receive
-// should not fault its pages in), or, with Pages::kOnFirstWrite, each page zeroed and made
+// start (MAP_POPULATE; with OBJECTCACHE_PREFAULT=1 in the environment, which the benchmarks set,
+// also every page written once by the kernel and once by the process, see Prefault: a
+// destination an engine writes into is memory it already has, and a timed receive should not
+// fault its pages in), or, with Pages::kOnFirstWrite, each page zeroed and made
 // resident when first written: a buffer that may never be written in full (a layerwise read
 // window whose slices stay in the store's own memory) then costs only the pages written, and is
 // never zeroed twice (the memset of a 32 MiB window per response had been 8% of the RADOS
@@ -108,6 +109,15 @@ class PageBuffer {
   // left it at 6, a read from /dev/zero into the memory beforehand made it 125 (2026-12-03). So the
   // kernel writes zeros once through the process's addresses, and the process stores a zero in
   // every page: the traps are paid here, not in a timed receive.
+  // That costs a pass over the memory on every allocation and helps only under such a
+  // hypervisor, so it is opt-in: OBJECTCACHE_PREFAULT=1 in the environment (read once).
+  static bool PrefaultWanted() {
+    static const bool wanted = [] {
+      const char* v = std::getenv("OBJECTCACHE_PREFAULT");
+      return v != nullptr && std::strcmp(v, "1") == 0;
+    }();
+    return wanted;
+  }
   static void Prefault(std::byte* p, size_t bytes) {
     const int zero = ::open("/dev/zero", O_RDONLY | O_CLOEXEC);
     if (zero >= 0) {
@@ -130,7 +140,7 @@ class PageBuffer {
       void* p = ::mmap(nullptr, rounded, PROT_READ | PROT_WRITE,
                        MAP_PRIVATE | MAP_ANONYMOUS | populate, -1, 0);
       if (p == MAP_FAILED) throw std::bad_alloc();
-      if (populate != 0) Prefault(static_cast<std::byte*>(p), rounded);
+      if (populate != 0 && PrefaultWanted()) Prefault(static_cast<std::byte*>(p), rounded);
       return Block(static_cast<std::byte*>(p), PageBlockFree{rounded});
     }
     void* p = std::aligned_alloc(kPageBytes, rounded);
