@@ -1,7 +1,6 @@
 #include "cli/fetch_command.h"
 
 #include <iostream>
-#include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "cli/cli_support.h"
@@ -10,6 +9,7 @@
 #include "objectcache/client.h"
 #include "objectcache/layer_reader.h"
 #include "s3/s3_connection.h"
+#include "wire/layerwise_request.h"
 
 namespace objectcache::cli {
 namespace {
@@ -32,13 +32,12 @@ Status RunFetch(const FetchFlags& f) {
   OC_ASSIGN_OR_RETURN(LayerRange range, LayerRange::Parse(f.layers, model.layout.num_layers));
   OC_ASSIGN_OR_RETURN(std::string text, ReadFile(f.keys_file));
   OC_ASSIGN_OR_RETURN(std::vector<ChunkKey> chunk_keys, ParseKeyList(text, f.keys_file));
-  nlohmann::json keys = nlohmann::json::array();
-  for (const ChunkKey& k : chunk_keys) keys.push_back(k.ToHex());
-  nlohmann::json body;
-  body["version"] = f.wire_version;
-  body["keys"] = keys;
-  body["layers"] = {range.first, range.last};
-  body["layout"] = nlohmann::json::parse(ModelToJson(model));
+  const std::string request =
+      wire::EncodeLayerwiseRequest({.version = static_cast<uint16_t>(f.wire_version),
+                                    .keys = chunk_keys,
+                                    .first = range.first,
+                                    .last = range.last,
+                                    .model = model});
 
   OC_ASSIGN_OR_RETURN(std::unique_ptr<OutputFile> out, OutputFile::Open(f.out));
   // One region serves every layer: a layer is written out as soon as it is verified, before
@@ -62,7 +61,6 @@ Status RunFetch(const FetchFlags& f) {
         if (s.ok() && write_status.ok()) write_status = out->Write(AsBytes(region));
       });
   s3::S3Connection conn(endpoint, s3::S3Credentials::FromEnvironment());
-  const std::string request = body.dump();
   OC_ASSIGN_OR_RETURN(s3::S3Response res, conn.Send("POST", "/" + f.bucket, {{"layerwise", ""}},
                                                     request, [&](std::span<const std::byte> bytes) {
                                                       return decoder.Feed(bytes);
@@ -74,7 +72,8 @@ Status RunFetch(const FetchFlags& f) {
   OC_RETURN_IF_ERROR(decoder.Finish());
   OC_RETURN_IF_ERROR(write_status);
   std::cerr << "fetched layers " << range.first << ":" << range.last << " of "
-            << decoder.header().hits << " of " << keys.size() << " chunks (the cached prefix)\n";
+            << decoder.header().hits << " of " << chunk_keys.size()
+            << " chunks (the cached prefix)\n";
   return out->Commit();
 }
 

@@ -14,6 +14,7 @@
 #include "objectcache/chunk_object.h"
 #include "objectcache/store.h"
 #include "wire/batch_store_wire.h"
+#include "wire/layerwise_request.h"
 #include "wire/lookup_wire.h"
 
 namespace objectcache::client {
@@ -217,20 +218,15 @@ Status Fetcher::Aggregated(const FetchTarget& t, const FetchEvents& events) cons
   // `next`: the first layer this part has not delivered yet.
   auto attempt_part = [&](size_t p, uint32_t& next) -> Status {
     const auto& [home, positions] = parts[p];
-    nlohmann::json keys = nlohmann::json::array();
-    for (size_t i : positions) keys.push_back(t.keys[i].ToHex());
-    const nlohmann::json layout = nlohmann::json::parse(ModelToJson(*t.model));
+    wire::LayerwiseRequestBody body{.version = static_cast<uint16_t>(options_.wire_version),
+                                    .last = t.layers.last,
+                                    .model = *t.model,
+                                    .compute_seconds_per_layer = t.compute_seconds_per_layer};
+    for (size_t i : positions) body.keys.push_back(t.keys[i]);
     std::optional<uint32_t> first_hits;
     return WithRetries(home, [&](size_t endpoint) -> Status {
       if (next == t.layers.last) return Status();  // all delivered; only the end was lost
-      nlohmann::json body;
-      body["version"] = options_.wire_version;
-      body["keys"] = keys;
-      body["layers"] = {next, t.layers.last};
-      body["layout"] = layout;
-      if (t.compute_seconds_per_layer > 0) {
-        body["compute_seconds_per_layer"] = t.compute_seconds_per_layer;
-      }
+      body.first = next;
       LayerStreamDecoder decoder(
           [&](const LayerStreamHeader& h) -> Result<LayerPlacement> {
             if (h.first_layer != next || h.layer_count != t.layers.last - next ||
@@ -265,8 +261,9 @@ Status Fetcher::Aggregated(const FetchTarget& t, const FetchEvents& events) cons
         LayerStreamDecoder& decoder;
       } receiver(decoder);
       std::unique_ptr<s3::S3Connection> conn = pool_->Take(endpoint);
-      Result<s3::S3Response> res = conn->Send("POST", "/" + bucket_, {{"layerwise", ""}},
-                                              body.dump(), nullptr, {}, &receiver);
+      Result<s3::S3Response> res =
+          conn->Send("POST", "/" + bucket_, {{"layerwise", ""}}, wire::EncodeLayerwiseRequest(body),
+                     nullptr, {}, &receiver);
       if (!res) return res.error();
       if (res->status != 200) return HttpFailure(res->status, "layerwise", res->error_body);
       OC_RETURN_IF_ERROR(decoder.Finish());

@@ -7,7 +7,6 @@
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <memory>
-#include <nlohmann/json.hpp>
 
 #include <fcntl.h>
 
@@ -15,10 +14,10 @@
 #include "core/page_buffer.h"
 #include "core/xxh3.h"
 #include "objectcache/chunk_object.h"
-#include "server/bounded_json.h"
 #include "server/log.h"
 #include "server/s3_handler.h"
 #include "server/window_buffers.h"
+#include "wire/layerwise_request.h"
 #include "wire/layerwise_wire.h"
 
 namespace objectcache::server {
@@ -32,63 +31,15 @@ constexpr size_t kHeaderGroup = 256;  // chunk headers read per trip to the stor
 // lend two of the configured size (64 Llama-3.1-8B slices).
 constexpr uint64_t kSmallWindow = 4 << 20;
 
-struct LayerwiseRequest {
-  uint16_t version = wire::kLayerwiseV1;  // of the response (docs/wire-format.md)
-  std::vector<ChunkKey> keys;
-  uint32_t first = 0, last = 0;
-  std::optional<ModelPreset> model;
-  double compute_seconds_per_layer = 0;  // the requester's, for the scheduler; 0: not said
-};
+using LayerwiseRequest = wire::LayerwiseRequestBody;
 
 // Pieces a paced response is sent in: the unit of the bandwidth scheduler's pacing.
 constexpr size_t kPacedPiece = 1 << 20;
 
 S3Result<LayerwiseRequest> ParseRequest(std::string_view body, size_t max_keys) {
-  std::string why;
-  nlohmann::json j = ParseBoundedJson(body, {.max_values = max_keys + 256}, &why);
-  if (j.is_discarded() || !j.is_object())
-    return Fail("InvalidArgument",
-                "layerwise body is not a JSON object" + (why.empty() ? std::string() : ": " + why));
-  // Every field's type is checked before it is read: nlohmann::json throws on a wrong type.
-  auto v = j.find("version");
-  if (v == j.end() || !v->is_number_integer() ||
-      (v->get<int64_t>() != wire::kLayerwiseV1 && v->get<int64_t>() != wire::kLayerwiseV2)) {
-    return Fail("InvalidArgument", "layerwise request version must be 1 or 2");
-  }
-  LayerwiseRequest r;
-  r.version = static_cast<uint16_t>(v->get<int64_t>());
-  auto keys = j.find("keys");
-  if (keys == j.end() || !keys->is_array() || keys->empty() || keys->size() > max_keys) {
-    return Fail("InvalidArgument",
-                "\"keys\" must list 1 to " + std::to_string(max_keys) + " chunk keys");
-  }
-  for (const auto& k : *keys) {
-    Result<ChunkKey> key = k.is_string() ? ChunkKey::FromHex(k.get<std::string>())
-                                         : Result<ChunkKey>(InvalidArgumentError("not text"));
-    if (!key) return Fail("InvalidArgument", "\"keys\" holds something that is not a chunk key");
-    r.keys.push_back(*key);
-  }
-  auto layers = j.find("layers");
-  if (layers == j.end() || !layers->is_array() || layers->size() != 2 ||
-      !(*layers)[0].is_number_unsigned() || !(*layers)[1].is_number_unsigned() ||
-      (*layers)[0].get<uint64_t>() > UINT32_MAX || (*layers)[1].get<uint64_t>() > UINT32_MAX) {
-    return Fail("InvalidArgument", "\"layers\" must be [first, last)");
-  }
-  r.first = (*layers)[0].get<uint32_t>();
-  r.last = (*layers)[1].get<uint32_t>();
-  if (auto layout = j.find("layout"); layout != j.end()) {
-    Result<ModelPreset> m = layout->is_string() ? FindModelPreset(layout->get<std::string>())
-                                                : ParseModelJson(layout->dump());
-    if (!m) return Fail("InvalidArgument", "\"layout\": " + m.error().message());
-    r.model = *m;
-  }
-  if (auto t = j.find("compute_seconds_per_layer"); t != j.end()) {
-    if (!t->is_number() || !(t->get<double>() > 0) || !(t->get<double>() < 3600)) {
-      return Fail("InvalidArgument", "\"compute_seconds_per_layer\" must be a positive number");
-    }
-    r.compute_seconds_per_layer = t->get<double>();
-  }
-  return r;
+  Result<LayerwiseRequest> r = wire::DecodeLayerwiseRequest(body, max_keys);
+  if (!r) return Fail("InvalidArgument", r.error().message());
+  return std::move(*r);
 }
 
 // What a window's read found: OK, or the first failure and how many of the window's layers

@@ -10,7 +10,7 @@
 #include <string>
 #include <string_view>
 
-namespace objectcache::server {
+namespace objectcache::wire {
 
 struct JsonBounds {
   size_t max_depth = 8;        // nesting of arrays and objects
@@ -22,4 +22,4 @@ struct JsonBounds {
 nlohmann::json ParseBoundedJson(std::string_view text, const JsonBounds& bounds,
                                 std::string* why = nullptr);
 
-}  // namespace objectcache::server
+}  // namespace objectcache::wire

@@ -1,8 +1,8 @@
-#include "server/bounded_json.h"
+#include "wire/bounded_json.h"
 
 #include <gtest/gtest.h>
 
-namespace objectcache::server {
+namespace objectcache::wire {
 namespace {
 
 TEST(BoundedJsonTest, ParsesDocumentsWithinTheBounds) {
@@ -41,4 +41,4 @@ TEST(BoundedJsonTest, MalformedTextIsDiscarded) {
 }
 
 }  // namespace
-}  // namespace objectcache::server
+}  // namespace objectcache::wire

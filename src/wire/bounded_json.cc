@@ -1,6 +1,6 @@
-#include "server/bounded_json.h"
+#include "wire/bounded_json.h"
 
-namespace objectcache::server {
+namespace objectcache::wire {
 namespace {
 
 // Counts without storing; returning false stops the parse at once.
@@ -63,4 +63,4 @@ nlohmann::json ParseBoundedJson(std::string_view text, const JsonBounds& bounds,
   return nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
 }
 
-}  // namespace objectcache::server
+}  // namespace objectcache::wire
