@@ -181,8 +181,9 @@ Status CreateBucket(const std::string& endpoint, const std::string& bucket,
   s3::S3Connection conn(ep, s3::S3Credentials::FromEnvironment());
   std::vector<std::pair<std::string, std::string>> headers;
   if (model != nullptr) headers.emplace_back("x-objectcache-kv-layout", ModelToJson(*model));
-  OC_ASSIGN_OR_RETURN(s3::S3Response res, conn.Send("PUT", "/" + bucket, {}, "",
-                                                    [](auto) { return Status(); }, headers));
+  OC_ASSIGN_OR_RETURN(s3::S3Response res,
+                      conn.Send(
+                          "PUT", "/" + bucket, {}, "", [](auto) { return Status(); }, headers));
   if (res.status == 200 || res.status == 409) return Status();  // 409: it is there already
   return UnavailableError("creating bucket " + bucket + " failed: " + res.error_body);
 }

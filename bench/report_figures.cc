@@ -17,7 +17,6 @@
 namespace objectcache::bench {
 namespace {
 
-
 constexpr double kPaperLinkGbps = 100;  // the paper's RoCE link
 
 // Seconds the profile's GPU takes to prefill `new_tokens` after `cached_tokens`, all layers.

@@ -11,11 +11,11 @@
 #include "s3/crypto.h"
 #include "s3/sigv2.h"
 #include "s3/xml.h"
-#include "wire/bounded_json.h"
 #include "server/log.h"
 #include "server/metrics_handler.h"
 #include "server/object_attributes.h"
 #include "server/s3_routes.h"
+#include "wire/bounded_json.h"
 #include "wire/lookup_wire.h"
 
 namespace objectcache::server {
@@ -747,7 +747,8 @@ asio::awaitable<S3Result<void>> S3Handler::BatchLookup(Ctx& c) {
     if (!chunk_keys) co_return Fail("InvalidArgument", chunk_keys.error().message());
     names = ChunkObjectKeyViews(c.req.bucket, *chunk_keys);
   } else {
-    const nlohmann::json j = wire::ParseBoundedJson(*body, {.max_values = options_.max_lookup_keys + 16});
+    const nlohmann::json j =
+        wire::ParseBoundedJson(*body, {.max_values = options_.max_lookup_keys + 16});
     S3Result<std::vector<std::string>> parsed = BodyKeys(c, j, "lookup");
     if (!parsed) co_return std::unexpected(parsed.error());
     names.owned = std::move(*parsed);
@@ -778,7 +779,8 @@ asio::awaitable<S3Result<void>> S3Handler::BatchLookup(Ctx& c) {
 asio::awaitable<S3Result<void>> S3Handler::PinKeys(Ctx& c) {
   auto body = co_await ReadSmallBody(c, 64 + options_.max_lookup_keys * 1100);
   if (!body) co_return std::unexpected(body.error());
-  const nlohmann::json j = wire::ParseBoundedJson(*body, {.max_values = options_.max_lookup_keys + 16});
+  const nlohmann::json j =
+      wire::ParseBoundedJson(*body, {.max_values = options_.max_lookup_keys + 16});
   S3Result<std::vector<std::string>> keys = BodyKeys(c, j, "pin");
   if (!keys) co_return std::unexpected(keys.error());
   const auto ttl = j.find("ttl_seconds");
