@@ -8,7 +8,6 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -16,19 +15,18 @@
 #include <vector>
 
 #include "bench/bench_command.h"
+#include "bench/bench_report.h"
 
 namespace objectcache::bench {
 namespace {
 
 namespace fs = std::filesystem;
 
-[[noreturn]] void RunModelBench(const std::vector<std::string>& args) {
+// Replaces this process with the Python benchmark; returns only when that cannot start.
+Status ExecModelBench(const std::vector<std::string>& args) {
   std::error_code ec;
   const fs::path self = fs::read_symlink("/proc/self/exe", ec);
-  if (ec) {
-    std::fprintf(stderr, "error: cannot find this binary: %s\n", ec.message().c_str());
-    std::exit(1);
-  }
+  if (ec) return ErrnoError("finding this binary", ec.value());
   const fs::path package = self.parent_path().parent_path() / "python";
   if (fs::exists(package / "objectcache" / "__init__.py", ec)) {
     const char* old = std::getenv("PYTHONPATH");
@@ -41,7 +39,6 @@ namespace fs = std::filesystem;
   std::string python = named != nullptr && *named != '\0'   ? named
                        : fs::exists("/usr/bin/python3", ec) ? "/usr/bin/python3"
                                                             : "python3";
-  ::setenv("OBJECTCACHE_PREFAULT", "1", /*overwrite=*/0);  // as RunBench does
   std::vector<std::string> argv = {python, "-m", "objectcache.bench_model"};
   bool names_server = false;
   for (const std::string& a : args)
@@ -52,9 +49,7 @@ namespace fs = std::filesystem;
   for (std::string& a : argv) c_argv.push_back(a.data());
   c_argv.push_back(nullptr);
   ::execvp(c_argv[0], c_argv.data());
-  std::fprintf(stderr, "error: cannot run %s: %s (the model benchmark needs Python 3 and torch)\n",
-               python.c_str(), std::strerror(errno));
-  std::exit(1);
+  return ErrnoError("running " + python + " (the model benchmark needs Python 3 and torch)", errno);
 }
 
 }  // namespace
@@ -67,7 +62,8 @@ void AddModelBenchCommand(CLI::App* bench) {
       "every argument is passed on, --help lists them)");
   m->prefix_command();
   m->set_help_flag();  // --help goes to the Python benchmark
-  m->callback([m] { RunModelBench(m->remaining()); });
+  // RunBench: the environment every benchmark runs in (the prefault) and its error report.
+  m->callback([m] { RunBench([&] { return ExecModelBench(m->remaining()); }); });
 }
 
 }  // namespace objectcache::bench
