@@ -26,6 +26,8 @@ class ChildProcess {
   pid_t pid() const { return pid_; }
   // Whether it has not exited yet (reaps it if it has).
   bool Running();
+  // Waits for it to exit by itself: its exit code, or -1 when it did not start or was killed.
+  int Wait();
   void Stop();
 
  private:

@@ -1,9 +1,7 @@
 #include "bench/report.h"
 
 #include <fcntl.h>
-#include <spawn.h>
 #include <sys/utsname.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -22,8 +20,6 @@
 #include "core/page_buffer.h"
 #include "objectcache/device.h"
 #include "s3/xml.h"
-
-extern char** environ;
 
 namespace objectcache::bench {
 namespace {
@@ -303,22 +299,8 @@ Result<nlohmann::json> ReportContext::Bench(const std::string& name, const std::
   std::vector<std::string> argv = {self, "bench", name};
   argv.insert(argv.end(), args.begin(), args.end());
   argv.insert(argv.end(), {"--json", json});
-  std::vector<char*> c_argv;
-  for (std::string& a : argv) c_argv.push_back(a.data());
-  c_argv.push_back(nullptr);
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  posix_spawn_file_actions_adddup2(&actions, 1, 2);
-  posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
-  pid_t pid = -1;
-  const int rc = posix_spawn(&pid, self.c_str(), &actions, nullptr, c_argv.data(), environ);
-  posix_spawn_file_actions_destroy(&actions);
-  if (rc != 0) return ErrnoError("starting objectcache bench " + name, rc);
-  int status = 0;
-  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+  ChildProcess child(argv, log);
+  if (child.Wait() != 0) {
     return InternalError("objectcache bench " + name + " failed; its output is in " + log);
   }
   std::ifstream in(json);
