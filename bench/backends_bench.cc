@@ -64,9 +64,11 @@ constexpr char kBucket[] = "bench-backends";
 constexpr int kRadosBenchInFlight = 16;  // `rados bench`'s default
 constexpr char kSeq[] = "librados seq (16)";
 
-// "4k" for 4096 tokens, "300" for 300.
+// "4k" for 4096 tokens, "300" for 300: TokensTag as metric names spell it.
 std::string ContextTag(uint64_t tokens) {
-  return tokens % 1024 == 0 ? std::to_string(tokens / 1024) + "k" : std::to_string(tokens);
+  std::string tag = TokensTag(tokens);
+  if (tag.back() == 'K') tag.back() = 'k';
+  return tag;
 }
 
 // The CPU seconds used so far by each process of the run: this one (the client) and the

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include <chrono>
+#include <cstdint>
 #include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -51,6 +52,11 @@ bool WaitForPort(uint16_t port);
 
 inline double NowSeconds() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+// A context length as it is written in tables: "4K" for 4096 tokens, "300" for 300.
+inline std::string TokensTag(uint64_t tokens) {
+  return tokens % 1024 == 0 ? std::to_string(tokens / 1024) + "K" : std::to_string(tokens);
 }
 
 inline double Median(std::vector<double> v) {

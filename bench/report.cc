@@ -31,6 +31,7 @@ struct ReportFlags {
   std::string out;
   bool quick = false, full = false;
   std::string ceph_dir;
+  std::string markdown;
   bool progress = true;
 };
 
@@ -149,51 +150,67 @@ Status WriteText(const fs::path& path, const std::string& text) {
   return Status();
 }
 
-// index.html, report.md with the SVGs beside it, and one JSON a figure.
+const char* const kIntro =
+    "Each figure states the paper's result, what this run measured, the baseline it ran beside, "
+    "and whether the paper's headline holds on this machine. Every byte the experiments read "
+    "back was checked.";
+
+std::string SvgName(const Figure& f, size_t i) {
+  return f.id + (f.svgs.size() > 1 ? "-" + std::to_string(i + 1) : "") + ".svg";
+}
+
+// The report in Markdown, its plots linked as `image_dir` + the SVG's name.
+std::string MarkdownReport(const ReportContext& ctx, const std::vector<Figure>& figures,
+                           const std::vector<std::string>& failures, double seconds,
+                           const std::string& image_dir) {
+  std::ostringstream md;
+  md << "# ObjectCache evaluation\n\n"
+     << kIntro << "\n\n**Machine:** " << ctx.machine.Describe() << ". Run: `objectcache report --"
+     << (ctx.full ? "full" : "quick") << "`, " << MinutesSeconds(seconds) << ".\n\n";
+  if (!failures.empty()) {
+    md << "**Failed:**\n\n";
+    for (const std::string& f : failures) md << "- " << f << "\n";
+    md << "\n";
+  }
+  for (const Figure& f : figures) {
+    md << "## " << f.title << "\n\n- **Paper:** " << f.paper << "\n- **Here:** " << f.ours
+       << "\n- **Baseline:** " << f.baseline << "\n- **Holds here:** " << f.holds << "\n\n";
+    for (size_t i = 0; i < f.svgs.size(); ++i) {
+      md << "![" << f.title << "](" << image_dir << SvgName(f, i) << ")\n\n";
+    }
+    md << MarkdownTable(f);
+  }
+  return md.str();
+}
+
+// index.html, report.md with the SVGs beside it, one JSON a figure, and the Markdown again at
+// ctx.markdown when it is set.
 Status WriteReport(const ReportContext& ctx, const std::vector<Figure>& figures,
                    const std::vector<std::string>& failures, double seconds) {
   const fs::path out(ctx.out);
-  const std::string scale = ctx.full ? "full" : "quick";
-  const std::string intro =
-      "Each figure states the paper's result, what this run measured, the baseline it ran "
-      "beside, and whether the paper's headline holds on this machine. Every byte the "
-      "experiments read back was checked.";
-  std::ostringstream html, md;
+  std::ostringstream html;
   html << "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
        << "<title>ObjectCache evaluation</title><style>" << kStyle << "</style></head><body>\n"
-       << "<h1>ObjectCache evaluation</h1>\n<p>" << XmlEscape(intro) << "</p>\n"
+       << "<h1>ObjectCache evaluation</h1>\n<p>" << XmlEscape(kIntro) << "</p>\n"
        << "<p id=\"machine\"><b>Machine:</b> " << XmlEscape(ctx.machine.Describe()) << ". "
-       << XmlEscape("Run: objectcache report --" + scale + ", " + MinutesSeconds(seconds) + ".")
+       << XmlEscape("Run: objectcache report --" + std::string(ctx.full ? "full" : "quick") + ", " +
+                    MinutesSeconds(seconds) + ".")
        << "</p>\n";
-  md << "# ObjectCache evaluation\n\n"
-     << intro << "\n\n**Machine:** " << ctx.machine.Describe() << ". Run: `objectcache report --"
-     << scale << "`, " << MinutesSeconds(seconds) << ".\n\n";
   if (!failures.empty()) {
     html << "<p><b>Failed:</b></p><ul>";
-    md << "**Failed:**\n\n";
-    for (const std::string& f : failures) {
-      html << "<li>" << XmlEscape(f) << "</li>";
-      md << "- " << f << "\n";
-    }
+    for (const std::string& f : failures) html << "<li>" << XmlEscape(f) << "</li>";
     html << "</ul>\n";
-    md << "\n";
   }
   for (const Figure& f : figures) {
     html << "<section class=\"figure\" id=\"" << f.id << "\">\n<h2>" << XmlEscape(f.title)
          << "</h2>\n<dl><dt>Paper</dt><dd>" << XmlEscape(f.paper) << "</dd><dt>Here</dt><dd>"
          << XmlEscape(f.ours) << "</dd><dt>Baseline</dt><dd>" << XmlEscape(f.baseline)
          << "</dd><dt>Holds here</dt><dd>" << HoldsBadge(f.holds) << "</dd></dl>\n";
-    md << "## " << f.title << "\n\n- **Paper:** " << f.paper << "\n- **Here:** " << f.ours
-       << "\n- **Baseline:** " << f.baseline << "\n- **Holds here:** " << f.holds << "\n\n";
     for (size_t i = 0; i < f.svgs.size(); ++i) {
-      const std::string name =
-          f.id + (f.svgs.size() > 1 ? "-" + std::to_string(i + 1) : "") + ".svg";
-      OC_RETURN_IF_ERROR(WriteSvgFile((out / name).string(), f.svgs[i]));
+      OC_RETURN_IF_ERROR(WriteSvgFile((out / SvgName(f, i)).string(), f.svgs[i]));
       html << "<div class=\"plot\">" << f.svgs[i] << "</div>\n";
-      md << "![" << f.title << "](" << name << ")\n\n";
     }
     html << HtmlTable(f) << "</section>\n";
-    md << MarkdownTable(f);
     nlohmann::ordered_json j = {{"id", f.id},
                                 {"title", f.title},
                                 {"paper", f.paper},
@@ -206,7 +223,12 @@ Status WriteReport(const ReportContext& ctx, const std::vector<Figure>& figures,
   }
   html << "</body></html>\n";
   OC_RETURN_IF_ERROR(WriteText(out / "index.html", html.str()));
-  return WriteText(out / "report.md", md.str());
+  OC_RETURN_IF_ERROR(
+      WriteText(out / "report.md", MarkdownReport(ctx, figures, failures, seconds, "")));
+  if (ctx.markdown.empty()) return Status();
+  const fs::path md = fs::absolute(ctx.markdown);
+  const std::string images = out.lexically_relative(md.parent_path()).generic_string() + "/";
+  return WriteText(md, MarkdownReport(ctx, figures, failures, seconds, images));
 }
 
 Status RunReport(const ReportFlags& f) {
@@ -220,6 +242,7 @@ Status RunReport(const ReportFlags& f) {
   ctx.full = f.full;
   ctx.out = fs::absolute(f.out).string();
   ctx.ceph_dir = f.ceph_dir;
+  ctx.markdown = f.markdown;
   ctx.self = fs::read_symlink("/proc/self/exe", ec).string();
   if (ec) return ErrnoError("finding this binary", ec.value());
 
@@ -240,8 +263,9 @@ Status RunReport(const ReportFlags& f) {
     const Experiment& e = experiments[i];
     const double elapsed = NowSeconds() - t0;
     if (f.progress) {
-      // Time left: what is planned from here, scaled by how the plan has held so far.
-      const double pace = planned_done >= 10 ? elapsed / planned_done : 1;
+      // Time left: what is planned from here, scaled by how the plan has held so far once a
+      // tenth of it has run (the first experiments are too short to judge by).
+      const double pace = planned_done >= 0.1 * expected ? elapsed / planned_done : 1;
       const int done = static_cast<int>(20.0 * i / experiments.size());
       std::fprintf(stderr, "[%s%s] %zu/%zu %-44s %s elapsed, about %s left\n",
                    std::string(done, '#').c_str(), std::string(20 - done, '.').c_str(), i + 1,
@@ -278,10 +302,6 @@ std::string Fixed(double v, int digits) {
 }
 
 std::string YesNo(bool b) { return b ? "yes" : "no"; }
-
-std::string TokensTag(uint64_t tokens) {
-  return tokens % 1024 == 0 ? std::to_string(tokens / 1024) + "K" : std::to_string(tokens);
-}
 
 std::string Machine::Describe() const {
   char buf[512];
@@ -321,6 +341,9 @@ void AddReportCommand(CLI::App* app) {
   r->add_flag("--full", f->full, "Every experiment at full scale (states its duration first)");
   r->add_option("--ceph", f->ceph_dir,
                 "A cluster from scripts/ceph-dev start DIR: adds the RADOS figures");
+  r->add_option("--markdown", f->markdown,
+                "Also write the report in Markdown to FILE, its plots linked into DIR "
+                "(docs/results.md is made this way)");
   r->add_flag("!--no-progress", f->progress, "No progress lines");
   r->callback([f] { RunBench([&] { return RunReport(*f); }); });
 }

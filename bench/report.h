@@ -44,6 +44,7 @@ struct ReportContext {
   bool full = false;
   std::string out;       // the report's directory
   std::string ceph_dir;  // a cluster from scripts/ceph-dev, or empty
+  std::string markdown;  // a second Markdown copy of the report, or empty
   std::string self;      // this binary
   Machine machine;
   // Runs `objectcache bench NAME ARGS... --json OUT/raw/NAME.json` (output to OUT/logs/NAME.log)
@@ -67,10 +68,9 @@ Result<std::vector<Figure>> LookupFigures(const ReportContext& ctx);
 Result<std::vector<Figure>> ObjectSizeFigures(const ReportContext& ctx);
 Result<std::vector<Figure>> BreakdownFigures(const ReportContext& ctx);
 
-// Numbers in figure texts: `digits` after the point; "yes"/"no"; "4K" for 4096 tokens.
+// Numbers in figure texts: `digits` after the point; "yes"/"no".
 std::string Fixed(double v, int digits);
 std::string YesNo(bool b);
-std::string TokensTag(uint64_t tokens);
 
 // Registers `report`.
 void AddReportCommand(CLI::App* app);

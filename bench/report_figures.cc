@@ -457,7 +457,7 @@ std::vector<Experiment> ReportExperiments() {
       {"Fig. 4: lookups of 1 to 8192 keys", 5, 20, LookupFigures},
       {"Figs. 8-9: throughput against object size", 8, 150, ObjectSizeFigures},
       {"Fig. 10: one retrieval's latency breakdown", 10, 60, BreakdownFigures},
-      {"Figs. 11, 13: TTFT over modes and G", 20, 3600, TtftFigures},
+      {"Figs. 11, 13: TTFT over modes and G", 20, 4200, TtftFigures},
       {"Fig. 12: bandwidth needed", 1, 1, NeededBandwidth},
       {"Figs. 14-15: TTFT against the cap", 18, 240, CapSweep},
       {"Fig. 16: the scheduler's policies", 110, 900, Scheduler},

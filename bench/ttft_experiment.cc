@@ -39,10 +39,6 @@ std::string Lower(std::string s) {
   return s;
 }
 
-std::string ContextLabel(uint64_t tokens) {
-  return tokens % 1024 == 0 ? std::to_string(tokens / 1024) + "K" : std::to_string(tokens);
-}
-
 // A progress bar on stderr when it is a terminal.
 class Progress {
  public:
@@ -101,7 +97,7 @@ Status WriteSvg(const std::string& path, const std::vector<TtftRow>& rows,
       chart.series.push_back(r.mode);
     }
     const std::string label =
-        r.model + " " + ContextLabel(r.context) + " hit " +
+        r.model + " " + TokensTag(r.context) + " hit " +
         std::to_string(static_cast<int>(std::lround(r.hit * 1000)) / 10.0).substr(0, 4) + "% G" +
         std::to_string(r.granularity);
     if (chart.groups.empty() || chart.groups.back().label != label) {
@@ -141,11 +137,11 @@ Status RunCapSweep(const TtftConfig& config, const engine::GpuProfile& gpu, doub
   const fs::path& root = scratch.path();
   std::vector<double> factors = {0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 2.0, 4.0, 0.0};  // 0: none
   std::printf("cell: %s %s hit %.3f G%u; perfect overlap needs %.2f Gbit/s\n\n%-14s %10s %10s\n",
-              model.name.c_str(), ContextLabel(context).c_str(), hit, model.layout.tokens_per_chunk,
+              model.name.c_str(), TokensTag(context).c_str(), hit, model.layout.tokens_per_chunk,
               overlap * 8 / 1e9, "cap Gbit/s", "ttft ms", "added ms");
   PrefixSet prefix;
   BarChart chart{.title = "S3Agg-LW TTFT against the server's bandwidth cap",
-                 .subtitle = model.name + " " + ContextLabel(context) + ", perfect overlap at " +
+                 .subtitle = model.name + " " + TokensTag(context) + ", perfect overlap at " +
                              std::to_string(overlap * 8 / 1e9).substr(0, 5) + " Gbit/s",
                  .value_label = "TTFT (ms)",
                  .series = {"S3Agg-LW"},
@@ -363,8 +359,8 @@ Status RunTtftExperiment(const TtftConfig& config) {
           for (int r = 0; r < config.repeats; ++r) {
             for (size_t k = 0; k < modes.size(); ++k) {
               const std::string& mode = modes[(k + r) % modes.size()];  // rotate the order
-              progress.Step(model_name + " " + ContextLabel(context) + " G" + std::to_string(g) +
-                            " " + mode);
+              progress.Step(model_name + " " + TokensTag(context) + " G" + std::to_string(g) + " " +
+                            mode);
               Client* via = mode == "Local-DRAM-LW" ? local.get() : remote.get();
               OC_ASSIGN_OR_RETURN(PrefillRun run,
                                   RunPrefillOnce(via, ModeOf(mode), &prefix, chunks, plan));
@@ -390,7 +386,7 @@ Status RunTtftExperiment(const TtftConfig& config) {
             row.added_ms = row.ttft_ms - base;
             row.added_pct = 100 * row.added_ms / base;
             std::printf("%-28s %-6s %-6.3f %-4u %-14s %10.1f %10.1f %8.1f%% %9.1f %9.1f\n",
-                        model_name.c_str(), ContextLabel(context).c_str(), hit, g, mode.c_str(),
+                        model_name.c_str(), TokensTag(context).c_str(), hit, g, mode.c_str(),
                         row.ttft_ms, row.added_ms, row.added_pct, row.first_layer_ms, row.stall_ms);
             rows.push_back(row);
           }

@@ -77,10 +77,18 @@ def check_report(out):
         marks = parser.figures[f]
         assert marks, "figure %s has no plot" % f
         assert all(m >= 2 for m in marks), "a plot of figure %s draws nothing: %s" % (f, marks)
-    md = open(os.path.join(out, "report.md")).read()
-    for svg in re.findall(r"\]\(([^)]+\.svg)\)", md):
-        assert os.path.isfile(os.path.join(out, svg)), "report.md names a missing " + svg
+    check_markdown(os.path.join(out, "report.md"))
     return len(parser.figures)
+
+
+def check_markdown(path):
+    """Every plot the Markdown links is there, relative to the Markdown file."""
+    md = open(path).read()
+    svgs = re.findall(r"\]\(([^)]+\.svg)\)", md)
+    assert len(svgs) >= len(FIGURES), "%s links %d plots" % (path, len(svgs))
+    for svg in svgs:
+        where = os.path.join(os.path.dirname(path), svg)
+        assert os.path.isfile(where), "%s names a missing %s" % (path, svg)
 
 
 def render(out):
@@ -120,12 +128,16 @@ def main():
     if "--existing" not in sys.argv[3:]:
         if os.path.isdir(out):
             shutil.rmtree(out)
-        run = subprocess.run([binary, "report", "--quick", "--out", out], capture_output=True,
-                             text=True, timeout=900)
+        # The Markdown copy beside the directory, as docs/results.md is beside docs/results.
+        run = subprocess.run([binary, "report", "--quick", "--out", out,
+                              "--markdown", out.rstrip("/") + ".md"],
+                             capture_output=True, text=True, timeout=900)
         print(run.stdout)
         print(run.stderr[-4000:])
         assert run.returncode == 0, "objectcache report failed"
     n = check_report(out)
+    if os.path.isfile(out.rstrip("/") + ".md"):
+        check_markdown(out.rstrip("/") + ".md")
     png = render(out)
     print("ok: %d figures, rendered to %s" % (n, png))
 
