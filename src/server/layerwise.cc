@@ -14,6 +14,7 @@
 #include "core/page_buffer.h"
 #include "core/xxh3.h"
 #include "objectcache/chunk_object.h"
+#include "objectcache/layer_reader.h"
 #include "server/log.h"
 #include "server/s3_handler.h"
 #include "server/window_buffers.h"
@@ -26,7 +27,6 @@ namespace objectcache::server {
 using namespace ::objectcache::s3;
 namespace {
 
-constexpr size_t kHeaderGroup = 256;  // chunk headers read per trip to the store
 // The smallest window a copied layerwise response falls back to when the memory budget cannot
 // lend two of the configured size (64 Llama-3.1-8B slices).
 constexpr uint64_t kSmallWindow = 4 << 20;
@@ -211,39 +211,20 @@ void LogPrefixEnd(const ChunkKey& key, const Status& why) {
   LogWarn("layerwise: chunk " + key.ToHex() + " ends the prefix: " + why.ToString());
 }
 
-// The headers of the first `present` chunks, read in batches; a missing chunk (NotFound) ends
-// the prefix there, so `present` may be all the keys. A damaged or foreign header ends the
-// prefix like a miss (the engine recomputes from there); it is logged. A read the store could
-// not make (Unavailable) is the request's error. Blocking.
+// The headers of the first `present` chunks (ReadChunkHeaderPrefix, layer_reader.h); a missing
+// chunk (NotFound) ends the prefix there, so `present` may be all the keys. A damaged or foreign
+// header ends the prefix like a miss (the engine recomputes from there); it is logged. A read the
+// store could not make (Unavailable) is the request's error. Blocking.
 Result<HitPrefix> ReadHitPrefix(Store& store, const std::vector<std::string>& names, size_t present,
                                 const LayerwiseRequest& req, const KvLayout& layout) {
-  HitPrefix out;
-  // (Runs on a blocking thread: at most --blocking-threads of these buffers at once.)
-  std::string buf(std::min(kHeaderGroup, present) * kChunkHeaderRegion, '\0');
-  for (size_t start = 0; start < present; start += kHeaderGroup) {
-    const size_t n = std::min(kHeaderGroup, present - start);
-    std::vector<RangeRead> reads(n);
-    for (size_t i = 0; i < n; ++i) {
-      reads[i] = {.key = names[start + i],
-                  .offset = 0,
-                  .dest = AsWritableBytes(buf).subspan(i * kChunkHeaderRegion, kChunkHeaderRegion)};
-    }
-    OC_RETURN_IF_ERROR(store.RetrieveRanges(reads));
-    for (size_t i = 0; i < n; ++i) {
-      ChunkExpectation expect{.layout = &layout, .key = &req.keys[start + i]};
-      Result<ChunkHeader> h = reads[i].status.ok() ? DecodeChunkHeader(reads[i].dest, expect)
-                                                   : Result<ChunkHeader>(reads[i].status);
-      if (!h) {
-        // A store that cannot answer (a cluster not responding) fails the request (503): an
-        // outage is not a miss, and a prefix cut short by it would look like one.
-        if (h.error().code() == StatusCode::kUnavailable) return h.error();
-        if (h.error().code() != StatusCode::kNotFound) LogPrefixEnd(req.keys[start + i], h.error());
-        return out;
-      }
-      out.headers.push_back(std::move(*h));
-    }
+  // (Runs on a blocking thread: at most --blocking-threads of these reads at once.)
+  OC_ASSIGN_OR_RETURN(ChunkHeaderPrefix p,
+                      ReadChunkHeaderPrefix(store, layout, std::span(req.keys).first(present),
+                                            std::span(names).first(present)));
+  if (!p.end.ok() && p.end.code() != StatusCode::kNotFound) {
+    LogWarn("layerwise: the prefix ends at " + p.end.ToString());
   }
-  return out;
+  return HitPrefix{.headers = std::move(p.headers), .readers = {}};
 }
 
 // The same, for sending from files: each chunk's header read through a reader that stays open,

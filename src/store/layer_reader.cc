@@ -1,5 +1,6 @@
 #include "objectcache/layer_reader.h"
 
+#include <algorithm>
 #include <charconv>
 #include <string>
 
@@ -26,6 +27,49 @@ Result<LayerRange> LayerRange::Parse(std::string_view text, uint32_t num_layers)
   return r;
 }
 
+Result<ChunkHeaderPrefix> ReadChunkHeaderPrefix(Store& store, const KvLayout& layout,
+                                                std::span<const ChunkKey> keys,
+                                                std::span<const std::string> names) {
+  if (names.size() != keys.size()) {
+    return InvalidArgumentError("ReadChunkHeaderPrefix: " + std::to_string(keys.size()) +
+                                " keys, " + std::to_string(names.size()) + " names");
+  }
+  ChunkHeaderPrefix out;
+  const size_t count = keys.size();
+  std::string buf(std::min(kChunkHeaderGroup, count) * kChunkHeaderRegion, '\0');
+  std::vector<RangeRead> reads;
+  for (size_t start = 0; start < count; start += kChunkHeaderGroup) {
+    const size_t n = std::min(kChunkHeaderGroup, count - start);
+    reads.assign(n, RangeRead{});
+    for (size_t i = 0; i < n; ++i) {
+      reads[i] = {.key = names[start + i],
+                  .offset = 0,
+                  .dest = AsWritableBytes(buf).subspan(i * kChunkHeaderRegion, kChunkHeaderRegion)};
+    }
+    OC_RETURN_IF_ERROR(store.RetrieveRanges(reads));
+    for (size_t i = 0; i < n; ++i) {
+      const size_t at = start + i;
+      Status why = reads[i].status;
+      if (why.code() == StatusCode::kOutOfRange) {
+        why = DataLossError("the object is shorter than a chunk header");
+      }
+      if (why.ok()) {
+        ChunkExpectation expect{.layout = &layout, .key = &keys[at]};
+        Result<ChunkHeader> h = DecodeChunkHeader(reads[i].dest, expect);
+        if (h) {
+          out.headers.push_back(std::move(*h));
+          continue;
+        }
+        why = h.error();
+      }
+      if (why.code() == StatusCode::kUnavailable) return why;
+      out.end = why.Annotate("chunk " + names[at] + " (#" + std::to_string(at) + ")");
+      return out;
+    }
+  }
+  return out;
+}
+
 Status ReadLayersLayerMajor(Store& store, const KvLayout& layout, std::span<const ChunkKey> keys,
                             LayerRange layers, const LayerSink& sink) {
   OC_RETURN_IF_ERROR(layout.Validate());
@@ -37,30 +81,11 @@ Status ReadLayersLayerMajor(Store& store, const KvLayout& layout, std::span<cons
   const size_t n = keys.size();
   std::vector<std::string> names(n);
   for (size_t i = 0; i < n; ++i) names[i] = keys[i].ToHex();
+  OC_ASSIGN_OR_RETURN(ChunkHeaderPrefix prefix, ReadChunkHeaderPrefix(store, layout, keys, names));
+  if (!prefix.end.ok()) return prefix.end;
+  const std::vector<ChunkHeader>& parsed = prefix.headers;
 
-  // All headers in one call.
-  std::string headers(n * kChunkHeaderRegion, '\0');
   std::vector<RangeRead> reads(n);
-  for (size_t i = 0; i < n; ++i) {
-    reads[i] = {
-        .key = names[i],
-        .offset = 0,
-        .dest = AsWritableBytes(headers).subspan(i * kChunkHeaderRegion, kChunkHeaderRegion)};
-  }
-  OC_RETURN_IF_ERROR(store.RetrieveRanges(reads));
-  std::vector<ChunkHeader> parsed(n);
-  for (size_t i = 0; i < n; ++i) {
-    const std::string what = "chunk " + names[i] + " (#" + std::to_string(i) + ")";
-    if (reads[i].status.code() == StatusCode::kOutOfRange) {
-      return DataLossError(what + ": object is shorter than a chunk header");
-    }
-    if (!reads[i].status.ok()) return reads[i].status.Annotate(what);
-    ChunkExpectation expect{.layout = &layout, .key = &keys[i]};
-    Result<ChunkHeader> h = DecodeChunkHeader(reads[i].dest, expect);
-    if (!h.has_value()) return h.error().Annotate("#" + std::to_string(i));
-    parsed[i] = std::move(*h);
-  }
-
   const uint64_t slice = layout.LayerSliceBytes();
   std::string buf(n * slice, '\0');
   for (uint32_t layer = layers.first; layer < layers.last; ++layer) {
