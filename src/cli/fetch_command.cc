@@ -1,15 +1,16 @@
 #include "cli/fetch_command.h"
 
+#include <algorithm>
+#include <array>
+#include <condition_variable>
 #include <iostream>
-#include <sstream>
+#include <mutex>
+#include <string>
 
 #include "cli/cli_support.h"
-#include "client/layer_stream.h"
 #include "objectcache/chunk_key.h"
 #include "objectcache/client.h"
 #include "objectcache/layer_reader.h"
-#include "s3/s3_connection.h"
-#include "wire/layerwise_request.h"
 
 namespace objectcache::cli {
 namespace {
@@ -25,55 +26,106 @@ struct FetchFlags {
   int wire_version = 2;
 };
 
+// Where a fetch's layers land: two regions of the hit prefix's slices, each written out as
+// soon as its layer is verified. The retrieval waits for a region to be written out before it
+// fills it again, so memory is two layers of the prefix however many layers are fetched.
+class LayerRing {
+ public:
+  LayerRing(uint32_t first_layer, uint64_t slice) : first_(first_layer), slice_(slice) {}
+
+  // Chunk `chunk`'s slice of `layer` (called from the retrieval's threads): once the region
+  // of two layers before it is written out. The regions are sized on the first call, by the
+  // hits the retrieval knows then (the response's header has arrived).
+  std::byte* Slot(uint32_t layer, size_t chunk) {
+    const uint32_t i = layer - first_;
+    std::unique_lock lock(mu_);
+    cv_.wait(lock, [&] { return (retrieval_ != nullptr && i < released_ + 2) || abandoned_; });
+    if (regions_[0].empty()) {
+      Result<uint32_t> hits = retrieval_ ? retrieval_->Hits() : Result<uint32_t>(0u);
+      const uint64_t bytes = std::max<uint64_t>(hits.value_or(0), chunk + 1) * slice_;
+      for (std::string& r : regions_) r.assign(bytes, '\0');
+    }
+    return reinterpret_cast<std::byte*>(regions_[i % 2].data()) + chunk * slice_;
+  }
+
+  void Started(LayerwiseRetrieval* retrieval) {
+    std::lock_guard lock(mu_);
+    retrieval_ = retrieval;
+    cv_.notify_all();
+  }
+
+  // Layer `layer`'s `bytes`, once it is verified; Release gives its region back.
+  std::span<const std::byte> Layer(uint32_t layer, uint64_t bytes) {
+    std::lock_guard lock(mu_);
+    return AsBytes(regions_[(layer - first_) % 2]).first(bytes);
+  }
+  void Release() {
+    std::lock_guard lock(mu_);
+    ++released_;
+    cv_.notify_all();
+  }
+  // Nothing more is written out: the retrieval may fill any region until it ends.
+  void Abandon() {
+    std::lock_guard lock(mu_);
+    abandoned_ = true;
+    cv_.notify_all();
+  }
+
+ private:
+  const uint32_t first_;
+  const uint64_t slice_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  LayerwiseRetrieval* retrieval_ = nullptr;
+  uint32_t released_ = 0;
+  bool abandoned_ = false;
+  std::array<std::string, 2> regions_;
+};
+
+// Writes each layer of `range` to `out` as it becomes ready; the hits.
+Result<uint32_t> WriteLayers(LayerwiseRetrieval& retrieval, LayerRing& ring, LayerRange range,
+                             uint64_t slice, OutputFile& out) {
+  OC_ASSIGN_OR_RETURN(uint32_t hits, retrieval.Hits());
+  for (uint32_t layer = range.first; layer < range.last; ++layer) {
+    OC_RETURN_IF_ERROR(retrieval.WaitForLayer(layer));
+    if (hits > 0) OC_RETURN_IF_ERROR(out.Write(ring.Layer(layer, hits * slice)));
+    ring.Release();
+  }
+  return hits;
+}
+
+// On Client, as an engine would fetch, with one aggregated request: the layers are checked
+// against the request's header and the writers' checksums (v2) or the server's (v1).
 Status RunFetch(const FetchFlags& f) {
-  OC_ASSIGN_OR_RETURN(s3::S3Endpoint endpoint, s3::S3Endpoint::Parse(f.endpoint));
-  endpoint.ca_file = f.ca_file;
   OC_ASSIGN_OR_RETURN(ModelPreset model, ResolveLayoutFlags(f.layout));
   OC_ASSIGN_OR_RETURN(LayerRange range, LayerRange::Parse(f.layers, model.layout.num_layers));
   OC_ASSIGN_OR_RETURN(std::string text, ReadFile(f.keys_file));
-  OC_ASSIGN_OR_RETURN(std::vector<ChunkKey> chunk_keys, ParseKeyList(text, f.keys_file));
-  const std::string request =
-      wire::EncodeLayerwiseRequest({.version = static_cast<uint16_t>(f.wire_version),
-                                    .keys = chunk_keys,
-                                    .first = range.first,
-                                    .last = range.last,
-                                    .model = model});
-
+  OC_ASSIGN_OR_RETURN(std::vector<ChunkKey> keys, ParseKeyList(text, f.keys_file));
+  ClientOptions options;
+  options.endpoints = {f.endpoint};
+  options.bucket = f.bucket;
+  options.ca_file = f.ca_file;
+  options.wire_version = f.wire_version;
+  options.aggregated_streams = 1;
+  OC_ASSIGN_OR_RETURN(std::unique_ptr<Client> client, Client::Create(options));
   OC_ASSIGN_OR_RETURN(std::unique_ptr<OutputFile> out, OutputFile::Open(f.out));
-  // One region serves every layer: a layer is written out as soon as it is verified, before
-  // the decoder fills the region with the next one.
-  std::string region;
-  Status write_status;
-  client::LayerStreamDecoder decoder(
-      [&](const client::LayerStreamHeader& h) -> Result<client::LayerPlacement> {
-        // Nothing is sized from the server's word before it is checked against the request.
-        if (h.first_layer != range.first || h.layer_count != range.last - range.first ||
-            h.slice_bytes != model.layout.LayerSliceBytes() || h.keys != chunk_keys.size() ||
-            h.hits > chunk_keys.size()) {
-          return DataLossError("the layerwise response does not match the request");
-        }
-        region.assign(h.hits * h.slice_bytes, '\0');
-        return client::LayerPlacement{
-            .regions = std::vector<std::span<std::byte>>(h.layer_count, AsWritableBytes(region)),
-            .chunk_name = [&](uint64_t j) { return chunk_keys[j].ToHex(); }};
-      },
-      [&](uint32_t, const Status& s) {
-        if (s.ok() && write_status.ok()) write_status = out->Write(AsBytes(region));
-      });
-  s3::S3Connection conn(endpoint, s3::S3Credentials::FromEnvironment());
-  OC_ASSIGN_OR_RETURN(s3::S3Response res, conn.Send("POST", "/" + f.bucket, {{"layerwise", ""}},
-                                                    request, [&](std::span<const std::byte> bytes) {
-                                                      return decoder.Feed(bytes);
-                                                    }));
-  if (res.status != 200) {
-    return UnavailableError("server answered " + std::to_string(res.status) + ": " +
-                            res.error_body);
-  }
-  OC_RETURN_IF_ERROR(decoder.Finish());
-  OC_RETURN_IF_ERROR(write_status);
-  std::cerr << "fetched layers " << range.first << ":" << range.last << " of "
-            << decoder.header().hits << " of " << chunk_keys.size()
-            << " chunks (the cached prefix)\n";
+
+  const uint64_t slice = model.layout.LayerSliceBytes();
+  const size_t requested = keys.size();
+  LayerRing ring(range.first, slice);  // outlives the retrieval, which writes into it
+  LayerwiseRequest request{.model = model, .keys = std::move(keys), .layers = range};
+  request.destination = [&ring](uint32_t layer, size_t chunk) { return ring.Slot(layer, chunk); };
+  request.destination_keeps_bytes = false;  // the regions are reused
+  OC_ASSIGN_OR_RETURN(std::unique_ptr<LayerwiseRetrieval> retrieval,
+                      client->RetrieveLayerwise(std::move(request)));
+  ring.Started(retrieval.get());
+  Result<uint32_t> hits = WriteLayers(*retrieval, ring, range, slice, *out);
+  ring.Abandon();
+  const Status ended = retrieval->Wait();
+  if (!hits) return hits.error();
+  OC_RETURN_IF_ERROR(ended);
+  std::cerr << "fetched layers " << range.first << ":" << range.last << " of " << *hits << " of "
+            << requested << " chunks (the cached prefix)\n";
   return out->Commit();
 }
 
