@@ -41,6 +41,7 @@
 #include "server/memory_budget.h"
 #include "server/metrics.h"
 #include "server/object_attributes.h"
+#include "server/s3_routes.h"
 #include "server/window_buffers.h"
 
 namespace objectcache::server {
@@ -99,6 +100,14 @@ inline bool InPageCache(const ObjectReader& obj, uint64_t first, uint64_t last) 
   std::byte probe[1];
   return obj.ReadAtIfCached(first, probe).ok() && obj.ReadAtIfCached(last - 1, probe).ok();
 }
+
+// S3's longest object name.
+inline constexpr size_t kMaxS3KeyBytes = 1024;
+
+// S3's rules for a bucket name that may be used: 3-63 lowercase letters, digits, '.' and '-',
+// starting and ending with a letter or digit, no "..". A new bucket's name must also follow
+// the rest of AWS's rules (s3_buckets.cc).
+bool ValidBucketName(std::string_view b);
 
 // `return Fail("NoSuchKey", "...")` from a function returning s3::S3Result<T>.
 inline std::unexpected<s3::S3Error> Fail(std::string code, std::string message) {
@@ -238,15 +247,34 @@ class S3Handler final : public RequestHandler {
     BucketInfo bucket;
   };
 
+  // Authenticates, routes and runs the request's operation (s3_operations.cc).
   asio::awaitable<s3::S3Result<void>> Dispatch(Ctx& c);
-  // Buckets.
+  using OperationHandler = asio::awaitable<s3::S3Result<void>> (S3Handler::*)(Ctx&);
+  struct Operation {
+    S3Route route;
+    S3Op metric;        // the label it is counted under
+    bool needs_bucket;  // the bucket named must exist
+    bool sigv2;         // Signature Version 2 may sign it
+    OperationHandler run;
+  };
+  // The row of `route` (s3_operations.cc); nullptr for none.
+  static const Operation* FindOperation(S3Route route);
+
+  // The operations, one handler each. Buckets (s3_buckets.cc, s3_operations.cc).
   asio::awaitable<s3::S3Result<void>> ListBuckets(Ctx& c);
   asio::awaitable<s3::S3Result<void>> CreateBucket(Ctx& c);
   asio::awaitable<s3::S3Result<void>> DeleteBucket(Ctx& c);
+  asio::awaitable<s3::S3Result<void>> HeadBucket(Ctx& c);
+  asio::awaitable<s3::S3Result<void>> GetBucketLocation(Ctx& c);
+  // Listings (s3_listings.cc).
+  asio::awaitable<s3::S3Result<void>> ListObjectsV1(Ctx& c);
+  asio::awaitable<s3::S3Result<void>> ListObjectsV2(Ctx& c);
   asio::awaitable<s3::S3Result<void>> ListObjects(Ctx& c, bool v2);
   // Versions, versioning and ACLs as an unversioned, single-owner cache answers them
   // (s3_versions_acl.cc).
   asio::awaitable<s3::S3Result<void>> ListObjectVersions(Ctx& c);
+  asio::awaitable<s3::S3Result<void>> GetBucketVersioning(Ctx& c);
+  asio::awaitable<s3::S3Result<void>> PutBucketVersioning(Ctx& c);
   asio::awaitable<s3::S3Result<void>> BucketVersioning(Ctx& c, bool put);
   asio::awaitable<s3::S3Result<void>> GetAcl(Ctx& c);
   // OK for a bucket request or an object that exists; NoSuchKey otherwise.
@@ -268,7 +296,8 @@ class S3Handler final : public RequestHandler {
   Result<Listing> ListBucket(const std::string& bucket, const std::string& prefix,
                              const std::string& delimiter, const std::string& position,
                              size_t max_keys);
-  asio::awaitable<s3::S3Result<void>> DeleteObjects(Ctx& c);
+  // The KV extensions (s3_kv_extensions.cc, s3_operations.cc).
+  asio::awaitable<s3::S3Result<void>> GetKvLayout(Ctx& c);
   asio::awaitable<s3::S3Result<void>> BatchLookup(Ctx& c);
   // Pins chunks against eviction for a time (docs/s3-api.md, "Pinned prefixes").
   asio::awaitable<s3::S3Result<void>> PinKeys(Ctx& c);
@@ -280,14 +309,17 @@ class S3Handler final : public RequestHandler {
   asio::awaitable<s3::S3Result<void>> LayerwiseRetrieve(Ctx& c);
   // Many objects in one request (batch_store.cc).
   asio::awaitable<s3::S3Result<void>> BatchStore(Ctx& c);
-  asio::awaitable<s3::S3Result<void>> ListUploads(Ctx& c);
-  // Objects.
+  // Objects (s3_objects.cc).
   asio::awaitable<s3::S3Result<void>> PutObject(Ctx& c);
+  asio::awaitable<s3::S3Result<void>> GetObjectBody(Ctx& c);
+  asio::awaitable<s3::S3Result<void>> HeadObject(Ctx& c);
   asio::awaitable<s3::S3Result<void>> GetObject(Ctx& c, bool head);
   asio::awaitable<s3::S3Result<void>> GetObjectAttributes(Ctx& c);
   asio::awaitable<s3::S3Result<void>> DeleteObject(Ctx& c);
+  asio::awaitable<s3::S3Result<void>> DeleteObjects(Ctx& c);
   asio::awaitable<s3::S3Result<void>> CopyObject(Ctx& c);
-  // Multipart.
+  // Multipart (s3_multipart.cc).
+  asio::awaitable<s3::S3Result<void>> ListUploads(Ctx& c);
   asio::awaitable<s3::S3Result<void>> CreateMultipart(Ctx& c);
   asio::awaitable<s3::S3Result<void>> UploadPart(Ctx& c);
   asio::awaitable<s3::S3Result<void>> CompleteMultipart(Ctx& c);

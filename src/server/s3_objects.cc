@@ -1,4 +1,4 @@
-// S3 object operations (buckets are in s3_handler.cc, multipart uploads in s3_multipart.cc).
+// S3 object operations (buckets are in s3_buckets.cc, multipart uploads in s3_multipart.cc).
 #include <algorithm>
 #include <iterator>
 #include <tuple>
@@ -346,5 +346,81 @@ asio::awaitable<S3Result<void>> S3Handler::CopyObject(Ctx& c) {
   co_await SendXml(c, 200, w.Finish());
   co_return S3Result<void>();
 }
+
+asio::awaitable<S3Result<void>> S3Handler::DeleteObjects(Ctx& c) {
+  auto body = co_await ReadSmallBody(c, 2 << 20);
+  if (!body) co_return std::unexpected(body.error());
+  XmlElement root;
+  std::string why;
+  if (!ParseXml(*body, &root, &why) || root.name != "Delete") {
+    co_return Fail("MalformedXML", "DeleteObjects body: " + (why.empty() ? "not <Delete>" : why));
+  }
+  // Each object: its key, whether it named version "null", and its conditions (or the error
+  // that makes it fail before anything is deleted: another version, an unreadable condition).
+  struct Target {
+    std::string key;
+    bool versioned = false;
+    S3Result<DeleteConditions> conditions;
+  };
+  std::vector<Target> targets;
+  for (const XmlElement& o : root.children) {
+    if (o.name != "Object") continue;
+    const XmlElement* k = o.Child("Key");
+    if (k == nullptr || k->text.empty()) co_return Fail("MalformedXML", "<Object> without <Key>");
+    if (targets.size() == 1000)
+      co_return Fail("MalformedXML", "at most 1000 keys per DeleteObjects");
+    auto text = [&o](const char* name) {
+      const XmlElement* e = o.Child(name);
+      return e == nullptr ? nullptr : &e->text;
+    };
+    Target t{
+        .key = k->text,
+        .versioned = text("VersionId") != nullptr,
+        .conditions = ParseDeleteConditions(text("ETag"), text("LastModifiedTime"), text("Size"))};
+    if (t.versioned && *text("VersionId") != "null") {
+      t.conditions = Fail("NoSuchVersion", "The specified version does not exist.");
+    } else if (t.key.size() > kMaxS3KeyBytes) {
+      t.conditions = Fail("KeyTooLongError", "Your key is too long (at most 1024 bytes)");
+    }
+    targets.push_back(std::move(t));
+  }
+  const XmlElement* quiet = root.Child("Quiet");
+  const bool is_quiet = quiet && quiet->text == "true";
+  auto results = co_await Blocking([&] {
+    std::vector<S3Result<void>> out;
+    for (const Target& t : targets) {
+      if (!t.conditions) {
+        out.push_back(std::unexpected(t.conditions.error()));
+      } else {
+        out.push_back(DeleteObjectIf(ObjectKey(c.req.bucket, t.key), *t.conditions));
+      }
+    }
+    return out;
+  });
+  XmlWriter w;
+  w.Open("DeleteResult", true);
+  for (size_t i = 0; i < targets.size(); ++i) {
+    if (results[i].has_value()) {
+      if (is_quiet) continue;
+      w.Open("Deleted");
+      w.Element("Key", targets[i].key);
+      if (targets[i].versioned) w.Element("VersionId", "null");
+      w.Close("Deleted");
+    } else {
+      const S3Error& e = results[i].error();
+      w.Open("Error");
+      w.Element("Key", targets[i].key);
+      w.Element("Code", e.code);
+      w.Element("Message", e.message);
+      w.Close("Error");
+    }
+  }
+  w.Close("DeleteResult");
+  co_await SendXml(c, 200, w.Finish());
+  co_return S3Result<void>();
+}
+
+asio::awaitable<S3Result<void>> S3Handler::GetObjectBody(Ctx& c) { return GetObject(c, false); }
+asio::awaitable<S3Result<void>> S3Handler::HeadObject(Ctx& c) { return GetObject(c, true); }
 
 }  // namespace objectcache::server

@@ -15,7 +15,6 @@
 
 #include "s3/s3_error.h"
 #include "s3/s3_request.h"
-#include "server/metrics.h"
 
 namespace objectcache::server {
 
@@ -58,9 +57,6 @@ enum class S3Route {
 // is not implemented for this method and scope, MethodNotAllowed (405) for a method the resource
 // does not take, InvalidRequest for two sub-resources that name different operations.
 s3::S3Result<S3Route> RouteS3Request(const s3::S3Request& request);
-
-// The operation label `route` is counted under in the metrics.
-S3Op MetricOperation(S3Route route);
 
 // True for the query parameter names S3 defines as sub-resources (all of the table).
 bool IsSubResource(std::string_view query_name);

@@ -177,4 +177,11 @@ asio::awaitable<S3Result<void>> S3Handler::PutAcl(Ctx& c) {
   co_return S3Result<void>();
 }
 
+asio::awaitable<S3Result<void>> S3Handler::GetBucketVersioning(Ctx& c) {
+  return BucketVersioning(c, false);
+}
+asio::awaitable<S3Result<void>> S3Handler::PutBucketVersioning(Ctx& c) {
+  return BucketVersioning(c, true);
+}
+
 }  // namespace objectcache::server
