@@ -15,14 +15,42 @@
 namespace objectcache::cli {
 namespace {
 
-struct FetchFlags {
+// What fetch and pin share: the server, the bucket and the file of chunk keys.
+struct ServerFlags {
   std::string endpoint = "http://127.0.0.1:9000";
+  std::string ca_file;
   std::string bucket;
-  LayoutFlags layout;
   std::string keys_file;
+};
+
+ClientOptions ClientOptionsFor(const ServerFlags& s) {
+  ClientOptions options;
+  options.endpoints = {s.endpoint};
+  options.bucket = s.bucket;
+  options.ca_file = s.ca_file;
+  return options;
+}
+
+Result<std::vector<ChunkKey>> ReadKeys(const ServerFlags& s) {
+  OC_ASSIGN_OR_RETURN(std::string text, ReadFile(s.keys_file));
+  return ParseKeyList(text, s.keys_file);
+}
+
+void AddServerFlags(CLI::App* cmd, ServerFlags* s) {
+  cmd->add_option("--endpoint", s->endpoint, "Server URL (http:// or https://)")
+      ->capture_default_str();
+  cmd->add_option("--ca-file", s->ca_file,
+                  "PEM bundle of the CAs an https:// server's certificate is checked against "
+                  "(default: the system's)");
+  cmd->add_option("--bucket", s->bucket, "Bucket")->required();
+  cmd->add_option("--keys", s->keys_file, "File of chunk keys, one hex key a line")->required();
+}
+
+struct FetchFlags {
+  ServerFlags server;
+  LayoutFlags layout;
   std::string layers;
   std::string out = "-";
-  std::string ca_file;
   int wire_version = 2;
 };
 
@@ -99,12 +127,8 @@ Result<uint32_t> WriteLayers(LayerwiseRetrieval& retrieval, LayerRing& ring, Lay
 Status RunFetch(const FetchFlags& f) {
   OC_ASSIGN_OR_RETURN(ModelPreset model, ResolveLayoutFlags(f.layout));
   OC_ASSIGN_OR_RETURN(LayerRange range, LayerRange::Parse(f.layers, model.layout.num_layers));
-  OC_ASSIGN_OR_RETURN(std::string text, ReadFile(f.keys_file));
-  OC_ASSIGN_OR_RETURN(std::vector<ChunkKey> keys, ParseKeyList(text, f.keys_file));
-  ClientOptions options;
-  options.endpoints = {f.endpoint};
-  options.bucket = f.bucket;
-  options.ca_file = f.ca_file;
+  OC_ASSIGN_OR_RETURN(std::vector<ChunkKey> keys, ReadKeys(f.server));
+  ClientOptions options = ClientOptionsFor(f.server);
   options.wire_version = f.wire_version;
   options.aggregated_streams = 1;
   OC_ASSIGN_OR_RETURN(std::unique_ptr<Client> client, Client::Create(options));
@@ -130,21 +154,13 @@ Status RunFetch(const FetchFlags& f) {
 }
 
 struct PinFlags {
-  std::string endpoint = "http://127.0.0.1:9000";
-  std::string ca_file;
-  std::string bucket;
-  std::string keys_file;
+  ServerFlags server;
   uint64_t ttl_seconds = 3600;
 };
 
 Status RunPin(const PinFlags& f) {
-  OC_ASSIGN_OR_RETURN(std::string text, ReadFile(f.keys_file));
-  OC_ASSIGN_OR_RETURN(std::vector<ChunkKey> keys, ParseKeyList(text, f.keys_file));
-  ClientOptions options;
-  options.endpoints = {f.endpoint};
-  options.bucket = f.bucket;
-  options.ca_file = f.ca_file;
-  OC_ASSIGN_OR_RETURN(std::unique_ptr<Client> client, Client::Create(options));
+  OC_ASSIGN_OR_RETURN(std::vector<ChunkKey> keys, ReadKeys(f.server));
+  OC_ASSIGN_OR_RETURN(std::unique_ptr<Client> client, Client::Create(ClientOptionsFor(f.server)));
   OC_ASSIGN_OR_RETURN(std::vector<ChunkKey> missing,
                       client->Pin(keys, std::chrono::seconds(f.ttl_seconds)));
   std::cerr << "pinned " << keys.size() - missing.size() << " of " << keys.size() << " chunks for "
@@ -155,14 +171,6 @@ Status RunPin(const PinFlags& f) {
   return NotFoundError(std::to_string(missing.size()) + " of the keys are not cached:" + list);
 }
 
-void AddEndpointFlags(CLI::App* cmd, std::string* endpoint, std::string* ca_file) {
-  cmd->add_option("--endpoint", *endpoint, "Server URL (http:// or https://)")
-      ->capture_default_str();
-  cmd->add_option("--ca-file", *ca_file,
-                  "PEM bundle of the CAs an https:// server's certificate is checked against "
-                  "(default: the system's)");
-}
-
 }  // namespace
 
 void AddPinCommand(CLI::App* app) {
@@ -171,9 +179,7 @@ void AddPinCommand(CLI::App* app) {
       "pin",
       "Pin chunks against eviction for a time (a system prompt or a document many requests "
       "share); says which keys are not cached (credentials as for fetch)");
-  AddEndpointFlags(cmd, &f->endpoint, &f->ca_file);
-  cmd->add_option("--bucket", f->bucket, "Bucket")->required();
-  cmd->add_option("--keys", f->keys_file, "File of chunk keys, one hex key a line")->required();
+  AddServerFlags(cmd, &f->server);
   cmd->add_option("--ttl", f->ttl_seconds, "Seconds the pin lasts (at most a year)")
       ->capture_default_str();
   cmd->callback([f] { RunCommand([&] { return RunPin(*f); }); });
@@ -186,10 +192,8 @@ void AddFetchCommand(CLI::App* app) {
       "Aggregated layerwise retrieval: the cached prefix of the listed chunks, layers A:B, "
       "layer-major, every frame checked (credentials from OBJECTCACHE_ACCESS_KEY/"
       "OBJECTCACHE_SECRET_KEY or AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY)");
-  AddEndpointFlags(cmd, &f->endpoint, &f->ca_file);
-  cmd->add_option("--bucket", f->bucket, "Bucket")->required();
+  AddServerFlags(cmd, &f->server);
   AddLayoutFlags(cmd, &f->layout);
-  cmd->add_option("--keys", f->keys_file, "File of chunk keys, one hex key a line")->required();
   cmd->add_option("--layers", f->layers, "Layer range A:B (A inclusive, B exclusive)")->required();
   cmd->add_option("--out,-o", f->out, "Output file (written whole or not at all); - for stdout");
   cmd->add_option("--wire-version", f->wire_version,
