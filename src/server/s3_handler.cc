@@ -4,12 +4,10 @@
 #include <chrono>
 #include <nlohmann/json.hpp>
 
-#include "objectcache/chunk_key.h"
-#include "objectcache/chunk_object.h"
-#include "s3/aws_chunked.h"
 #include "s3/crypto.h"
 #include "server/log.h"
 #include "server/object_attributes.h"
+#include "server/s3_body.h"
 
 namespace objectcache::server {
 
@@ -297,76 +295,9 @@ asio::awaitable<S3Result<std::string>> S3Handler::ReceiveBody(Ctx& c, const std:
                                                               ObjectAttributes attributes,
                                                               const std::optional<ModelPreset>& kv,
                                                               const PutOptions& condition) {
-  const S3Request& r = c.req;
-  const std::string payload_hash =
-      c.id ? c.id->payload_hash
-           : (r.Header("x-amz-content-sha256") ? *r.Header("x-amz-content-sha256")
-                                               : std::string(kUnsignedPayload));
-  const bool streaming = payload_hash.starts_with("STREAMING-");
-  std::optional<AwsChunkedDecoder> chunked;
-  uint64_t expected_length = 0;
-  if (streaming) {
-    const std::string* decoded = r.Header("x-amz-decoded-content-length");
-    if (decoded == nullptr) {
-      co_return Fail("MissingContentLength", "x-amz-decoded-content-length is required");
-    }
-    if (!ParseDecimal(*decoded, &expected_length)) {
-      co_return Fail("InvalidArgument", "x-amz-decoded-content-length must be a decimal number");
-    }
-    std::optional<PayloadChecksum> trailer;
-    if (const std::string* t = r.Header("x-amz-trailer")) {
-      std::string name = *t;
-      for (char& ch : name) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
-      trailer = PayloadChecksum::ForHeader(name);
-      if (!trailer) co_return Fail("InvalidArgument", "unsupported x-amz-trailer '" + *t + "'");
-    }
-    std::optional<ChunkSignatureChain> chain;
-    if (payload_hash == kStreamingPayload) {
-      if (!c.id) co_return Fail("AccessDenied", "signed streaming upload without a signature");
-      chain.emplace(*c.id);
-    } else if (payload_hash != "STREAMING-UNSIGNED-PAYLOAD-TRAILER") {
-      co_return Fail("InvalidArgument", "unsupported x-amz-content-sha256 '" + payload_hash + "'");
-    }
-    chunked.emplace(std::move(chain), expected_length, std::move(trailer));
-  } else {
-    std::optional<uint64_t> len = c.ex.ContentLength();
-    const std::string* te = r.Header("transfer-encoding");
-    if (!len && te == nullptr) co_return Fail("MissingContentLength", "Content-Length is required");
-    expected_length = len.value_or(0);
-    if (payload_hash != kUnsignedPayload && payload_hash.size() != 64) {
-      co_return Fail("InvalidArgument", "unsupported x-amz-content-sha256 '" + payload_hash + "'");
-    }
-  }
-  // An x-amz-checksum-* header names a checksum of the whole payload: it is checked too.
-  std::optional<PayloadChecksum> header_checksum;
-  std::string header_checksum_value;
-  for (const auto& [name, value] : r.headers) {
-    if (!name.starts_with("x-amz-checksum-") || name == "x-amz-checksum-algorithm") continue;
-    header_checksum = PayloadChecksum::ForHeader(name);
-    if (!header_checksum) co_return Fail("InvalidArgument", "unsupported checksum " + name);
-    header_checksum_value = value;
-  }
-  std::string content_md5;
-  if (const std::string* md5 = r.Header("content-md5")) {
-    if (!Base64Decode(*md5, &content_md5) || content_md5.size() != 16) {
-      co_return Fail("InvalidDigest", "The Content-MD5 you specified was invalid.");
-    }
-  }
-  std::optional<ChunkStreamVerifier> verifier;
-  std::optional<ChunkKey> chunk_key;
-  if (kv) {
-    Result<ChunkKey> k = ChunkKey::FromHex(r.key);
-    if (!k) {
-      co_return Fail("InvalidChunkObject",
-                     "objects in a KV bucket are named by their 32-hex-digit chunk key");
-    }
-    chunk_key = *k;
-    verifier.emplace(ChunkExpectation{.layout = &kv->layout,
-                                      .key = &*chunk_key,
-                                      .object_bytes = streaming || c.ex.ContentLength()
-                                                          ? std::optional(expected_length)
-                                                          : std::nullopt});
-  }
+  S3Result<std::unique_ptr<BodyPipeline>> body =
+      BodyPipeline::ForRequest(c.req, c.id, c.ex.ContentLength(), kv);
+  if (!body) co_return std::unexpected(body.error());
   if (attributes.UserMetadataBytes() > 2048) {
     co_return Fail("MetadataTooLarge",
                    "Your metadata headers exceed the maximum allowed size (2 KiB)");
@@ -374,14 +305,9 @@ asio::awaitable<S3Result<std::string>> S3Handler::ReceiveBody(Ctx& c, const std:
   auto writer = co_await Blocking([&] { return store_->NewWriter(store_key, condition); });
   if (!writer) co_return std::unexpected(FromStatus(writer.error()));
 
-  Digest md5(Digest::Kind::kMd5);
-  Digest sha(Digest::Kind::kSha256);
-  const bool check_sha = !streaming && payload_hash != kUnsignedPayload;
   MemoryBudget::Lease lease = memory_.NewLease();
   if (!lease.GrowTo(options_.io_buffer_bytes)) co_return MemoryBudgetExhausted();
   IoBuffer raw(options_.io_buffer_bytes);
-  std::string decoded;
-  uint64_t total = 0;
   for (;;) {
     Result<size_t> n = co_await c.ex.ReadBody(raw.span());
     if (!n) {
@@ -391,53 +317,21 @@ asio::awaitable<S3Result<std::string>> S3Handler::ReceiveBody(Ctx& c, const std:
       co_return Fail("IncompleteBody", n.error().message());
     }
     if (*n == 0) break;
-    std::span<const std::byte> payload = std::span<const std::byte>(raw.span().first(*n));
-    if (chunked) {
-      decoded.clear();
-      if (auto d = chunked->Feed(payload, &decoded); !d) co_return std::unexpected(d.error());
-      payload = AsBytes(decoded);
-    }
-    if (payload.empty()) continue;
-    md5.Update(payload);
-    if (check_sha) sha.Update(payload);
-    if (header_checksum) header_checksum->Update(payload);
-    total += payload.size();
-    if (verifier) {
-      if (Status s = verifier->Feed(payload); !s.ok()) {
-        co_return Fail("InvalidChunkObject", s.ToString());
-      }
-    }
-    Status s = co_await Blocking([&] { return (*writer)->Append(payload); });
+    S3Result<std::span<const std::byte>> payload = (*body)->Feed(raw.span().first(*n));
+    if (!payload) co_return std::unexpected(payload.error());
+    if (payload->empty()) continue;
+    Status s = co_await Blocking([&] { return (*writer)->Append(*payload); });
     if (!s.ok()) co_return std::unexpected(FromStatus(s));
   }
-  if (chunked) {
-    if (auto d = chunked->Finish(); !d) co_return std::unexpected(d.error());
-  } else if (c.ex.ContentLength() && total != expected_length) {
-    co_return Fail("IncompleteBody",
-                   "You did not provide the number of bytes specified by the Content-Length");
-  }
-  if (check_sha && ToHex(sha.Finish()) != payload_hash) {
-    co_return Fail("XAmzContentSHA256Mismatch",
-                   "The provided 'x-amz-content-sha256' header does not match what was computed.");
-  }
-  if (header_checksum && header_checksum->FinishBase64() != header_checksum_value) {
-    co_return Fail("BadDigest", "The " + header_checksum->header() +
-                                    " you specified did not match the calculated checksum.");
-  }
-  const std::string digest = md5.Finish();
-  if (!content_md5.empty() && digest != content_md5) {
-    co_return Fail("BadDigest", "The Content-MD5 you specified did not match what we received.");
-  }
-  if (verifier) {
-    if (Status s = verifier->Finish(); !s.ok()) co_return Fail("InvalidChunkObject", s.ToString());
-  }
-  attributes.etag = ToHex(digest);
+  S3Result<std::string> etag = (*body)->Finish();
+  if (!etag) co_return std::unexpected(etag.error());
+  attributes.etag = *etag;
   if (Status s = (*writer)->SetAttributes(attributes.Encode()); !s.ok()) {
     co_return Fail("MetadataTooLarge", s.message());
   }
   Status committed = co_await Blocking([&] { return (*writer)->Commit(); });
   if (!committed.ok()) co_return std::unexpected(CommitFailure(committed, condition));
-  co_return ToHex(digest);
+  co_return *etag;
 }
 
 }  // namespace objectcache::server
