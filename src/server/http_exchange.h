@@ -114,11 +114,34 @@ class HttpExchange {
   virtual void CloseAfterResponse() = 0;
 };
 
+// Why a server answers a connection itself, before any handler sees a request on it.
+enum class TransportFailure {
+  kMalformedRequest,  // the request line or a header could not be parsed (400)
+  kHeaderTooLarge,    // the header section passed the server's limit (400)
+  kBodyTooLarge,      // the declared body passed the server's limit (400)
+  kOutOfDescriptors,  // the process has no file descriptor left for the connection (503)
+};
+
+// A whole response the server writes on its own: status, Content-Type and body.
+struct TransportErrorResponse {
+  unsigned status = 400;
+  std::string content_type;
+  std::string body;
+};
+
 class RequestHandler {
  public:
   virtual ~RequestHandler() = default;
   // Must respond (unless the exchange failed).
   virtual asio::awaitable<void> Handle(HttpExchange& exchange) = 0;
+  // The answer to a connection the server refuses itself (`detail` says why), in the handler's
+  // protocol. The default is plain text.
+  virtual TransportErrorResponse DescribeTransportFailure(TransportFailure failure,
+                                                          const std::string& detail) const {
+    return {.status = failure == TransportFailure::kOutOfDescriptors ? 503u : 400u,
+            .content_type = "text/plain",
+            .body = detail + "\n"};
+  }
   // Called by a server once it has stopped (none of its event loops runs again) and before it
   // destroys them: waits for the work the handler runs off the event loops (store calls on a
   // pool) to end, so that none posts its completion into an event loop being destroyed. A

@@ -19,7 +19,6 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "s3/s3_error.h"
 #include "s3/tls.h"
 #include "s3/tls_stream.h"
 #include "server/beast_http_exchange.h"
@@ -86,14 +85,7 @@ struct HttpServer::Worker {
 };
 
 uint64_t HttpServer::ShedWaitingConnections(Worker* w) {
-  static const std::string response = [] {
-    const std::string body =
-        MakeS3Error("ServiceUnavailable", "the server is out of file descriptors; retry")
-            .ToXml("0");
-    return "HTTP/1.1 503 Service Unavailable\r\nServer: ObjectCache\r\nContent-Type: "
-           "application/xml\r\nRetry-After: 1\r\nConnection: close\r\nContent-Length: " +
-           std::to_string(body.size()) + "\r\n\r\n" + body;
-  }();
+  const std::string& response = shed_response_;
   if (w->reserve_fd >= 0) ::close(w->reserve_fd);
   w->reserve_fd = -1;
   uint64_t shed = 0;
@@ -118,6 +110,16 @@ Result<std::unique_ptr<HttpServer>> HttpServer::Start(const HttpServerOptions& o
   if (options.send_files) ::signal(SIGPIPE, SIG_IGN);
   server->options_ = options;
   server->handler_ = handler;
+  {
+    const TransportErrorResponse shed = handler->DescribeTransportFailure(
+        TransportFailure::kOutOfDescriptors, "the server is out of file descriptors; retry");
+    const auto reason = http::obsolete_reason(static_cast<http::status>(shed.status));
+    server->shed_response_ = "HTTP/1.1 " + std::to_string(shed.status) + " " +
+                             std::string(reason.data(), reason.size()) +
+                             "\r\nServer: ObjectCache\r\nContent-Type: " + shed.content_type +
+                             "\r\nRetry-After: 1\r\nConnection: close\r\nContent-Length: " +
+                             std::to_string(shed.body.size()) + "\r\n\r\n" + shed.body;
+  }
   server->metrics_ = metrics;
   beast::error_code ec;
   auto address = asio::ip::make_address(options.host, ec);
@@ -275,20 +277,21 @@ asio::awaitable<void> HttpServer::ServeRequests(Worker* w, Stream& stream) {
       metrics_->rejected_requests++;
       if (ec != beast::error::timeout) {
         // Malformed or oversized header: answer once, then close.
-        S3Error err = MakeS3Error("InvalidRequest", "malformed HTTP request: " + ec.message());
-        if (ec == http::error::header_limit) {
-          err = MakeS3Error(
-              "RequestHeaderSectionTooLarge",
-              "request header exceeds " + std::to_string(limits.header_bytes) + " bytes");
-        } else if (ec == http::error::body_limit) {
-          err = MakeS3Error("EntityTooLarge",
-                            "request body exceeds " + std::to_string(limits.body_bytes) + " bytes");
-        }
-        http::response<http::string_body> res{
-            static_cast<http::status>(err.HttpStatus() == 403 ? 400 : err.HttpStatus()), 11};
+        TransportErrorResponse err =
+            ec == http::error::header_limit
+                ? handler_->DescribeTransportFailure(
+                      TransportFailure::kHeaderTooLarge,
+                      "request header exceeds " + std::to_string(limits.header_bytes) + " bytes")
+            : ec == http::error::body_limit
+                ? handler_->DescribeTransportFailure(
+                      TransportFailure::kBodyTooLarge,
+                      "request body exceeds " + std::to_string(limits.body_bytes) + " bytes")
+                : handler_->DescribeTransportFailure(TransportFailure::kMalformedRequest,
+                                                     "malformed HTTP request: " + ec.message());
+        http::response<http::string_body> res{static_cast<http::status>(err.status), 11};
         res.set(http::field::server, "ObjectCache");
-        res.set(http::field::content_type, "application/xml");
-        res.body() = err.ToXml("0");
+        res.set(http::field::content_type, err.content_type);
+        res.body() = std::move(err.body);
         res.keep_alive(false);
         res.prepare_payload();
         lowest.expires_after(limits.io_timeout);

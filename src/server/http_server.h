@@ -104,10 +104,11 @@ class HttpServer {
   asio::awaitable<void> ServeRequests(Worker* w, Stream& stream);
   // Out of file descriptors: accepts what waits on `w`'s listening socket with its reserve
   // descriptor, answers each 503 ServiceUnavailable and closes it. Returns how many.
-  static uint64_t ShedWaitingConnections(Worker* w);
+  uint64_t ShedWaitingConnections(Worker* w);
 
   HttpServerOptions options_;
   RequestHandler* handler_ = nullptr;
+  std::string shed_response_;  // the whole 503 ShedWaitingConnections sends
   ServerMetrics* metrics_ = nullptr;
   uint16_t port_ = 0;
   std::vector<std::unique_ptr<Worker>> workers_;

@@ -14,6 +14,28 @@ namespace objectcache::server {
 // The S3 protocol pieces (src/s3): SigV4, errors, XML, request parsing.
 using namespace ::objectcache::s3;
 
+TransportErrorResponse S3TransportErrorResponse(TransportFailure failure,
+                                                const std::string& detail) {
+  std::string code = "InvalidRequest";
+  switch (failure) {
+    case TransportFailure::kMalformedRequest:
+      break;
+    case TransportFailure::kHeaderTooLarge:
+      code = "RequestHeaderSectionTooLarge";
+      break;
+    case TransportFailure::kBodyTooLarge:
+      code = "EntityTooLarge";
+      break;
+    case TransportFailure::kOutOfDescriptors:
+      code = "ServiceUnavailable";
+      break;
+  }
+  const S3Error err = MakeS3Error(std::move(code), detail);
+  return {.status = static_cast<unsigned>(err.HttpStatus()),
+          .content_type = "application/xml",
+          .body = err.ToXml("0")};
+}
+
 S3Handler::S3Handler(Store* store, ServerMetrics* metrics, S3Options options)
     : store_(store),
       metrics_(metrics),

@@ -101,6 +101,11 @@ inline bool InPageCache(const ObjectReader& obj, uint64_t first, uint64_t last) 
   return obj.ReadAtIfCached(first, probe).ok() && obj.ReadAtIfCached(last - 1, probe).ok();
 }
 
+// A connection the HTTP server refuses itself, answered as S3 does: InvalidRequest,
+// RequestHeaderSectionTooLarge or EntityTooLarge (400), ServiceUnavailable (503), in S3's XML.
+TransportErrorResponse S3TransportErrorResponse(TransportFailure failure,
+                                                const std::string& detail);
+
 // S3's longest object name.
 inline constexpr size_t kMaxS3KeyBytes = 1024;
 
@@ -215,6 +220,10 @@ class S3Handler final : public RequestHandler {
   ~S3Handler() override;
 
   asio::awaitable<void> Handle(HttpExchange& exchange) override;
+  TransportErrorResponse DescribeTransportFailure(TransportFailure failure,
+                                                  const std::string& detail) const override {
+    return S3TransportErrorResponse(failure, detail);
+  }
   // Waits for the store calls running on the pool to end; the upload sweep stops.
   void Quiesce() override;
   // Handle, for a request already parsed with this handler's virtual-host domains (the tenant

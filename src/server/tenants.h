@@ -77,6 +77,10 @@ class TenantRouter final : public RequestHandler {
   Status Apply(const std::vector<TenantConfig>& tenants);
 
   asio::awaitable<void> Handle(HttpExchange& exchange) override;
+  TransportErrorResponse DescribeTransportFailure(TransportFailure failure,
+                                                  const std::string& detail) const override {
+    return S3TransportErrorResponse(failure, detail);
+  }
   // Quiesces every tenant's handler, retired ones included, and the handler of unknown keys.
   void Quiesce() override;
 
