@@ -550,20 +550,19 @@ Status RunBackends(const BackendsFlags& f) {
   }
   std::printf("\n");
   report.Print();
-  nlohmann::ordered_json j = report.ToJson();
-  j["rows"] = rows;
-  return WriteJsonFile(f.json, j);
+  return report.WriteJson(f.json, std::move(rows));
 }
 
 }  // namespace
 
 void AddBackendsBenchCommand(CLI::App* bench) {
   auto f = std::make_shared<BackendsFlags>();
-  CLI::App* s = bench->add_subcommand(
-      "backends",
+  CLI::App* s = AddBench(
+      bench, "backends",
       "On a Ceph cluster from scripts/ceph-dev: radosgw read with plain S3 (GET per chunk, "
       "ranged GET per chunk per layer) against objectcache serve over RADOS and over the "
-      "local store with aggregated layerwise retrieval; throughput and TTFT, every byte checked");
+      "local store with aggregated layerwise retrieval; throughput and TTFT, every byte checked",
+      f, RunBackends);
   s->add_option("--ceph", f->ceph_dir, "The cluster's directory (scripts/ceph-dev start DIR)")
       ->required();
   s->add_option("--context", f->contexts, "Prompt lengths in tokens (Llama-3.1-8B, G=16)")
@@ -587,8 +586,6 @@ void AddBackendsBenchCommand(CLI::App* bench) {
        "--dir", f->dir,
        "Scratch directory for our local gateway's store (default: a temporary one, removed)")
       ->capture_default_str();
-  s->add_option("--json", f->json, "Write metrics and rows to this JSON file");
-  s->callback([f] { RunBench([&] { return RunBackends(*f); }); });
 }
 
 }  // namespace objectcache::bench

@@ -402,36 +402,33 @@ void AddBenchCommands(CLI::App* app) {
   bench->require_subcommand(1);
 
   auto keys = std::make_shared<KeysFlags>();
-  CLI::App* k = bench->add_subcommand("keys", "Chunk-key hashing throughput for a long prompt");
+  CLI::App* k =
+      AddBench(bench, "keys", "Chunk-key hashing throughput for a long prompt", keys, RunKeys);
   k->add_option("--tokens", keys->tokens, "Prompt length in tokens")->capture_default_str();
   k->add_option("--repeats", keys->repeats, "Timed repetitions")->capture_default_str();
   k->add_option("--layout", keys->layout, "Model preset")->capture_default_str();
-  k->add_option("--json", keys->json, "Write metrics to this JSON file");
-  k->callback([keys] { RunBench([&] { return RunKeys(*keys); }); });
 
   auto store = std::make_shared<StoreFlags>();
-  CLI::App* s = bench->add_subcommand(
-      "store", "Local store: chunk put throughput; layer-slice reads vs a plain pread loop");
+  CLI::App* s = AddBench(
+      bench, "store", "Local store: chunk put throughput; layer-slice reads vs a plain pread loop",
+      store, RunStore);
   s->add_option("--dir", store->dir, "Scratch directory (removed)")->capture_default_str();
   s->add_option("--objects", store->objects, "Chunk objects")->capture_default_str();
   s->add_option("--put-repeats", store->put_repeats, "Put rounds")->capture_default_str();
   s->add_option("--read-repeats", store->read_repeats, "Read rounds")->capture_default_str();
   s->add_option("--layout", store->layout, "Model preset")->capture_default_str();
   s->add_flag("--durable", store->durable, "fdatasync every object (both sides)");
-  s->add_option("--json", store->json, "Write metrics to this JSON file");
-  s->callback([store] { RunBench([&] { return RunStore(*store); }); });
 
   auto index = std::make_shared<IndexFlags>();
-  CLI::App* i = bench->add_subcommand(
-      "index", "Local store index: memory per object, restart and rebuild time, lookups");
+  CLI::App* i = AddBench(bench, "index",
+                         "Local store index: memory per object, restart and rebuild time, lookups",
+                         index, RunIndex);
   i->add_option("--dir", index->dir, "Store directory")->capture_default_str();
   i->add_option("--objects", index->objects, "Objects")->capture_default_str();
   i->add_option("--payload", index->payload, "Payload bytes per object")->capture_default_str();
   i->add_option("--reopens", index->reopens, "Rounds of a restart and a rebuild after a crash")
       ->capture_default_str();
   i->add_flag("--keep", index->keep, "Keep the populated store for the next run");
-  i->add_option("--json", index->json, "Write metrics to this JSON file");
-  i->callback([index] { RunBench([&] { return RunIndex(*index); }); });
 
   AddS3BenchCommand(bench);
   AddTtftBenchCommand(bench);

@@ -21,8 +21,24 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <memory>
+#include <string>
+#include <utility>
+
+#include "bench/bench_report.h"
 
 namespace objectcache::bench {
+
+// Registers `bench NAME` whose flags fill `*flags` (with a `json` member for --json PATH); when
+// it is chosen, `run(*flags)` runs under RunBench. Returns the subcommand, for its own flags.
+template <typename Flags, typename Run>
+CLI::App* AddBench(CLI::App* bench, std::string name, std::string description,
+                   const std::shared_ptr<Flags>& flags, Run run) {
+  CLI::App* cmd = bench->add_subcommand(std::move(name), std::move(description));
+  cmd->add_option("--json", flags->json, "Write the metrics and rows to this JSON file");
+  cmd->callback([flags, run] { RunBench([&] { return run(*flags); }); });
+  return cmd;
+}
 
 void AddBenchCommands(CLI::App* app);
 // Registers `bench s3` under the `bench` command.

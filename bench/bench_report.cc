@@ -109,6 +109,12 @@ void Report::Print() const {
 
 Status Report::WriteJson(const std::string& path) const { return WriteJsonFile(path, ToJson()); }
 
+Status Report::WriteJson(const std::string& path, nlohmann::ordered_json rows) const {
+  nlohmann::ordered_json j = ToJson();
+  j["rows"] = std::move(rows);
+  return WriteJsonFile(path, j);
+}
+
 nlohmann::ordered_json Report::ToJson() const {
   nlohmann::ordered_json j;
   j["benchmark"] = name_;

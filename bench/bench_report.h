@@ -75,8 +75,9 @@ class Report {
   void Metric(const std::string& metric, double value, const std::string& unit,
               const std::string& note = "");
   void Print() const;
-  // Writes the JSON file when `path` is not empty.
+  // Writes the JSON file when `path` is not empty; with `rows`, those in place of the metrics'.
   Status WriteJson(const std::string& path) const;
+  Status WriteJson(const std::string& path, nlohmann::ordered_json rows) const;
   nlohmann::ordered_json ToJson() const;
 
  private:

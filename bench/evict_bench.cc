@@ -144,16 +144,16 @@ Status RunEvictBench(const EvictBenchFlags& f) {
 
 void AddEvictBenchCommand(CLI::App* bench) {
   auto f = std::make_shared<EvictBenchFlags>();
-  CLI::App* e = bench->add_subcommand(
-      "evict", "The RADOS evictor: a 4x write storm from two gateways, usage over time, its cost");
+  CLI::App* e =
+      AddBench(bench, "evict",
+               "The RADOS evictor: a 4x write storm from two gateways, usage over time, its cost",
+               f, RunEvictBench);
   e->add_option("--ceph", f->ceph_dir, "Directory of a cluster started by scripts/ceph-dev")
       ->required();
   e->add_option("--capacity", f->capacity, "Namespace capacity")->capture_default_str();
   e->add_option("--object", f->object, "Object size")->capture_default_str();
   e->add_option("--writers", f->writers, "Writer threads")->capture_default_str();
   e->add_option("--rounds", f->rounds, "Cost runs per side (interleaved)")->capture_default_str();
-  e->add_option("--json", f->json, "Write the metrics and the usage timeline to this JSON file");
-  e->callback([f] { RunBench([&] { return RunEvictBench(*f); }); });
 }
 
 }  // namespace objectcache::bench

@@ -291,8 +291,9 @@ Status RunGpu(const GpuFlags& f) {
 
 void AddGpuBenchCommand(CLI::App* bench) {
   auto f = std::make_shared<GpuFlags>();
-  CLI::App* g = bench->add_subcommand(
-      "gpu", "KV into and out of paged device memory: every byte checked, scatter vs one copy");
+  CLI::App* g = AddBench(
+      bench, "gpu",
+      "KV into and out of paged device memory: every byte checked, scatter vs one copy", f, RunGpu);
   g->add_option("--device", f->device, "cuda:N or emulated")->capture_default_str();
   g->add_option("--layout", f->layout, "Model preset")->capture_default_str();
   g->add_option("--tokens", f->tokens, "Prefix length in tokens")->capture_default_str();
@@ -304,8 +305,6 @@ void AddGpuBenchCommand(CLI::App* bench) {
       ->check(CLI::Range(0, 64));
   g->add_option("--repeats", f->repeats, "Timed retrievals")->capture_default_str();
   g->add_option("--dir", f->dir, "Scratch directory (default: a temporary one)");
-  g->add_option("--json", f->json, "Write metrics to this JSON file");
-  g->callback([f] { RunBench([&] { return RunGpu(*f); }); });
 }
 
 }  // namespace objectcache::bench

@@ -197,16 +197,15 @@ Status RunMem(const MemFlags& f) {
 
 void AddMemBenchCommand(CLI::App* bench) {
   auto f = std::make_shared<MemFlags>();
-  CLI::App* m = bench->add_subcommand(
-      "mem",
-      "Elastic KV pool vs a static preallocated pool: page map/unmap cost, 2-thread "
-      "allocation throughput, memory returned after a burst (CUDA numbers with a GPU)");
+  CLI::App* m =
+      AddBench(bench, "mem",
+               "Elastic KV pool vs a static preallocated pool: page map/unmap cost, 2-thread "
+               "allocation throughput, memory returned after a burst (CUDA numbers with a GPU)",
+               f, RunMem);
   m->add_option("--burst-mib", f->burst_mib, "Burst size")->capture_default_str();
   m->add_option("--block-kib", f->block_kib, "Block size")->capture_default_str();
   m->add_option("--seconds", f->seconds, "Time for the throughput runs")->capture_default_str();
   m->add_option("--pages", f->pages, "Pages for the map/unmap costs")->capture_default_str();
-  m->add_option("--json", f->json, "Write metrics to this JSON file");
-  m->callback([f] { RunBench([&] { return RunMem(*f); }); });
 }
 
 }  // namespace objectcache::bench

@@ -476,11 +476,12 @@ Status RunNvmeKvBench(const NvmeKvBenchFlags& f) {
 
 void AddNvmeKvBenchCommand(CLI::App* bench) {
   auto f = std::make_shared<NvmeKvBenchFlags>();
-  CLI::App* s = bench->add_subcommand(
-      "nvme-kv",
+  CLI::App* s = AddBench(
+      bench, "nvme-kv",
       "NVMe-KV controller against S3 GET/HEAD on objectcache serve and direct store calls: "
       "64 KiB and 2 MiB Retrieve and Exist at queue depth 1, 16, 256 (file://, rados:// with "
-      "--ceph)");
+      "--ceph)",
+      f, RunNvmeKvBench);
   s->add_option("--dir", f->dir, "Scratch directory (default: a temporary one, removed after)");
   s->add_option("--ceph", f->ceph_dir,
                 "Also over RADOS: the cluster of scripts/ceph-dev start DIR");
@@ -498,8 +499,6 @@ void AddNvmeKvBenchCommand(CLI::App* bench) {
   s->add_option("--seconds", f->seconds, "Seconds per measurement")->capture_default_str();
   s->add_option("--rounds", f->rounds, "Interleaved rounds (medians are reported)")
       ->capture_default_str();
-  s->add_option("--json", f->json, "Write the metrics as JSON to this file");
-  s->callback([f] { RunBench([&] { return RunNvmeKvBench(*f); }); });
 }
 
 }  // namespace objectcache::bench

@@ -465,19 +465,18 @@ Status RunPathBench(const PathBenchFlags& f) {
   report.Metric("server_cpu_v2_vs_v1", v1_cpu > 0 ? Median(cases[1].runs.server_cpu) / v1_cpu : 0,
                 "x", "target <= 1/3");
   report.Print();
-  nlohmann::ordered_json j = report.ToJson();
-  j["rows"] = rows;
-  return WriteJsonFile(f.json, j);
+  return report.WriteJson(f.json, std::move(rows));
 }
 
 }  // namespace
 
 void AddPathBenchCommand(CLI::App* bench) {
   auto f = std::make_shared<PathBenchFlags>();
-  CLI::App* p = bench->add_subcommand(
-      "path",
+  CLI::App* p = AddBench(
+      bench, "path",
       "One aggregated layerwise retrieval against one raw TCP stream; wire v1 beside v2 (sent by "
-      "sendfile and copied), with the CPU seconds per GiB of server and client");
+      "sendfile and copied), with the CPU seconds per GiB of server and client",
+      f, RunPathBench);
   p->add_option("--dir", f->dir, "Scratch directory (default: a temporary one; removed)");
   p->add_option("--chunks", f->chunks, "Chunks of llama-3.1-8b in the prefix (2 MiB each)")
       ->capture_default_str();
@@ -495,8 +494,6 @@ void AddPathBenchCommand(CLI::App* bench) {
                 "Bytes past a page boundary where each destination region starts (16: as malloc "
                 "places a large block)")
       ->capture_default_str();
-  p->add_option("--json", f->json, "Write the metrics and rows to this JSON file");
-  p->callback([f] { RunBench([&] { return RunPathBench(*f); }); });
 }
 
 }  // namespace objectcache::bench

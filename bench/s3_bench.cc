@@ -363,9 +363,10 @@ Status RunS3Bench(const S3BenchFlags& f) {
 
 void AddS3BenchCommand(CLI::App* bench) {
   auto f = std::make_shared<S3BenchFlags>();
-  CLI::App* s = bench->add_subcommand(
-      "s3",
-      "S3 GET/PUT throughput and latency: objectcache serve against nginx, same bytes, same disk");
+  CLI::App* s = AddBench(
+      bench, "s3",
+      "S3 GET/PUT throughput and latency: objectcache serve against nginx, same bytes, same disk",
+      f, RunS3Bench);
   s->add_option("--dir", f->dir, "Scratch directory (removed)")->capture_default_str();
   s->add_option("--sizes", f->sizes, "Object sizes")->capture_default_str();
   s->add_option("--connections", f->connections, "Concurrent connections")->capture_default_str();
@@ -378,8 +379,6 @@ void AddS3BenchCommand(CLI::App* bench) {
       ->capture_default_str();
   s->add_option("--wrk-connections", f->wrk_connections, "Connections wrk keeps open")
       ->capture_default_str();
-  s->add_option("--json", f->json, "Write the rows to this JSON file");
-  s->callback([f] { RunBench([&] { return RunS3Bench(*f); }); });
 }
 
 }  // namespace objectcache::bench

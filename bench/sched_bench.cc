@@ -313,21 +313,20 @@ Status RunSched(const SchedFlags& f) {
     }
   }
   report.Print();
-  nlohmann::ordered_json j = report.ToJson();
-  j["rows"] = rows;
   std::error_code ec;
   fs::remove_all(root / "store", ec);
-  return WriteJsonFile(f.json, j);
+  return report.WriteJson(f.json, std::move(rows));
 }
 
 }  // namespace
 
 void AddSchedBenchCommand(CLI::App* bench) {
   auto f = std::make_shared<SchedFlags>();
-  CLI::App* s = bench->add_subcommand(
-      "sched",
+  CLI::App* s = AddBench(
+      bench, "sched",
       "Bandwidth scheduling: three multi-tenant workloads under caps standing for 80 and 50 "
-      "Gbit/s, each under the equal, bytes and compute-aware policies; added TTFT per request");
+      "Gbit/s, each under the equal, bytes and compute-aware policies; added TTFT per request",
+      f, RunSched);
   s->add_option("--repeats", f->repeats, "Runs per policy, interleaved")->capture_default_str();
   s->add_option("--gpu", f->gpu, "GPU profile: h100, h200")->capture_default_str();
   s->add_option("--workload", f->workloads,
@@ -338,8 +337,6 @@ void AddSchedBenchCommand(CLI::App* bench) {
                 "Take this as what the server path carries (default: measure 4 concurrent "
                 "unpaced retrievals); the caps and the time dilation scale with it");
   s->add_option("--dir", f->dir, "Scratch directory (default: a temporary one, removed)");
-  s->add_option("--json", f->json, "Write metrics and rows to this JSON file");
-  s->callback([f] { RunBench([&] { return RunSched(*f); }); });
 }
 
 }  // namespace objectcache::bench

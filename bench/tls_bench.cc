@@ -244,9 +244,7 @@ Status RunTlsBench(const TlsBenchFlags& f) {
                 "HTTP: " + std::to_string(last[0].client_cpu_s_per_gib).substr(0, 5) + at);
   report.Metric("errors", static_cast<double>(errors.load()), "", "failed or wrong responses");
   report.Print();
-  nlohmann::ordered_json j = report.ToJson();
-  j["rows"] = rows;
-  OC_RETURN_IF_ERROR(WriteJsonFile(f.json, j));
+  OC_RETURN_IF_ERROR(report.WriteJson(f.json, std::move(rows)));
   if (errors > 0)
     return DataLossError(std::to_string(errors.load()) + " GETs failed or were wrong");
   return Status();
@@ -256,8 +254,9 @@ Status RunTlsBench(const TlsBenchFlags& f) {
 
 void AddTlsBenchCommand(CLI::App* bench) {
   auto f = std::make_shared<TlsBenchFlags>();
-  CLI::App* t = bench->add_subcommand(
-      "tls", "GET throughput over HTTPS beside plain HTTP, same server, same objects");
+  CLI::App* t = AddBench(bench, "tls",
+                         "GET throughput over HTTPS beside plain HTTP, same server, same objects",
+                         f, RunTlsBench);
   t->add_option("--dir", f->dir, "Scratch directory (default: a temporary one; removed)");
   t->add_option("--size", f->size, "Object size")->capture_default_str();
   t->add_option("--connections", f->connections, "Concurrent connections (tls_ratio: the last)")
@@ -267,8 +266,6 @@ void AddTlsBenchCommand(CLI::App* bench) {
       ->capture_default_str();
   t->add_option("--objects", f->objects, "Distinct objects")->capture_default_str();
   t->add_option("--openssl", f->openssl, "openssl binary")->capture_default_str();
-  t->add_option("--json", f->json, "Write the metrics and rows to this JSON file");
-  t->callback([f] { RunBench([&] { return RunTlsBench(*f); }); });
 }
 
 }  // namespace objectcache::bench

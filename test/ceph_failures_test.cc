@@ -23,6 +23,7 @@
 #include "s3/s3_connection.h"
 #include "store/scratch_dir.h"
 #include "test/server_process.h"
+#include "test/support/stored_prefix.h"
 
 namespace objectcache {
 namespace {
@@ -108,22 +109,10 @@ class CephFailuresTest : public ::testing::Test {
 
   // The 16K-token prefix, stored through `writer`.
   void StorePrefix(Client* writer) {
-    std::mt19937_64 rng(7);
-    std::vector<uint32_t> tokens(kPrefixTokens);
-    for (uint32_t& t : tokens) t = static_cast<uint32_t>(rng() % 128000);
-    keys_ = KeyNamespace(kModel.name, kModel.layout).KeysForTokens(tokens);
-    kv_.clear();
-    for (size_t i = 0; i < keys_.size(); ++i) {
-      std::string kv(kModel.layout.ChunkKvBytes(), '\0');
-      for (size_t b = 0; b < kv.size(); b += 8) {
-        const uint64_t x = rng();
-        std::memcpy(kv.data() + b, &x, std::min<size_t>(8, kv.size() - b));
-      }
-      writer->StoreAsync(keys_[i], *EncodeChunkObject(kModel.layout, keys_[i], AsBytes(kv)));
-      kv_.push_back(std::move(kv));
-      if (i % 64 == 63) writer->Flush();
-    }
-    writer->Flush();
+    test_support::StoredPrefix p = test_support::StoreRandomPrefix(
+        *writer, kModel, kPrefixTokens / kModel.layout.tokens_per_chunk, 7, 64);
+    keys_ = std::move(p.keys);
+    kv_ = std::move(p.kv);
     ASSERT_EQ(writer->Stats().stored, keys_.size());
   }
 

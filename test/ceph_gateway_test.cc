@@ -10,7 +10,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
-#include <random>
 #include <thread>
 
 #include "objectcache/chunk_object.h"
@@ -18,6 +17,7 @@
 #include "s3/s3_connection.h"
 #include "store/scratch_dir.h"
 #include "test/server_process.h"
+#include "test/support/stored_prefix.h"
 
 namespace objectcache {
 namespace {
@@ -76,22 +76,10 @@ class CephGatewayTest : public ::testing::Test {
 
   // `chunks` chunks of a seeded prompt, stored through `writer`.
   void StoreChunks(Client* writer, size_t chunks, uint64_t seed) {
-    std::mt19937_64 rng(seed);
-    std::vector<uint32_t> tokens(16 * chunks);
-    for (uint32_t& t : tokens) t = static_cast<uint32_t>(rng() % 128000);
-    keys_ = KeyNamespace(model_.name, model_.layout).KeysForTokens(tokens);
-    kv_.clear();
-    for (size_t i = 0; i < keys_.size(); ++i) {
-      std::string kv(model_.layout.ChunkKvBytes(), '\0');
-      for (size_t b = 0; b < kv.size(); b += 8) {
-        const uint64_t x = rng();
-        std::memcpy(kv.data() + b, &x, std::min<size_t>(8, kv.size() - b));
-      }
-      writer->StoreAsync(keys_[i], *EncodeChunkObject(model_.layout, keys_[i], AsBytes(kv)));
-      kv_.push_back(std::move(kv));
-      if (i % 32 == 31) writer->Flush();
-    }
-    writer->Flush();
+    test_support::StoredPrefix p =
+        test_support::StoreRandomPrefix(*writer, model_, chunks, seed, 32);
+    keys_ = std::move(p.keys);
+    kv_ = std::move(p.kv);
     ASSERT_EQ(writer->Stats().stored, keys_.size());
   }
 

@@ -78,21 +78,12 @@ def exchange(ctx, data, timeout=10, half_close=False):
                 s.shutdown(socket.SHUT_WR)
         except (BrokenPipeError, ConnectionResetError):
             pass
-        chunks = []
-        try:
-            while True:
-                b = s.recv(65536)
-                if not b:
-                    break
-                chunks.append(b)
-                if b"\r\n\r\n" in b"".join(chunks) and _complete(b"".join(chunks)):
-                    break
-        except (socket.timeout, ConnectionResetError):
-            pass
-        return answer(b"".join(chunks))
+        return answer(base.read_reply(s, done=_complete))
 
 
 def _complete(reply):
+    if b"\r\n\r\n" not in reply:
+        return False
     head, _, body = reply.partition(b"\r\n\r\n")
     m = re.search(rb"(?i)content-length: *(\d+)", head)
     return m is not None and len(body) >= int(m.group(1))
@@ -495,15 +486,7 @@ def range_answer(ctx, method, range_header):
     data = signed(ctx, method, f"/{BUCKET}/keep/one", headers={"Range": range_header})
     with socket.create_connection(("127.0.0.1", ctx.port), timeout=10) as s:
         s.sendall(data)
-        reply = b""
-        while True:
-            try:
-                b = s.recv(65536)
-            except (socket.timeout, ConnectionResetError):
-                break
-            if not b:
-                break
-            reply += b
+        reply = base.read_reply(s)
     if not reply:
         return "closed"
     head, _, body = reply.partition(b"\r\n\r\n")

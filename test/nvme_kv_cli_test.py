@@ -15,6 +15,9 @@ import tempfile
 import time
 import urllib.request
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from support.s3_server import free_port  # noqa: E402
+
 BIN = sys.argv[1]
 
 
@@ -39,12 +42,6 @@ def stop(p):
     out = p.communicate(timeout=30)[1]
     assert p.returncode == 0, out
     return out
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def main():

@@ -800,19 +800,9 @@ class ConnectorTest(base.ServerCase):
             w.register_kv_caches(cache)
 
         def step(req_id, blocks, scheduled):
-            from types import SimpleNamespace as NS
-            out = NS(scheduled_new_reqs=[NS(req_id=req_id, block_ids=(blocks,))],
-                     scheduled_cached_reqs=None, num_scheduled_tokens=scheduled,
-                     has_sync_kv_loads=False)
-            meta = sched.build_connector_meta(out)
+            out, meta = self.vllm_schedule(sched, [(req_id, blocks)], scheduled=scheduled)
             for w, cache in zip(workers, caches):
-                w.bind_connector_metadata(meta)
-                w.start_load_kv(None)
-                for name, layer in cache.items():
-                    w.wait_for_layer_load(name)
-                    w.save_kv_layer(name, layer, None)
-                w.wait_for_save()
-                w.clear_connector_metadata()
+                self.vllm_worker_step(w, cache, out, meta)
 
         a, _ = self.vllm_request(sched, "a", self.prompt)
         step("a", list(range(1, 7)), {"a": len(self.prompt)})  # block 0: vLLM's null block
@@ -835,11 +825,23 @@ class ConnectorTest(base.ServerCase):
         """One engine step as vLLM's current source runs it: the metadata, then start_load_kv
         before the forward only when a load is synchronous, else after it (#53333); the hooks
         in every attention layer; wait_for_save."""
+        out, meta = self.vllm_schedule(sched, new, cached, scheduled)
+        self.vllm_worker_step(worker, caches, out, meta)
+        return out
+
+    def vllm_schedule(self, sched, new=(), cached=None, scheduled=None):
+        """The scheduler's half of a step: its output (`new` is (request id, blocks) pairs,
+        blocks a list for one KV cache group or a tuple of lists, one a group) and metadata."""
         from types import SimpleNamespace as NS
-        out = NS(scheduled_new_reqs=[NS(req_id=rid, block_ids=(blocks,)) for rid, blocks in new],
+        out = NS(scheduled_new_reqs=[
+                     NS(req_id=rid, block_ids=blocks if isinstance(blocks, tuple) else (blocks,))
+                     for rid, blocks in new],
                  scheduled_cached_reqs=cached, num_scheduled_tokens=scheduled,
                  has_sync_kv_loads=False)
-        meta = sched.build_connector_meta(out)
+        return out, sched.build_connector_meta(out)
+
+    def vllm_worker_step(self, worker, caches, out, meta):
+        """A worker's half of a step (vllm_step's order)."""
         worker.bind_connector_metadata(meta)
         if out.has_sync_kv_loads:
             worker.start_load_kv(None)
@@ -850,7 +852,6 @@ class ConnectorTest(base.ServerCase):
             worker.start_load_kv(None)
         worker.wait_for_save()
         worker.clear_connector_metadata()
-        return out
 
     def vllm_request(self, sched, rid, prompt):
         from types import SimpleNamespace as NS
@@ -975,17 +976,8 @@ class ConnectorTest(base.ServerCase):
         before = {n: c.clone() for n, c in caches.items()}
 
         def step(rid, full, window, scheduled):
-            out = NS(scheduled_new_reqs=[NS(req_id=rid, block_ids=(full, window))],
-                     scheduled_cached_reqs=None, num_scheduled_tokens={rid: scheduled},
-                     has_sync_kv_loads=False)
-            meta = sched.build_connector_meta(out)
-            worker.bind_connector_metadata(meta)
-            worker.start_load_kv(None)
-            for name, cache in caches.items():
-                worker.wait_for_layer_load(name)
-                worker.save_kv_layer(name, cache, None)
-            worker.wait_for_save()
-            worker.clear_connector_metadata()
+            self.vllm_step(sched, worker, caches, new=[(rid, (full, window))],
+                           scheduled={rid: scheduled})
 
         a, _ = self.vllm_request(sched, "a", self.prompt)
         step("a", [1, 2, 3, 4, 5, 6], [7, 8, 9, 10, 11, 12], len(self.prompt))

@@ -33,6 +33,15 @@ struct LayerRange {
   static Result<LayerRange> Parse(std::string_view text, uint32_t num_layers);
 };
 
+// Chunk headers ReadChunkHeaderPrefix reads with one batched call.
+inline constexpr size_t kChunkHeaderGroup = 256;
+
+// The headers ReadChunkHeaderPrefix found, and where the prefix stops.
+struct ChunkHeaderPrefix {
+  std::vector<ChunkHeader> headers;
+  Status end;
+};
+
 // The leading chunks of `keys` whose headers are in the store and check out against `layout`
 // and their key, read kChunkHeaderGroup at a time; `names[i]` is the object name of keys[i].
 // `end` says where the prefix stops: OK when every key is in it, else the first other chunk's
@@ -40,11 +49,6 @@ struct LayerRange {
 // DataLoss from DecodeChunkHeader: another layout or key, or a damaged header). A read the store
 // could not make (Unavailable: a cluster not answering) is returned as the error: an outage is
 // not a miss. Blocks; memory use is one group's headers.
-inline constexpr size_t kChunkHeaderGroup = 256;
-struct ChunkHeaderPrefix {
-  std::vector<ChunkHeader> headers;
-  Status end;
-};
 Result<ChunkHeaderPrefix> ReadChunkHeaderPrefix(Store& store, const KvLayout& layout,
                                                 std::span<const ChunkKey> keys,
                                                 std::span<const std::string> names);

@@ -11,6 +11,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 
 #include "objectcache/chunk_key.h"
 #include "objectcache/kv_layout.h"
@@ -31,6 +32,16 @@ int& ExitCode();
 
 // Runs `body`; a non-OK Status is printed to stderr and sets the exit code to kExitError.
 void RunCommand(const std::function<Status()>& body);
+
+// Registers subcommand NAME whose flags fill `*flags`; when it is chosen, `run(*flags)` runs
+// under RunCommand. Returns the subcommand, for its flags.
+template <typename Flags, typename Run>
+CLI::App* AddCommand(CLI::App* parent, std::string name, std::string description,
+                     const std::shared_ptr<Flags>& flags, Run run) {
+  CLI::App* cmd = parent->add_subcommand(std::move(name), std::move(description));
+  cmd->callback([flags, run] { RunCommand([&] { return run(*flags); }); });
+  return cmd;
+}
 
 // Reads a whole file ("-" = stdin).
 Result<std::string> ReadFile(const std::string& path);

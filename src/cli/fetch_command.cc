@@ -175,23 +175,24 @@ Status RunPin(const PinFlags& f) {
 
 void AddPinCommand(CLI::App* app) {
   auto f = std::make_shared<PinFlags>();
-  CLI::App* cmd = app->add_subcommand(
-      "pin",
+  CLI::App* cmd = AddCommand(
+      app, "pin",
       "Pin chunks against eviction for a time (a system prompt or a document many requests "
-      "share); says which keys are not cached (credentials as for fetch)");
+      "share); says which keys are not cached (credentials as for fetch)",
+      f, RunPin);
   AddServerFlags(cmd, &f->server);
   cmd->add_option("--ttl", f->ttl_seconds, "Seconds the pin lasts (at most a year)")
       ->capture_default_str();
-  cmd->callback([f] { RunCommand([&] { return RunPin(*f); }); });
 }
 
 void AddFetchCommand(CLI::App* app) {
   auto f = std::make_shared<FetchFlags>();
-  CLI::App* cmd = app->add_subcommand(
-      "fetch",
+  CLI::App* cmd = AddCommand(
+      app, "fetch",
       "Aggregated layerwise retrieval: the cached prefix of the listed chunks, layers A:B, "
       "layer-major, every frame checked (credentials from OBJECTCACHE_ACCESS_KEY/"
-      "OBJECTCACHE_SECRET_KEY or AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY)");
+      "OBJECTCACHE_SECRET_KEY or AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY)",
+      f, RunFetch);
   AddServerFlags(cmd, &f->server);
   AddLayoutFlags(cmd, &f->layout);
   cmd->add_option("--layers", f->layers, "Layer range A:B (A inclusive, B exclusive)")->required();
@@ -199,7 +200,6 @@ void AddFetchCommand(CLI::App* app) {
   cmd->add_option("--wire-version", f->wire_version,
                   "Layerwise wire format: 2 (the writers' checksums, checked here) or 1")
       ->check(CLI::IsMember({1, 2}));
-  cmd->callback([f] { RunCommand([&] { return RunFetch(*f); }); });
 }
 
 }  // namespace objectcache::cli

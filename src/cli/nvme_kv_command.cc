@@ -107,8 +107,8 @@ Status Serve(const ServeFlags& f) {
 
 void AddServe(CLI::App* parent) {
   auto f = std::make_shared<ServeFlags>();
-  auto* cmd = parent->add_subcommand(
-      "serve", "Run the NVMe-KV controller over a store until SIGINT or SIGTERM");
+  CLI::App* cmd = AddCommand(
+      parent, "serve", "Run the NVMe-KV controller over a store until SIGINT or SIGTERM", f, Serve);
   AddStoreFlag(cmd, &f->store);
   cmd->add_option("--shm", f->shm, "Shared-memory name to create (under /dev/shm)")
       ->capture_default_str();
@@ -129,7 +129,6 @@ void AddServe(CLI::App* parent) {
   cmd->add_option("--poll-us", f->poll_us, "First sleep between idle polls")->capture_default_str();
   cmd->add_option("--max-poll-us", f->max_poll_us, "Longest sleep between idle polls (back-off)")
       ->capture_default_str();
-  cmd->callback([f] { RunCommand([&] { return Serve(*f); }); });
 }
 
 void AddIdentify(CLI::App* parent) {

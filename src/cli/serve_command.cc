@@ -283,10 +283,11 @@ Status RunServe(const ServeFlags& f) {
 
 void AddServeCommand(CLI::App* app) {
   auto f = std::make_shared<ServeFlags>();
-  CLI::App* cmd = app->add_subcommand(
-      "serve",
+  CLI::App* cmd = AddCommand(
+      app, "serve",
       "Run the S3-compatible server (with no arguments: ./objectcache-data on 127.0.0.1:9000). "
-      "--config FILE reads these options from the [serve] section of a TOML/INI file.");
+      "--config FILE reads these options from the [serve] section of a TOML/INI file.",
+      f, RunServe);
   cmd->add_option("--listen", f->listen, "Address to listen on, HOST:PORT (port 0: any free port)")
       ->capture_default_str();
   cmd->add_option("--store", f->store,
@@ -371,7 +372,6 @@ void AddServeCommand(CLI::App* app) {
   cmd->add_option("--max-uploads-per-bucket", f->max_uploads_per_bucket,
                   "Unfinished multipart uploads a bucket may have at once")
       ->capture_default_str();
-  cmd->callback([f] { RunCommand([&] { return RunServe(*f); }); });
 }
 
 }  // namespace objectcache::cli

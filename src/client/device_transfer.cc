@@ -96,6 +96,7 @@ class DeviceRetrievalImpl final : public DeviceRetrieval {
     OC_ASSIGN_OR_RETURN(table_, device_->UploadSegments(segments.segments));
     OC_RETURN_IF_ERROR(staging_.Allocate(device_, std::min(req_.staging_layers, range_),
                                          req_.keys.size() * slice_));
+    stats_.staging_bytes = staging_.bytes();  // before any thread runs
     OC_ASSIGN_OR_RETURN(stream_, device_->NewStream());
     for (uint32_t i = 0; i < range_; ++i) {
       OC_ASSIGN_OR_RETURN(std::unique_ptr<device::Event> e, device_->NewEvent());
@@ -151,9 +152,7 @@ class DeviceRetrievalImpl final : public DeviceRetrieval {
 
   DeviceTransferStats Stats() const override {
     std::lock_guard lock(mu_);
-    DeviceTransferStats s = stats_;
-    s.staging_bytes = staging_.bytes();
-    return s;
+    return stats_;
   }
 
  private:
@@ -322,6 +321,7 @@ class DeviceSaveImpl final : public DeviceSave {
     OC_ASSIGN_OR_RETURN(table_, device_->UploadSegments(segments.segments));
     const uint32_t slots = std::min(req_.staging_layers, req_.model.layout.num_layers);
     OC_RETURN_IF_ERROR(staging_.Allocate(device_, slots, req_.keys.size() * slice_));
+    stats_.staging_bytes = staging_.bytes();  // before any thread runs
     OC_ASSIGN_OR_RETURN(stream_, device_->NewStream());
     for (uint32_t i = 0; i < slots; ++i) {
       OC_ASSIGN_OR_RETURN(std::unique_ptr<device::Event> computed, device_->NewEvent());
@@ -382,9 +382,7 @@ class DeviceSaveImpl final : public DeviceSave {
 
   DeviceTransferStats Stats() const override {
     std::lock_guard lock(mu_);
-    DeviceTransferStats s = stats_;
-    s.staging_bytes = staging_.bytes();
-    return s;
+    return stats_;
   }
 
  private:

@@ -48,14 +48,11 @@ PagedKvLayout PagedKvLayout::FlashInfer(const KvLayout& kv, uint64_t num_blocks,
 
 PagedKvLayout PagedKvLayout::FlashInferHnd(const KvLayout& kv, uint64_t num_blocks,
                                            uint32_t block_size) {
-  const uint64_t vec = VectorBytes(kv), half = Mul(Mul(block_size, kv.num_kv_heads), vec);
-  return {.block_size = block_size,
-          .num_blocks = num_blocks,
-          .block_stride = Mul(2, half),
-          .token_stride = vec,
-          .head_stride = Mul(block_size, vec),
-          .kv_stride = half,
-          .layer_bytes = Mul(num_blocks, Mul(2, half))};
+  // FlashInfer's block with heads outside tokens.
+  PagedKvLayout l = FlashInfer(kv, num_blocks, block_size);
+  l.token_stride = VectorBytes(kv);
+  l.head_stride = Mul(block_size, VectorBytes(kv));
+  return l;
 }
 
 PagedKvLayout PagedKvLayout::Latent(const KvLayout& kv, uint64_t num_blocks, uint32_t block_size) {

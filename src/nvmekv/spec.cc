@@ -40,6 +40,14 @@ SubmissionEntry KeyCommand(uint8_t opcode, const Key& key) {
   return e;
 }
 
+// A key command that moves data: its buffer and the buffer's size (value size, dword 10).
+SubmissionEntry DataCommand(uint8_t opcode, const Key& key, uint64_t data, uint32_t size) {
+  SubmissionEntry e = KeyCommand(opcode, key);
+  e.set_data_pointer(data);
+  e.dw[10] = size;
+  return e;
+}
+
 }  // namespace
 
 uint32_t CompletionDw3(uint16_t command_id, bool phase, CompletionStatus status) {
@@ -172,35 +180,25 @@ Key KeyOf(const SubmissionEntry& e) {
 }
 
 SubmissionEntry StoreCommand(const Key& key, uint64_t data, uint32_t value_size, uint8_t options) {
-  SubmissionEntry e = KeyCommand(kv::kStore, key);
-  e.set_data_pointer(data);
-  e.dw[10] = value_size;
+  SubmissionEntry e = DataCommand(kv::kStore, key, data, value_size);
   e.dw[11] |= uint32_t{options} << 8;
   return e;
 }
 
 SubmissionEntry RetrieveCommand(const Key& key, uint64_t data, uint32_t buffer_size) {
-  SubmissionEntry e = KeyCommand(kv::kRetrieve, key);
-  e.set_data_pointer(data);
-  e.dw[10] = buffer_size;
-  return e;
+  return DataCommand(kv::kRetrieve, key, data, buffer_size);
 }
 
 SubmissionEntry RetrieveRangeCommand(const Key& key, uint64_t data, uint32_t buffer_size,
                                      uint64_t offset) {
-  SubmissionEntry e = KeyCommand(kv::kRetrieveRange, key);
-  e.set_data_pointer(data);
-  e.dw[10] = buffer_size;
+  SubmissionEntry e = DataCommand(kv::kRetrieveRange, key, data, buffer_size);
   e.dw[12] = static_cast<uint32_t>(offset);
   e.dw[13] = static_cast<uint32_t>(offset >> 32);
   return e;
 }
 
 SubmissionEntry ListCommand(const Key& start, uint64_t data, uint32_t buffer_size) {
-  SubmissionEntry e = KeyCommand(kv::kList, start);
-  e.set_data_pointer(data);
-  e.dw[10] = buffer_size;
-  return e;
+  return DataCommand(kv::kList, start, data, buffer_size);
 }
 
 SubmissionEntry DeleteCommand(const Key& key) { return KeyCommand(kv::kDelete, key); }

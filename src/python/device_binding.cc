@@ -201,12 +201,7 @@ uintptr_t PyDevice::NewStream() {
 
 void PyDevice::Synchronize(uintptr_t handle) {
   std::unique_ptr<device::Stream> s = Wrap(*device_, handle);
-  Status st;
-  {
-    py::gil_scoped_release release;
-    st = device_->Synchronize(*s);
-  }
-  Check(st);
+  Check(Released([&] { return device_->Synchronize(*s); }));
 }
 
 DeviceCaches ReadDeviceCaches(py::handle caches, size_t expect, const KvLayout& kv,
@@ -265,42 +260,22 @@ PyDeviceRetrieval::~PyDeviceRetrieval() {
 }
 
 uint32_t PyDeviceRetrieval::Hits() {
-  Result<uint32_t> h = [&] {
-    py::gil_scoped_release release;
-    return retrieval_->Hits();
-  }();
+  Result<uint32_t> h = Released([&] { return retrieval_->Hits(); });
   return Take(h);
 }
 
 void PyDeviceRetrieval::WaitForLayer(uint32_t layer) {
-  Status s;
-  {
-    py::gil_scoped_release release;
-    s = retrieval_->WaitForLayer(layer);
-  }
-  if (s.code() == StatusCode::kInvalidArgument) throw py::value_error(s.message());
-  Check(s);
+  CheckArgument(Released([&] { return retrieval_->WaitForLayer(layer); }));
 }
 
 void PyDeviceRetrieval::StreamWaitForLayer(uint32_t layer, py::handle stream) {
   device::Device& d = *caches_.target.device;
   std::unique_ptr<device::Stream> s = Wrap(d, StreamHandle(stream, d, caches_.device_index));
-  Status st;
-  {
-    py::gil_scoped_release release;
-    st = retrieval_->StreamWaitForLayer(layer, *s);
-  }
-  if (st.code() == StatusCode::kInvalidArgument) throw py::value_error(st.message());
-  Check(st);
+  CheckArgument(Released([&] { return retrieval_->StreamWaitForLayer(layer, *s); }));
 }
 
 void PyDeviceRetrieval::Wait() {
-  Status s;
-  {
-    py::gil_scoped_release release;
-    s = retrieval_->Wait();
-  }
-  Check(s);
+  Check(Released([&] { return retrieval_->Wait(); }));
 }
 
 py::dict PyDeviceRetrieval::Stats() const { return StatsDict(retrieval_->Stats()); }
@@ -313,22 +288,11 @@ PyDeviceSave::~PyDeviceSave() {
 void PyDeviceSave::SaveLayer(uint32_t layer, py::handle stream) {
   device::Device& d = *caches_.target.device;
   std::unique_ptr<device::Stream> s = Wrap(d, StreamHandle(stream, d, caches_.device_index));
-  Status st;
-  {
-    py::gil_scoped_release release;
-    st = save_->SaveLayer(layer, *s);
-  }
-  if (st.code() == StatusCode::kInvalidArgument) throw py::value_error(st.message());
-  Check(st);
+  CheckArgument(Released([&] { return save_->SaveLayer(layer, *s); }));
 }
 
 void PyDeviceSave::Wait() {
-  Status s;
-  {
-    py::gil_scoped_release release;
-    s = save_->Wait();
-  }
-  Check(s);
+  Check(Released([&] { return save_->Wait(); }));
 }
 
 py::dict PyDeviceSave::Stats() const { return StatsDict(save_->Stats()); }

@@ -18,6 +18,11 @@ void Check(const Status& s) {
   if (!s.ok()) Raise(s);
 }
 
+void CheckArgument(const Status& s) {
+  if (s.code() == StatusCode::kInvalidArgument) throw py::value_error(s.message());
+  Check(s);
+}
+
 // ---- keys and tokens -------------------------------------------------------------------------
 
 ChunkKey ToKey(py::handle h) {

@@ -37,6 +37,23 @@ T Take(Result<T>& r) {
   return std::move(*r);
 }
 
+// Runs `call`, a blocking call into the library that touches no Python object, with the GIL
+// released; its Status or Result.
+template <typename F>
+auto Released(F&& call) {
+  py::gil_scoped_release release;
+  return call();
+}
+
+// Check and Take for calls whose InvalidArgument is the caller's mistake: that one is raised
+// as ValueError, every other error as objectcache.Error.
+void CheckArgument(const Status& s);
+template <typename T>
+T TakeArgument(Result<T>& r) {
+  if (!r) CheckArgument(r.error());
+  return std::move(*r);
+}
+
 // The value of a result, or ValueError with its message (bad arguments, not cache errors).
 template <typename T>
 T OrValueError(Result<T> r) {

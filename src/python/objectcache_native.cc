@@ -47,30 +47,17 @@ class PyRetrieval {
   }
 
   uint32_t Hits() {
-    Result<uint32_t> h = [&] {
-      py::gil_scoped_release release;
-      return retrieval_->Hits();
-    }();
+    Result<uint32_t> h = Released([&] { return retrieval_->Hits(); });
     return Take(h);
   }
   void WaitForLayer(uint32_t layer) {
     if (layer < layers_.first || layer >= layers_.last) {
       throw py::value_error("layer " + std::to_string(layer) + " is not in this retrieval");
     }
-    Status s;
-    {
-      py::gil_scoped_release release;
-      s = retrieval_->WaitForLayer(layer);
-    }
-    Check(s);
+    Check(Released([&] { return retrieval_->WaitForLayer(layer); }));
   }
   void Wait() {
-    Status s;
-    {
-      py::gil_scoped_release release;
-      s = retrieval_->Wait();
-    }
-    Check(s);
+    Check(Released([&] { return retrieval_->Wait(); }));
   }
 
  private:
@@ -89,13 +76,9 @@ class PySave {
       throw py::value_error("layer " + std::to_string(layer) + " is outside the layout");
     }
     SliceMap map = MapSlices(source, chunks_, model_.layout, 1, block_ids, /*writable=*/false);
-    Status s;
-    {
-      py::gil_scoped_release release;  // the copy runs while Python goes on
-      const SliceAddresses& at = *map.at;
-      s = save_->SaveLayer(layer, [&at](size_t chunk) { return at.At(0, chunk); });
-    }
-    Check(s);
+    const SliceAddresses& at = *map.at;  // the copy runs while Python goes on
+    Check(
+        Released([&] { return save_->SaveLayer(layer, [&at](size_t c) { return at.At(0, c); }); }));
   }
   bool dropped() const { return save_->dropped(); }
 
@@ -146,10 +129,7 @@ class PyClient {
   size_t Lookup(py::iterable keys_obj) {
     std::vector<ChunkKey> keys = ToKeys(keys_obj);
     if (keys.empty()) return 0;
-    Result<size_t> n = [&] {
-      py::gil_scoped_release release;
-      return client_->Lookup(keys);
-    }();
+    Result<size_t> n = Released([&] { return client_->Lookup(keys); });
     return Take(n);
   }
 
@@ -158,10 +138,9 @@ class PyClient {
     if (!(ttl_seconds >= 1 && ttl_seconds <= 366.0 * 86400)) {
       throw py::value_error("ttl_seconds must be between 1 second and a year");
     }
-    Result<std::vector<ChunkKey>> missing = [&] {
-      py::gil_scoped_release release;
+    Result<std::vector<ChunkKey>> missing = Released([&] {
       return client_->Pin(keys, std::chrono::seconds(static_cast<int64_t>(ttl_seconds)));
-    }();
+    });
     return KeyList(Take(missing));
   }
 
@@ -195,10 +174,8 @@ class PyClient {
     req.destination = [addresses, first](uint32_t layer, size_t chunk) {
       return addresses->At(layer - first, chunk);
     };
-    Result<std::unique_ptr<LayerwiseRetrieval>> r = [&] {
-      py::gil_scoped_release release;
-      return client_->RetrieveLayerwise(std::move(req));
-    }();
+    Result<std::unique_ptr<LayerwiseRetrieval>> r =
+        Released([&] { return client_->RetrieveLayerwise(std::move(req)); });
     return std::make_unique<PyRetrieval>(Take(r), std::move(map), range);
   }
 
@@ -210,10 +187,9 @@ class PyClient {
                             model_.layout.ToString() + " is " +
                             std::to_string(model_.layout.ChunkKvBytes()));
     }
-    Result<std::string> object = [&] {
-      py::gil_scoped_release release;
+    Result<std::string> object = Released([&] {
       return EncodeChunkObject(model_.layout, key, {r.data, r.bytes});
-    }();
+    });
     std::string bytes = Take(object);
     py::gil_scoped_release release;
     client_->StoreAsync(key, std::move(bytes));
@@ -223,10 +199,8 @@ class PyClient {
     std::vector<ChunkKey> keys = ToKeys(keys_obj);
     if (keys.empty()) throw py::value_error("no keys to save");
     const size_t n = keys.size();
-    Result<std::unique_ptr<LayerwiseSave>> save = [&] {
-      py::gil_scoped_release release;
-      return client_->StartSave(model_, std::move(keys));
-    }();
+    Result<std::unique_ptr<LayerwiseSave>> save =
+        Released([&] { return client_->StartSave(model_, std::move(keys)); });
     return std::make_unique<PySave>(Take(save), model_, n);
   }
 
@@ -282,14 +256,9 @@ class PyClient {
                                .mode = base.mode,
                                .staging_layers = staging_layers,
                                .compute_seconds_per_layer = compute_seconds_per_layer};
-    Result<std::unique_ptr<DeviceRetrieval>> r = [&] {
-      py::gil_scoped_release release;
-      return RetrieveToDevice(*client_, std::move(req));
-    }();
-    if (!r && r.error().code() == StatusCode::kInvalidArgument) {
-      throw py::value_error(r.error().message());
-    }
-    return std::make_unique<PyDeviceRetrieval>(Take(r), std::move(on), base.layers);
+    Result<std::unique_ptr<DeviceRetrieval>> r =
+        Released([&] { return RetrieveToDevice(*client_, std::move(req)); });
+    return std::make_unique<PyDeviceRetrieval>(TakeArgument(r), std::move(on), base.layers);
   }
 
   std::unique_ptr<PyDeviceSave> SaveDevice(py::iterable keys_obj, py::handle caches,
@@ -304,14 +273,9 @@ class PyClient {
                           .keys = std::move(keys),
                           .source = on.target,
                           .staging_layers = staging_layers};
-    Result<std::unique_ptr<DeviceSave>> s = [&] {
-      py::gil_scoped_release release;
-      return SaveFromDevice(*client_, std::move(req));
-    }();
-    if (!s && s.error().code() == StatusCode::kInvalidArgument) {
-      throw py::value_error(s.error().message());
-    }
-    return std::make_unique<PyDeviceSave>(Take(s), std::move(on));
+    Result<std::unique_ptr<DeviceSave>> s =
+        Released([&] { return SaveFromDevice(*client_, std::move(req)); });
+    return std::make_unique<PyDeviceSave>(TakeArgument(s), std::move(on));
   }
 
   void Flush() {

@@ -4,6 +4,7 @@
 #include <charconv>
 #include <map>
 
+#include "core/utc_time.h"
 #include "s3/crypto.h"
 
 namespace objectcache::s3 {
@@ -153,13 +154,7 @@ S3Error Malformed(bool presigned, std::string message) {
 
 }  // namespace
 
-std::string AmzDate(std::time_t t) {
-  std::tm tm{};
-  ::gmtime_r(&t, &tm);
-  char buf[20];
-  std::strftime(buf, sizeof(buf), "%Y%m%dT%H%M%SZ", &tm);
-  return buf;
-}
+std::string AmzDate(std::time_t t) { return FormatUtc(t, "%Y%m%dT%H%M%SZ"); }
 
 std::string SigningKey(std::string_view secret, std::string_view date, std::string_view region,
                        std::string_view service) {

@@ -83,10 +83,6 @@ class ChunkSizeLine {
 
 }  // namespace beast_exchange_detail
 
-using beast_exchange_detail::ChunkSizeLine;
-using beast_exchange_detail::FromError;
-using beast_exchange_detail::HttpDate;
-
 // ---- BeastHttpExchange -----------------------------------------------------------------------
 
 // The exchange on a connection: reads the body through the connection's parser and writes the
@@ -210,7 +206,7 @@ asio::awaitable<Result<size_t>> BeastHttpExchange<Stream>::ReadBody(std::span<st
   if (ec == http::error::need_buffer) ec = {};
   if (ec) {
     failed_ = true;
-    co_return FromError(ec, "reading the request body");
+    co_return beast_exchange_detail::FromError(ec, "reading the request body");
   }
   const size_t n = dest.size() - body.size;
   metrics_->bytes_received += n;
@@ -223,7 +219,7 @@ Status BeastHttpExchange<Stream>::Check(beast::error_code ec, const char* what) 
   if (!ec) return Status();
   failed_ = true;
   LogDebug(std::string(what) + ": " + ec.message());
-  return FromError(ec, what);
+  return beast_exchange_detail::FromError(ec, what);
 }
 
 template <typename Stream>
@@ -256,7 +252,7 @@ void BeastHttpExchange<Stream>::PrepareHeader(http::response_header<>& h, unsign
   h.version(11);
   h.result(status);
   h.set(http::field::server, "ObjectCache");
-  h.set(http::field::date, HttpDate());
+  h.set(http::field::date, beast_exchange_detail::HttpDate());
   for (auto& [k, v] : headers) h.insert(k, v);
   h.set(http::field::connection, reusable() ? "keep-alive" : "close");
 }
@@ -335,7 +331,7 @@ asio::awaitable<Status> BeastHttpExchange<Stream>::WriteBodyPieces(
   if (total == 0) co_return Status();
   // Past the serializer, as WriteBodyFiles: one chunk of a chunked response, framed here, and
   // one gathering write of the pieces (through TLS too: the stream encrypts what it is given).
-  ChunkSizeLine size_line(streamed_->chunked() ? total : 0);
+  beast_exchange_detail::ChunkSizeLine size_line(streamed_->chunked() ? total : 0);
   std::vector<asio::const_buffer> buffers;
   buffers.reserve(pieces.size() + 2);
   buffers.emplace_back(size_line.text().data(), size_line.text().size());
@@ -446,7 +442,7 @@ asio::awaitable<Status> BeastHttpExchange<Stream>::WriteBodyFiles(
   // here land in order; a chunked response gets this batch as one chunk, framed here.
   const bool chunked = streamed_->chunked();
   if (chunked) {
-    const ChunkSizeLine size_line(total);
+    const beast_exchange_detail::ChunkSizeLine size_line(total);
     if (Status s = co_await SendBytes(size_line.text(), MSG_MORE); !s.ok()) co_return s;
   }
   for (const FilePiece& p : pieces) {

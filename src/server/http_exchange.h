@@ -122,6 +122,11 @@ enum class TransportFailure {
   kOutOfDescriptors,  // the process has no file descriptor left for the connection (503)
 };
 
+// The HTTP status of each: 503 when the server is out of descriptors, else 400.
+inline unsigned TransportFailureStatus(TransportFailure failure) {
+  return failure == TransportFailure::kOutOfDescriptors ? 503u : 400u;
+}
+
 // A whole response the server writes on its own: status, Content-Type and body.
 struct TransportErrorResponse {
   unsigned status = 400;
@@ -138,7 +143,7 @@ class RequestHandler {
   // protocol. The default is plain text.
   virtual TransportErrorResponse DescribeTransportFailure(TransportFailure failure,
                                                           const std::string& detail) const {
-    return {.status = failure == TransportFailure::kOutOfDescriptors ? 503u : 400u,
+    return {.status = TransportFailureStatus(failure),
             .content_type = "text/plain",
             .body = detail + "\n"};
   }

@@ -277,17 +277,16 @@ asio::awaitable<void> HttpServer::ServeRequests(Worker* w, Stream& stream) {
       metrics_->rejected_requests++;
       if (ec != beast::error::timeout) {
         // Malformed or oversized header: answer once, then close.
-        TransportErrorResponse err =
-            ec == http::error::header_limit
-                ? handler_->DescribeTransportFailure(
-                      TransportFailure::kHeaderTooLarge,
-                      "request header exceeds " + std::to_string(limits.header_bytes) + " bytes")
-            : ec == http::error::body_limit
-                ? handler_->DescribeTransportFailure(
-                      TransportFailure::kBodyTooLarge,
-                      "request body exceeds " + std::to_string(limits.body_bytes) + " bytes")
-                : handler_->DescribeTransportFailure(TransportFailure::kMalformedRequest,
-                                                     "malformed HTTP request: " + ec.message());
+        TransportFailure failure = TransportFailure::kMalformedRequest;
+        std::string detail = "malformed HTTP request: " + ec.message();
+        if (ec == http::error::header_limit) {
+          failure = TransportFailure::kHeaderTooLarge;
+          detail = "request header exceeds " + std::to_string(limits.header_bytes) + " bytes";
+        } else if (ec == http::error::body_limit) {
+          failure = TransportFailure::kBodyTooLarge;
+          detail = "request body exceeds " + std::to_string(limits.body_bytes) + " bytes";
+        }
+        TransportErrorResponse err = handler_->DescribeTransportFailure(failure, detail);
         http::response<http::string_body> res{static_cast<http::status>(err.status), 11};
         res.set(http::field::server, "ObjectCache");
         res.set(http::field::content_type, err.content_type);

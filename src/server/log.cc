@@ -7,6 +7,7 @@
 #include <mutex>
 #include <string>
 
+#include "core/utc_time.h"
 #include "s3/s3_request.h"
 
 namespace objectcache::server {
@@ -77,18 +78,15 @@ void Log(LogLevel level, std::string_view message) {
   std::time_t t = std::chrono::system_clock::to_time_t(now);
   int ms = static_cast<int>(
       std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count() % 1000);
-  std::tm tm{};
-  ::gmtime_r(&t, &tm);
-  char stamp[32];
-  std::strftime(stamp, sizeof(stamp), "%Y-%m-%dT%H:%M:%S", &tm);
+  const std::string stamp = FormatUtc(t, "%Y-%m-%dT%H:%M:%S");
   std::lock_guard lock(g_mu);
   if (g_json) {
     static constexpr const char* kJsonNames[] = {"debug", "info", "warn", "error"};
     const std::string msg = JsonEscaped(message);
-    std::fprintf(stderr, "{\"time\": \"%s.%03dZ\", \"level\": \"%s\", \"msg\": \"%s\"}\n", stamp,
-                 ms, kJsonNames[static_cast<int>(level)], msg.c_str());
+    std::fprintf(stderr, "{\"time\": \"%s.%03dZ\", \"level\": \"%s\", \"msg\": \"%s\"}\n",
+                 stamp.c_str(), ms, kJsonNames[static_cast<int>(level)], msg.c_str());
   } else {
-    std::fprintf(stderr, "%s.%03dZ %-5s %.*s\n", stamp, ms, kNames[static_cast<int>(level)],
+    std::fprintf(stderr, "%s.%03dZ %-5s %.*s\n", stamp.c_str(), ms, kNames[static_cast<int>(level)],
                  static_cast<int>(message.size()), message.data());
   }
   std::fflush(stderr);

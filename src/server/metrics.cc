@@ -79,20 +79,15 @@ std::string ServerMetrics::Render(uint64_t store_objects, uint64_t store_bytes,
                   type, name, value);
     out += line;
   };
-  out +=
-      "# HELP objectcache_requests_total S3 requests by operation.\n"
-      "# TYPE objectcache_requests_total counter\n";
-  for (int i = 0; i < kOps; ++i) {
-    out += "objectcache_requests_total{op=\"" + std::string(S3OpName(static_cast<S3Op>(i))) +
-           "\"} " + std::to_string(requests[i].load()) + "\n";
-  }
-  out +=
-      "# HELP objectcache_request_errors_total S3 requests answered with an error.\n"
-      "# TYPE objectcache_request_errors_total counter\n";
-  for (int i = 0; i < kOps; ++i) {
-    out += "objectcache_request_errors_total{op=\"" + std::string(S3OpName(static_cast<S3Op>(i))) +
-           "\"} " + std::to_string(errors[i].load()) + "\n";
-  }
+  auto per_op = [&out](const std::string& name, const char* help, const auto& counters) {
+    out += "# HELP " + name + " " + help + "\n# TYPE " + name + " counter\n";
+    for (int i = 0; i < kOps; ++i) {
+      out += name + "{op=\"" + std::string(S3OpName(static_cast<S3Op>(i))) + "\"} " +
+             std::to_string(counters[i].load()) + "\n";
+    }
+  };
+  per_op("objectcache_requests_total", "S3 requests by operation.", requests);
+  per_op("objectcache_request_errors_total", "S3 requests answered with an error.", errors);
   out +=
       "# HELP objectcache_request_seconds S3 request latency by operation.\n"
       "# TYPE objectcache_request_seconds histogram\n";

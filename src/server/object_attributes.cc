@@ -2,6 +2,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/utc_time.h"
+
 namespace objectcache::server {
 namespace {
 constexpr std::string_view kStoredHeaders[] = {"cache-control", "content-disposition",
@@ -167,13 +169,7 @@ std::string HttpTime(std::time_t t) {
   return out;
 }
 
-std::string IsoTime(std::time_t t) {
-  std::tm tm{};
-  ::gmtime_r(&t, &tm);
-  char buf[64];
-  std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%S.000Z", &tm);
-  return buf;
-}
+std::string IsoTime(std::time_t t) { return FormatUtc(t, "%Y-%m-%dT%H:%M:%S.000Z"); }
 
 std::optional<std::time_t> ParseHttpTime(std::string_view text) {
   std::string s(text);

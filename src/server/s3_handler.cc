@@ -31,7 +31,7 @@ TransportErrorResponse S3TransportErrorResponse(TransportFailure failure,
       break;
   }
   const S3Error err = MakeS3Error(std::move(code), detail);
-  return {.status = static_cast<unsigned>(err.HttpStatus()),
+  return {.status = TransportFailureStatus(failure),
           .content_type = "application/xml",
           .body = err.ToXml("0")};
 }

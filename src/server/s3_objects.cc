@@ -270,23 +270,18 @@ asio::awaitable<S3Result<void>> S3Handler::CopyObject(Ctx& c) {
                    "This copy request is illegal because it is trying to copy an object to itself "
                    "without changing the object's metadata.");
   }
-  auto reader =
-      co_await Blocking([&] { return store_->OpenReader(ObjectKey(src_bucket, src_key)); });
-  if (!reader) {
-    if (reader.error().code() == StatusCode::kNotFound) {
-      co_return Fail("NoSuchKey", "The specified key does not exist.");
-    }
-    co_return std::unexpected(FromStatus(reader.error()));
-  }
+  auto src_object =
+      co_await Blocking([&] { return OpenObjectVersion(ObjectKey(src_bucket, src_key)); });
+  if (!src_object) co_return std::unexpected(src_object.error());
+  const std::unique_ptr<ObjectReader>& reader = src_object->reader;
+  const std::optional<ObjectAttributes> source_attrs = src_object->attributes;
   // The source's conditions (x-amz-copy-source-if-*): any that fails is 412, 304 included.
-  std::optional<ObjectAttributes> source_attrs = ObjectAttributes::Decode((*reader)->attributes());
-  if (!source_attrs) co_return Fail("InternalError", "source object metadata is damaged");
   const ConditionOutcome source_outcome =
       EvaluateConditions({.if_match = r.Header("x-amz-copy-source-if-match"),
                           .if_none_match = r.Header("x-amz-copy-source-if-none-match"),
                           .if_modified_since = r.Header("x-amz-copy-source-if-modified-since"),
                           .if_unmodified_since = r.Header("x-amz-copy-source-if-unmodified-since")},
-                         source_attrs->etag, (*reader)->mtime());
+                         source_attrs->etag, reader->mtime());
   if (source_outcome != ConditionOutcome::kProceed) co_return PreconditionFailed();
   // The destination's, as on PutObject (If-None-Match: *, If-Match).
   S3Result<WriteCondition> condition = ParseWriteCondition(r);
@@ -308,7 +303,7 @@ asio::awaitable<S3Result<void>> S3Handler::CopyObject(Ctx& c) {
     if (!put) return std::unexpected(put.error());
     ObjectAttributes out = *attrs;
     const Status s = [&]() -> Status {
-      const ObjectReader& src = **reader;
+      const ObjectReader& src = *reader;
       std::optional<ChunkStreamVerifier> verifier;
       if (kv) {
         verifier.emplace(ChunkExpectation{

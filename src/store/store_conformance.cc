@@ -6,6 +6,7 @@
 #include <cstring>
 #include <ctime>
 #include <filesystem>
+#include <functional>
 #include <random>
 #include <set>
 #include <thread>
@@ -351,6 +352,41 @@ TEST_P(StoreConformanceTest, ConcurrentReadersSeeWholeVersions) {
   EXPECT_EQ(errors.load(), 0);
 }
 
+// What `writers` racing conditional writes of `key` did: writer w writes "writer w" with
+// options(that value), the even ones through Put, the odd ones through a streaming writer;
+// `refused` counts those that failed with `refusal`.
+struct RaceOutcome {
+  int won = -1, succeeded = 0, refused = 0;
+};
+RaceOutcome RaceConditionalWrites(Store& store, const std::string& key, int writers,
+                                  const std::function<PutOptions(const std::string&)>& options,
+                                  StatusCode refusal) {
+  std::atomic<int> won{-1}, succeeded{0}, refused{0};
+  std::vector<std::thread> threads;
+  for (int w = 0; w < writers; ++w) {
+    threads.emplace_back([&, w] {
+      const std::string value = "writer " + std::to_string(w);
+      const PutOptions o = options(value);
+      Status s;
+      if (w % 2 == 0) {
+        s = store.Put(key, AsBytes(value), o);
+      } else {
+        Result<std::unique_ptr<ObjectWriter>> writer = store.NewWriter(key, o);
+        s = writer.has_value() ? (*writer)->Append(AsBytes(value)) : writer.error();
+        if (s.ok()) s = (*writer)->Commit();
+      }
+      if (s.ok()) {
+        succeeded++;
+        won = w;
+      } else if (s.code() == refusal) {
+        refused++;
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  return {.won = won.load(), .succeeded = succeeded.load(), .refused = refused.load()};
+}
+
 TEST_P(StoreConformanceTest, ConditionalPutCreatesOnceAmongRacingWriters) {
   if (!store_->Capabilities().conditional_put) {
     EXPECT_EQ(store_->Put("once", AsBytes("x"), {.if_absent = true}).code(),
@@ -362,32 +398,12 @@ TEST_P(StoreConformanceTest, ConditionalPutCreatesOnceAmongRacingWriters) {
   constexpr int kWriters = 8;
   for (int round = 0; round < 5; ++round) {
     const std::string key = "once" + std::to_string(round);
-    std::atomic<int> won{-1}, created{0}, refused{0};
-    std::vector<std::thread> threads;
-    for (int w = 0; w < kWriters; ++w) {
-      threads.emplace_back([&, w] {
-        const std::string value = "writer " + std::to_string(w);
-        Status s;
-        if (w % 2 == 0) {
-          s = store_->Put(key, AsBytes(value), {.if_absent = true});
-        } else {
-          Result<std::unique_ptr<ObjectWriter>> writer =
-              store_->NewWriter(key, {.if_absent = true});
-          s = writer.has_value() ? (*writer)->Append(AsBytes(value)) : writer.error();
-          if (s.ok()) s = (*writer)->Commit();
-        }
-        if (s.ok()) {
-          created++;
-          won = w;
-        } else if (s.code() == StatusCode::kAlreadyExists) {
-          refused++;
-        }
-      });
-    }
-    for (std::thread& t : threads) t.join();
-    EXPECT_EQ(created.load(), 1);
-    EXPECT_EQ(refused.load(), kWriters - 1);
-    EXPECT_EQ(*ReadWholeObject(*store_, key), "writer " + std::to_string(won.load()));
+    const RaceOutcome r = RaceConditionalWrites(
+        *store_, key, kWriters, [](const std::string&) { return PutOptions{.if_absent = true}; },
+        StatusCode::kAlreadyExists);
+    EXPECT_EQ(r.succeeded, 1);
+    EXPECT_EQ(r.refused, kWriters - 1);
+    EXPECT_EQ(*ReadWholeObject(*store_, key), "writer " + std::to_string(r.won));
   }
   // A plain put still replaces.
   ASSERT_TRUE(store_->Put("once0", AsBytes("replaced")).ok());
@@ -412,32 +428,15 @@ TEST_P(StoreConformanceTest, CompareAndSwapReplacesOnlyTheVersionItRead) {
   for (int round = 0; round < 5; ++round) {
     const std::string read = "v" + std::to_string(round);
     ASSERT_TRUE(store_->Put("cas", AsBytes(read), {.attributes = read}).ok());
-    std::atomic<int> won{-1}, swapped{0}, refused{0};
-    std::vector<std::thread> threads;
-    for (int w = 0; w < kWriters; ++w) {
-      threads.emplace_back([&, w] {
-        const std::string value = "writer " + std::to_string(w);
-        const PutOptions o{.attributes = value, .if_attributes = read};
-        Status s;
-        if (w % 2 == 0) {
-          s = store_->Put("cas", AsBytes(value), o);
-        } else {
-          Result<std::unique_ptr<ObjectWriter>> writer = store_->NewWriter("cas", o);
-          s = writer.has_value() ? (*writer)->Append(AsBytes(value)) : writer.error();
-          if (s.ok()) s = (*writer)->Commit();
-        }
-        if (s.ok()) {
-          swapped++;
-          won = w;
-        } else if (s.code() == StatusCode::kFailedPrecondition) {
-          refused++;
-        }
-      });
-    }
-    for (std::thread& t : threads) t.join();
-    EXPECT_EQ(swapped.load(), 1);
-    EXPECT_EQ(refused.load(), kWriters - 1);
-    const std::string winner = "writer " + std::to_string(won.load());
+    const RaceOutcome r = RaceConditionalWrites(
+        *store_, "cas", kWriters,
+        [&read](const std::string& value) {
+          return PutOptions{.attributes = value, .if_attributes = read};
+        },
+        StatusCode::kFailedPrecondition);
+    EXPECT_EQ(r.succeeded, 1);
+    EXPECT_EQ(r.refused, kWriters - 1);
+    const std::string winner = "writer " + std::to_string(r.won);
     EXPECT_EQ(*ReadWholeObject(*store_, "cas"), winner);
     EXPECT_EQ((*store_->OpenReader("cas"))->attributes(), winner);
   }

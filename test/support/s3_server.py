@@ -128,16 +128,24 @@ def raw_http(port, data, timeout=10):
     went quiet for `timeout` seconds."""
     with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
         s.sendall(data)
-        chunks = []
-        try:
-            while True:
-                b = s.recv(65536)
-                if not b:
-                    break
-                chunks.append(b)
-        except (socket.timeout, ConnectionResetError):
-            pass
-        return b"".join(chunks)
+        return read_reply(s)
+
+
+def read_reply(sock, done=None):
+    """What `sock` receives until the peer closes, resets or goes quiet for its timeout, or
+    until `done(bytes so far)` says the reply is whole."""
+    reply = b""
+    try:
+        while True:
+            b = sock.recv(65536)
+            if not b:
+                break
+            reply += b
+            if done is not None and done(reply):
+                break
+    except (socket.timeout, ConnectionResetError):
+        pass
+    return reply
 
 
 def free_port():

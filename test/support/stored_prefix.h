@@ -1,0 +1,45 @@
+// A seeded prompt's chunks with random KV, stored through a Client: the data of the tests that
+// retrieve it back from a cluster and compare every byte.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "objectcache/chunk_key.h"
+#include "objectcache/chunk_object.h"
+#include "objectcache/client.h"
+
+namespace objectcache::test_support {
+
+struct StoredPrefix {
+  std::vector<ChunkKey> keys;
+  std::vector<std::string> kv;  // each chunk's KV bytes, as stored
+};
+
+// `chunks` chunks of a prompt drawn from `seed`, stored through `writer`, which is flushed every
+// `flush_every` chunks and at the end; the caller checks writer.Stats().stored.
+inline StoredPrefix StoreRandomPrefix(Client& writer, const ModelPreset& model, size_t chunks,
+                                      uint64_t seed, size_t flush_every) {
+  std::mt19937_64 rng(seed);
+  std::vector<uint32_t> tokens(model.layout.tokens_per_chunk * chunks);
+  for (uint32_t& t : tokens) t = static_cast<uint32_t>(rng() % 128000);
+  StoredPrefix p{.keys = KeyNamespace(model.name, model.layout).KeysForTokens(tokens), .kv = {}};
+  for (size_t i = 0; i < p.keys.size(); ++i) {
+    std::string kv(model.layout.ChunkKvBytes(), '\0');
+    for (size_t b = 0; b < kv.size(); b += 8) {
+      const uint64_t x = rng();
+      std::memcpy(kv.data() + b, &x, std::min<size_t>(8, kv.size() - b));
+    }
+    writer.StoreAsync(p.keys[i], *EncodeChunkObject(model.layout, p.keys[i], AsBytes(kv)));
+    p.kv.push_back(std::move(kv));
+    if (i % flush_every == flush_every - 1) writer.Flush();
+  }
+  writer.Flush();
+  return p;
+}
+
+}  // namespace objectcache::test_support
