@@ -566,26 +566,21 @@ void AddBackendsBenchCommand(CLI::App* bench) {
   s->add_option("--ceph", f->ceph_dir, "The cluster's directory (scripts/ceph-dev start DIR)")
       ->required();
   s->add_option("--context", f->contexts, "Prompt lengths in tokens (Llama-3.1-8B, G=16)")
-      ->delimiter(',')
-      ->capture_default_str();
-  s->add_option("--repeats", f->repeats, "Runs per path, interleaved")->capture_default_str();
-  s->add_option("--hit", f->hit, "Cached share of the prompt in the TTFT runs")
-      ->capture_default_str();
-  s->add_option("--parallel", f->parallel, "Concurrent requests of the plain S3 paths")
-      ->capture_default_str();
+      ->delimiter(',');
+  s->add_option("--repeats", f->repeats, "Runs per path, interleaved");
+  s->add_option("--hit", f->hit, "Cached share of the prompt in the TTFT runs");
+  s->add_option("--parallel", f->parallel, "Concurrent requests of the plain S3 paths");
   s->add_flag("!--no-ttft", f->ttft, "Throughput only");
   s->add_option("--fleet-readers", f->fleet_readers,
                 "Retrievals at once in the gateway-fleet run (one gateway, then two over the "
-                "same pool; the shortest context); 0: no fleet run")
-      ->capture_default_str();
-  s->add_option("--gpu", f->gpu, "GPU profile of the TTFT runs: h100, h200")->capture_default_str();
+                "same pool; the shortest context); 0: no fleet run");
+  s->add_option("--gpu", f->gpu, "GPU profile of the TTFT runs: h100, h200");
   s->add_option("--layerwise-window", f->layerwise_window,
                 "Our RADOS gateway's serve --layerwise-window (with --request-memory 4GiB); "
                 "default: serve's own");
   s->add_option(
-       "--dir", f->dir,
-       "Scratch directory for our local gateway's store (default: a temporary one, removed)")
-      ->capture_default_str();
+      "--dir", f->dir,
+      "Scratch directory for our local gateway's store (default: a temporary one, removed)");
 }
 
 }  // namespace objectcache::bench

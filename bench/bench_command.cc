@@ -14,6 +14,7 @@
 #include <ranges>
 
 #include "bench/bench_report.h"
+#include "bench/kv_fixture.h"
 #include "core/hex.h"
 #include "objectcache/chunk_key.h"
 #include "objectcache/chunk_object.h"
@@ -89,7 +90,7 @@ Status RunKeys(const KeysFlags& f) {
 // ---- bench store -------------------------------------------------------------------------
 
 struct StoreFlags {
-  std::string dir = "./objectcache-bench";
+  std::string dir;  // empty: a temporary directory (ScratchRoot)
   size_t objects = 256;
   int put_repeats = 5;
   int read_repeats = 31;
@@ -117,9 +118,11 @@ Status WritePlainFile(const fs::path& path, std::string_view bytes, bool durable
 
 Status RunStore(const StoreFlags& f) {
   OC_ASSIGN_OR_RETURN(ModelPreset m, Model(f.layout));
-  const fs::path root = fs::absolute(f.dir);
+  OC_ASSIGN_OR_RETURN(ScratchRoot scratch, ScratchRoot::Make(f.dir, "objectcache-bench-store"));
+  const fs::path& root = scratch.path();
   std::error_code ec;
-  fs::remove_all(root, ec);
+  fs::remove_all(root / "plain", ec);  // a named directory's earlier run
+  fs::remove_all(root / "store", ec);
   fs::create_directories(root / "plain", ec);
   if (ec) return ErrnoError("creating " + root.string(), ec.value());
   LocalStoreOptions options{.root = (root / "store").string(), .durable = f.durable};
@@ -242,7 +245,6 @@ Status RunStore(const StoreFlags& f) {
                 "us", "");
   report.Print();
   store.reset();
-  fs::remove_all(root, ec);
   return report.WriteJson(f.json);
 }
 
@@ -281,6 +283,8 @@ size_t HeapInUse() {
 
 Status RunIndex(const IndexFlags& f) {
   const fs::path root = fs::absolute(f.dir);
+  // A directory that was there before the run (a store the user named) is never removed.
+  const bool made_here = !fs::exists(root);
   LocalStoreOptions options{.root = root.string()};
   double populate_s = 0;
   {
@@ -388,7 +392,7 @@ Status RunIndex(const IndexFlags& f) {
   report.Metric("stat_ns", Median(stat_ns), "ns", "Stat of one present name");
   report.Metric("index_gib_at_1e7", Median(heap_per_object) * 1e7 / (1 << 30), "GiB", "projected");
   report.Print();
-  if (!f.keep) {
+  if (!f.keep && made_here) {
     std::error_code ec;
     fs::remove_all(root, ec);
   }
@@ -404,30 +408,31 @@ void AddBenchCommands(CLI::App* app) {
   auto keys = std::make_shared<KeysFlags>();
   CLI::App* k =
       AddBench(bench, "keys", "Chunk-key hashing throughput for a long prompt", keys, RunKeys);
-  k->add_option("--tokens", keys->tokens, "Prompt length in tokens")->capture_default_str();
-  k->add_option("--repeats", keys->repeats, "Timed repetitions")->capture_default_str();
-  k->add_option("--layout", keys->layout, "Model preset")->capture_default_str();
+  k->add_option("--tokens", keys->tokens, "Prompt length in tokens");
+  k->add_option("--repeats", keys->repeats, "Timed repetitions");
+  k->add_option("--layout", keys->layout, "Model preset");
 
   auto store = std::make_shared<StoreFlags>();
   CLI::App* s = AddBench(
       bench, "store", "Local store: chunk put throughput; layer-slice reads vs a plain pread loop",
       store, RunStore);
-  s->add_option("--dir", store->dir, "Scratch directory (removed)")->capture_default_str();
-  s->add_option("--objects", store->objects, "Chunk objects")->capture_default_str();
-  s->add_option("--put-repeats", store->put_repeats, "Put rounds")->capture_default_str();
-  s->add_option("--read-repeats", store->read_repeats, "Read rounds")->capture_default_str();
-  s->add_option("--layout", store->layout, "Model preset")->capture_default_str();
+  AddScratchDir(s, &store->dir);
+  s->add_option("--objects", store->objects, "Chunk objects");
+  s->add_option("--put-repeats", store->put_repeats, "Put rounds");
+  s->add_option("--read-repeats", store->read_repeats, "Read rounds");
+  s->add_option("--layout", store->layout, "Model preset");
   s->add_flag("--durable", store->durable, "fdatasync every object (both sides)");
 
   auto index = std::make_shared<IndexFlags>();
   CLI::App* i = AddBench(bench, "index",
                          "Local store index: memory per object, restart and rebuild time, lookups",
                          index, RunIndex);
-  i->add_option("--dir", index->dir, "Store directory")->capture_default_str();
-  i->add_option("--objects", index->objects, "Objects")->capture_default_str();
-  i->add_option("--payload", index->payload, "Payload bytes per object")->capture_default_str();
-  i->add_option("--reopens", index->reopens, "Rounds of a restart and a rebuild after a crash")
-      ->capture_default_str();
+  i->add_option("--dir", index->dir,
+                "Store directory (removed after the run unless --keep, or unless it was there "
+                "before)");
+  i->add_option("--objects", index->objects, "Objects");
+  i->add_option("--payload", index->payload, "Payload bytes per object");
+  i->add_option("--reopens", index->reopens, "Rounds of a restart and a rebuild after a crash");
   i->add_flag("--keep", index->keep, "Keep the populated store for the next run");
 
   AddS3BenchCommand(bench);

@@ -40,6 +40,14 @@ CLI::App* AddBench(CLI::App* bench, std::string name, std::string description,
   return cmd;
 }
 
+// Registers --dir: where a benchmark keeps its files, as a ScratchRoot (bench/kv_fixture.h) takes
+// it.
+inline void AddScratchDir(CLI::App* cmd, std::string* dir) {
+  cmd->add_option("--dir", *dir,
+                  "Scratch directory (default: a temporary one, removed after; a named one is left "
+                  "in place)");
+}
+
 void AddBenchCommands(CLI::App* app);
 // Registers `bench s3` under the `bench` command.
 void AddS3BenchCommand(CLI::App* bench);

@@ -150,10 +150,10 @@ void AddEvictBenchCommand(CLI::App* bench) {
                f, RunEvictBench);
   e->add_option("--ceph", f->ceph_dir, "Directory of a cluster started by scripts/ceph-dev")
       ->required();
-  e->add_option("--capacity", f->capacity, "Namespace capacity")->capture_default_str();
-  e->add_option("--object", f->object, "Object size")->capture_default_str();
-  e->add_option("--writers", f->writers, "Writer threads")->capture_default_str();
-  e->add_option("--rounds", f->rounds, "Cost runs per side (interleaved)")->capture_default_str();
+  e->add_option("--capacity", f->capacity, "Namespace capacity");
+  e->add_option("--object", f->object, "Object size");
+  e->add_option("--writers", f->writers, "Writer threads");
+  e->add_option("--rounds", f->rounds, "Cost runs per side (interleaved)");
 }
 
 }  // namespace objectcache::bench

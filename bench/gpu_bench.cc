@@ -294,17 +294,15 @@ void AddGpuBenchCommand(CLI::App* bench) {
   CLI::App* g = AddBench(
       bench, "gpu",
       "KV into and out of paged device memory: every byte checked, scatter vs one copy", f, RunGpu);
-  g->add_option("--device", f->device, "cuda:N or emulated")->capture_default_str();
-  g->add_option("--layout", f->layout, "Model preset")->capture_default_str();
-  g->add_option("--tokens", f->tokens, "Prefix length in tokens")->capture_default_str();
-  g->add_option("--block-size", f->block_size, "Tokens a block")->capture_default_str();
-  g->add_option("--staging-layers", f->staging_layers, "Layers of pinned staging")
-      ->capture_default_str();
+  g->add_option("--device", f->device, "cuda:N or emulated");
+  g->add_option("--layout", f->layout, "Model preset");
+  g->add_option("--tokens", f->tokens, "Prefix length in tokens");
+  g->add_option("--block-size", f->block_size, "Tokens a block");
+  g->add_option("--staging-layers", f->staging_layers, "Layers of pinned staging");
   g->add_option("--streams", f->streams, "Connections a retrieval uses (0: one per 4 cores, 1-8)")
-      ->capture_default_str()
       ->check(CLI::Range(0, 64));
-  g->add_option("--repeats", f->repeats, "Timed retrievals")->capture_default_str();
-  g->add_option("--dir", f->dir, "Scratch directory (default: a temporary one)");
+  g->add_option("--repeats", f->repeats, "Timed retrievals");
+  AddScratchDir(g, &f->dir);
 }
 
 }  // namespace objectcache::bench

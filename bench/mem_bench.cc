@@ -202,10 +202,10 @@ void AddMemBenchCommand(CLI::App* bench) {
                "Elastic KV pool vs a static preallocated pool: page map/unmap cost, 2-thread "
                "allocation throughput, memory returned after a burst (CUDA numbers with a GPU)",
                f, RunMem);
-  m->add_option("--burst-mib", f->burst_mib, "Burst size")->capture_default_str();
-  m->add_option("--block-kib", f->block_kib, "Block size")->capture_default_str();
-  m->add_option("--seconds", f->seconds, "Time for the throughput runs")->capture_default_str();
-  m->add_option("--pages", f->pages, "Pages for the map/unmap costs")->capture_default_str();
+  m->add_option("--burst-mib", f->burst_mib, "Burst size");
+  m->add_option("--block-kib", f->block_kib, "Block size");
+  m->add_option("--seconds", f->seconds, "Time for the throughput runs");
+  m->add_option("--pages", f->pages, "Pages for the map/unmap costs");
 }
 
 }  // namespace objectcache::bench

@@ -482,23 +482,20 @@ void AddNvmeKvBenchCommand(CLI::App* bench) {
       "64 KiB and 2 MiB Retrieve and Exist at queue depth 1, 16, 256 (file://, rados:// with "
       "--ceph)",
       f, RunNvmeKvBench);
-  s->add_option("--dir", f->dir, "Scratch directory (default: a temporary one, removed after)");
+  AddScratchDir(s, &f->dir);
   s->add_option("--ceph", f->ceph_dir,
                 "Also over RADOS: the cluster of scripts/ceph-dev start DIR");
-  s->add_option("--sizes", f->sizes, "Value sizes")->capture_default_str();
-  s->add_option("--depths", f->depths, "Queue depths")->capture_default_str();
-  s->add_option("--objects", f->objects, "Objects per size")->capture_default_str();
-  s->add_option("--nvme-threads", f->nvme_threads, "Host threads submitting NVMe-KV commands (1-8)")
-      ->capture_default_str();
+  s->add_option("--sizes", f->sizes, "Value sizes");
+  s->add_option("--depths", f->depths, "Queue depths");
+  s->add_option("--objects", f->objects, "Objects per size");
+  s->add_option("--nvme-threads", f->nvme_threads,
+                "Host threads submitting NVMe-KV commands (1-8)");
   s->add_option("--controller-workers", f->controller_workers,
-                "The controller's --workers: store calls it runs at once")
-      ->capture_default_str();
+                "The controller's --workers: store calls it runs at once");
   s->add_option("--controller-busy-poll-us", f->controller_busy_poll_us,
-                "The controller's --busy-poll-us: how long it spins after a command")
-      ->capture_default_str();
-  s->add_option("--seconds", f->seconds, "Seconds per measurement")->capture_default_str();
-  s->add_option("--rounds", f->rounds, "Interleaved rounds (medians are reported)")
-      ->capture_default_str();
+                "The controller's --busy-poll-us: how long it spins after a command");
+  s->add_option("--seconds", f->seconds, "Seconds per measurement");
+  s->add_option("--rounds", f->rounds, "Interleaved rounds (medians are reported)");
 }
 
 }  // namespace objectcache::bench

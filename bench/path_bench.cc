@@ -477,23 +477,18 @@ void AddPathBenchCommand(CLI::App* bench) {
       "One aggregated layerwise retrieval against one raw TCP stream; wire v1 beside v2 (sent by "
       "sendfile and copied), with the CPU seconds per GiB of server and client",
       f, RunPathBench);
-  p->add_option("--dir", f->dir, "Scratch directory (default: a temporary one; removed)");
-  p->add_option("--chunks", f->chunks, "Chunks of llama-3.1-8b in the prefix (2 MiB each)")
-      ->capture_default_str();
-  p->add_option("--rounds", f->rounds, "Repeats of each case (interleaved)")->capture_default_str();
+  AddScratchDir(p, &f->dir);
+  p->add_option("--chunks", f->chunks, "Chunks of llama-3.1-8b in the prefix (2 MiB each)");
+  p->add_option("--rounds", f->rounds, "Repeats of each case (interleaved)");
   p->add_option("--concurrency", f->concurrency,
-                "Retrievals in flight (agg_gbps_cN); each level runs as many as the largest")
-      ->capture_default_str();
+                "Retrievals in flight (agg_gbps_cN); each level runs as many as the largest");
   p->add_option("--concurrency-chunks", f->concurrency_chunks,
-                "Chunks in each of the concurrent retrievals")
-      ->capture_default_str();
+                "Chunks in each of the concurrent retrievals");
   p->add_option("--first-layer-tokens", f->first_layer_tokens,
-                "Prompt lengths whose first layer is timed (first_layer_ms_N)")
-      ->capture_default_str();
+                "Prompt lengths whose first layer is timed (first_layer_ms_N)");
   p->add_option("--region-offset", f->region_offset,
                 "Bytes past a page boundary where each destination region starts (16: as malloc "
-                "places a large block)")
-      ->capture_default_str();
+                "places a large block)");
 }
 
 }  // namespace objectcache::bench

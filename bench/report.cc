@@ -301,6 +301,12 @@ std::string Fixed(double v, int digits) {
   return buf;
 }
 
+std::string Signed(double v, int digits) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%+.*f", digits, v);
+  return buf;
+}
+
 std::string YesNo(bool b) { return b ? "yes" : "no"; }
 
 std::string Machine::Describe() const {

@@ -68,8 +68,10 @@ Result<std::vector<Figure>> LookupFigures(const ReportContext& ctx);
 Result<std::vector<Figure>> ObjectSizeFigures(const ReportContext& ctx);
 Result<std::vector<Figure>> BreakdownFigures(const ReportContext& ctx);
 
-// Numbers in figure texts: `digits` after the point; "yes"/"no".
+// Numbers in figure texts: `digits` after the point (Signed: with its sign, "+" or "-");
+// "yes"/"no".
 std::string Fixed(double v, int digits);
+std::string Signed(double v, int digits);
 std::string YesNo(bool b);
 
 // Registers `report`.

@@ -129,11 +129,11 @@ Result<std::vector<Figure>> TtftFigures(const ReportContext& ctx) {
       const uint64_t c = r["context"];
       if (c == 4096) {
         holds &= r["added_ms"].get<double>() <= 75;
-        ours += "S3Agg-LW at 4K: +" + Fixed(r["added_ms"], 1) + " ms. ";
+        ours += "S3Agg-LW at 4K: " + Signed(r["added_ms"], 1) + " ms. ";
       }
       if (c == 65536) {
         holds &= r["added_pct"].get<double>() <= 5.6;
-        ours += "S3Agg-LW at 64K: +" + Fixed(r["added_pct"], 1) + "%. ";
+        ours += "S3Agg-LW at 64K: " + Signed(r["added_pct"], 1) + "%. ";
       }
     }
   }

@@ -18,6 +18,7 @@
 
 #include "bench/bench_command.h"
 #include "bench/bench_report.h"
+#include "bench/kv_fixture.h"
 #include "objectcache/store_registry.h"
 
 #include <fcntl.h>
@@ -34,7 +35,7 @@ namespace http = beast::http;
 using tcp = asio::ip::tcp;
 
 struct S3BenchFlags {
-  std::string dir = "./objectcache-bench-s3";
+  std::string dir;  // empty: a temporary directory (ScratchRoot)
   std::vector<std::string> sizes = {"64KiB", "2MiB"};
   std::vector<int> connections = {1, 8, 64};
   double seconds = 2;
@@ -169,9 +170,11 @@ RunResult Load(uint16_t port, const std::string& bucket, bool put,
 }
 
 Status RunS3Bench(const S3BenchFlags& f) {
-  const fs::path root = fs::absolute(f.dir);
+  OC_ASSIGN_OR_RETURN(ScratchRoot scratch, ScratchRoot::Make(f.dir, "objectcache-bench-s3"));
+  const fs::path& root = scratch.path();
   std::error_code ec;
-  fs::remove_all(root, ec);
+  fs::remove_all(root / "nginx", ec);  // a named directory's earlier run
+  fs::remove_all(root / "store", ec);
   fs::create_directories(root / "nginx" / "www" / "bench", ec);
   fs::create_directories(root / "nginx" / "tmp", ec);
   fs::create_directories(root / "nginx" / "logs", ec);
@@ -352,7 +355,6 @@ Status RunS3Bench(const S3BenchFlags& f) {
   j["rows"] = rows;
   j["server_peak_rss_mib"] = peak_kib / 1024.0;
   j["errors"] = total_errors;
-  fs::remove_all(root, ec);
   OC_RETURN_IF_ERROR(WriteJsonFile(f.json, j));
   if (total_errors > 0)
     return DataLossError(std::to_string(total_errors) + " requests failed or returned wrong bytes");
@@ -367,18 +369,15 @@ void AddS3BenchCommand(CLI::App* bench) {
       bench, "s3",
       "S3 GET/PUT throughput and latency: objectcache serve against nginx, same bytes, same disk",
       f, RunS3Bench);
-  s->add_option("--dir", f->dir, "Scratch directory (removed)")->capture_default_str();
-  s->add_option("--sizes", f->sizes, "Object sizes")->capture_default_str();
-  s->add_option("--connections", f->connections, "Concurrent connections")->capture_default_str();
-  s->add_option("--seconds", f->seconds, "Seconds per run")->capture_default_str();
-  s->add_option("--rounds", f->rounds, "Runs per server per cell (interleaved)")
-      ->capture_default_str();
-  s->add_option("--objects", f->objects, "Distinct objects")->capture_default_str();
-  s->add_option("--nginx", f->nginx, "nginx binary")->capture_default_str();
-  s->add_option("--wrk", f->wrk, "wrk binary for the plain-GET rows (empty: skip them)")
-      ->capture_default_str();
-  s->add_option("--wrk-connections", f->wrk_connections, "Connections wrk keeps open")
-      ->capture_default_str();
+  AddScratchDir(s, &f->dir);
+  s->add_option("--sizes", f->sizes, "Object sizes");
+  s->add_option("--connections", f->connections, "Concurrent connections");
+  s->add_option("--seconds", f->seconds, "Seconds per run");
+  s->add_option("--rounds", f->rounds, "Runs per server per cell (interleaved)");
+  s->add_option("--objects", f->objects, "Distinct objects");
+  s->add_option("--nginx", f->nginx, "nginx binary");
+  s->add_option("--wrk", f->wrk, "wrk binary for the plain-GET rows (empty: skip them)");
+  s->add_option("--wrk-connections", f->wrk_connections, "Connections wrk keeps open");
 }
 
 }  // namespace objectcache::bench

@@ -327,16 +327,17 @@ void AddSchedBenchCommand(CLI::App* bench) {
       "Bandwidth scheduling: three multi-tenant workloads under caps standing for 80 and 50 "
       "Gbit/s, each under the equal, bytes and compute-aware policies; added TTFT per request",
       f, RunSched);
-  s->add_option("--repeats", f->repeats, "Runs per policy, interleaved")->capture_default_str();
-  s->add_option("--gpu", f->gpu, "GPU profile: h100, h200")->capture_default_str();
+  s->add_option("--repeats", f->repeats, "Runs per policy, interleaved");
+  s->add_option("--gpu", f->gpu, "GPU profile: h100, h200");
   s->add_option("--workload", f->workloads,
                 "crowd, mixed, burst, staggered, long-and-short, hot-and-cool (default: these), "
                 "smoke")
       ->delimiter(',');
   s->add_option("--path-gbps", f->path_gbps,
                 "Take this as what the server path carries (default: measure 4 concurrent "
-                "unpaced retrievals); the caps and the time dilation scale with it");
-  s->add_option("--dir", f->dir, "Scratch directory (default: a temporary one, removed)");
+                "unpaced retrievals); the caps and the time dilation scale with it")
+      ->default_str("");
+  AddScratchDir(s, &f->dir);
 }
 
 }  // namespace objectcache::bench

@@ -257,15 +257,13 @@ void AddTlsBenchCommand(CLI::App* bench) {
   CLI::App* t = AddBench(bench, "tls",
                          "GET throughput over HTTPS beside plain HTTP, same server, same objects",
                          f, RunTlsBench);
-  t->add_option("--dir", f->dir, "Scratch directory (default: a temporary one; removed)");
-  t->add_option("--size", f->size, "Object size")->capture_default_str();
-  t->add_option("--connections", f->connections, "Concurrent connections (tls_ratio: the last)")
-      ->capture_default_str();
-  t->add_option("--seconds", f->seconds, "Seconds per run")->capture_default_str();
-  t->add_option("--rounds", f->rounds, "Runs per side per cell (interleaved)")
-      ->capture_default_str();
-  t->add_option("--objects", f->objects, "Distinct objects")->capture_default_str();
-  t->add_option("--openssl", f->openssl, "openssl binary")->capture_default_str();
+  AddScratchDir(t, &f->dir);
+  t->add_option("--size", f->size, "Object size");
+  t->add_option("--connections", f->connections, "Concurrent connections (tls_ratio: the last)");
+  t->add_option("--seconds", f->seconds, "Seconds per run");
+  t->add_option("--rounds", f->rounds, "Runs per side per cell (interleaved)");
+  t->add_option("--objects", f->objects, "Distinct objects");
+  t->add_option("--openssl", f->openssl, "openssl binary");
 }
 
 }  // namespace objectcache::bench

@@ -50,8 +50,7 @@ void AddTtftBenchCommand(CLI::App* bench) {
       "every byte checked");
   t->add_option("--preset", f->preset,
                 "smoke (CI, < 1 min), demo, targets (Llama-3.1-8B 4K and 64K, 50% hit, G=16), "
-                "paper (the whole grid: long)")
-      ->capture_default_str();
+                "paper (the whole grid: long)");
   t->add_option("--model", f->models, "Model presets (comma list; default: the preset's)")
       ->delimiter(',');
   t->add_option("--context", f->contexts, "Context lengths in tokens (comma list)")->delimiter(',');
@@ -61,15 +60,15 @@ void AddTtftBenchCommand(CLI::App* bench) {
                 "Modes (comma list of Local-DRAM-LW, S3-CW, S3-LW, S3Agg-CW, S3Agg-LW, or all; "
                 "Local-DRAM-LW always runs, it is the baseline)")
       ->delimiter(',');
-  t->add_option("--gpu", f->config.gpu, "GPU profile: h100, h200")->capture_default_str();
+  t->add_option("--gpu", f->config.gpu, "GPU profile: h100, h200");
   t->add_option("--testbed", f->config.testbed,
                 "paper: slow the emulated GPU so link : compute is the paper's (100 Gbit/s : "
-                "H100), measured in this run; native: the raw profile against the raw link")
-      ->capture_default_str();
-  t->add_option("--repeats", f->repeats, "Runs per mode and cell, interleaved (default: preset's)");
+                "H100), measured in this run; native: the raw profile against the raw link");
+  t->add_option("--repeats", f->repeats, "Runs per mode and cell, interleaved (default: preset's)")
+      ->default_str("");
   t->add_option("--endpoint", f->config.endpoint,
                 "Use this server instead of starting one (objects stay there)");
-  t->add_option("--dir", f->config.dir, "Scratch directory (default: a temporary one, removed)");
+  AddScratchDir(t, &f->config.dir);
   t->add_option("--json", f->config.json,
                 "Write metrics and rows to this JSON file (and .csv and .svg beside it)");
   t->add_option("--csv", f->config.csv, "Write the rows to this CSV file");
@@ -91,7 +90,7 @@ void AddDemoCommand(CLI::App* app) {
       "mode, side by side");
   d->add_option("--model", f->models, "Model preset")->delimiter(',');
   d->add_option("--context", f->contexts, "Context length in tokens")->delimiter(',');
-  d->add_option("--dir", f->config.dir, "Scratch directory (default: a temporary one, removed)");
+  AddScratchDir(d, &f->config.dir);
   d->add_option("--json", f->config.json, "Also write the results here (and .csv, .svg)");
   d->callback([f] {
     std::cout << "ObjectCache demo: a prompt whose first half is cached. The emulated GPU "

@@ -111,8 +111,7 @@ void AddStoreFlag(CLI::App* cmd, std::string* uri) {
   *uri = std::string(kDefaultStoreUri);
   cmd->add_option("--store", *uri,
                   "Store URI: file:///path[?capacity=10GiB&durable=true], a plain path, "
-                  "rados://POOL?conf=PATH&namespace=NS, s3://HOST:PORT/BUCKET, or mem://")
-      ->capture_default_str();
+                  "rados://POOL?conf=PATH&namespace=NS, s3://HOST:PORT/BUCKET, or mem://");
 }
 
 Result<std::unique_ptr<Store>> OpenStoreFlag(const std::string& uri, const StoreContext& context) {

@@ -37,8 +37,7 @@ Result<std::vector<ChunkKey>> ReadKeys(const ServerFlags& s) {
 }
 
 void AddServerFlags(CLI::App* cmd, ServerFlags* s) {
-  cmd->add_option("--endpoint", s->endpoint, "Server URL (http:// or https://)")
-      ->capture_default_str();
+  cmd->add_option("--endpoint", s->endpoint, "Server URL (http:// or https://)");
   cmd->add_option("--ca-file", s->ca_file,
                   "PEM bundle of the CAs an https:// server's certificate is checked against "
                   "(default: the system's)");
@@ -181,8 +180,7 @@ void AddPinCommand(CLI::App* app) {
       "share); says which keys are not cached (credentials as for fetch)",
       f, RunPin);
   AddServerFlags(cmd, &f->server);
-  cmd->add_option("--ttl", f->ttl_seconds, "Seconds the pin lasts (at most a year)")
-      ->capture_default_str();
+  cmd->add_option("--ttl", f->ttl_seconds, "Seconds the pin lasts (at most a year)");
 }
 
 void AddFetchCommand(CLI::App* app) {

@@ -45,8 +45,7 @@ Result<std::vector<Key>> ParseKeys(const std::vector<std::string>& texts) {
 
 void AddShmFlag(CLI::App* cmd, std::string* name) {
   *name = kDefaultShm;
-  cmd->add_option("--shm", *name, "The controller's shared-memory name (under /dev/shm)")
-      ->capture_default_str();
+  cmd->add_option("--shm", *name, "The controller's shared-memory name (under /dev/shm)");
 }
 
 Result<std::unique_ptr<Host>> AttachFlag(const std::string& shm) {
@@ -110,25 +109,18 @@ void AddServe(CLI::App* parent) {
   CLI::App* cmd = AddCommand(
       parent, "serve", "Run the NVMe-KV controller over a store until SIGINT or SIGTERM", f, Serve);
   AddStoreFlag(cmd, &f->store);
-  cmd->add_option("--shm", f->shm, "Shared-memory name to create (under /dev/shm)")
-      ->capture_default_str();
+  cmd->add_option("--shm", f->shm, "Shared-memory name to create (under /dev/shm)");
   cmd->add_flag("--replace", f->replace, "Remove a stale segment of the same name first");
   cmd->add_option("--prefix", f->prefix,
                   "Store-name prefix of every key (BUCKET/ shares the gateway's chunks of BUCKET)");
-  cmd->add_option("--queues", f->queues, "Most I/O queue pairs a host may create (1-63)")
-      ->capture_default_str();
-  cmd->add_option("--queue-entries", f->queue_entries, "Largest queue (CAP.MQES + 1), 2-4096")
-      ->capture_default_str();
-  cmd->add_option("--data-size", f->data_size, "Data region size")->capture_default_str();
-  cmd->add_option("--max-value", f->max_value, "Largest value a Store may carry")
-      ->capture_default_str();
-  cmd->add_option("--workers", f->workers, "Threads that poll and run commands")
-      ->capture_default_str();
-  cmd->add_option("--busy-poll-us", f->busy_poll_us, "Spin this long after the last command")
-      ->capture_default_str();
-  cmd->add_option("--poll-us", f->poll_us, "First sleep between idle polls")->capture_default_str();
-  cmd->add_option("--max-poll-us", f->max_poll_us, "Longest sleep between idle polls (back-off)")
-      ->capture_default_str();
+  cmd->add_option("--queues", f->queues, "Most I/O queue pairs a host may create (1-63)");
+  cmd->add_option("--queue-entries", f->queue_entries, "Largest queue (CAP.MQES + 1), 2-4096");
+  cmd->add_option("--data-size", f->data_size, "Data region size");
+  cmd->add_option("--max-value", f->max_value, "Largest value a Store may carry");
+  cmd->add_option("--workers", f->workers, "Threads that poll and run commands");
+  cmd->add_option("--busy-poll-us", f->busy_poll_us, "Spin this long after the last command");
+  cmd->add_option("--poll-us", f->poll_us, "First sleep between idle polls");
+  cmd->add_option("--max-poll-us", f->max_poll_us, "Longest sleep between idle polls (back-off)");
 }
 
 void AddIdentify(CLI::App* parent) {
@@ -262,8 +254,8 @@ void AddList(CLI::App* parent) {
   auto max = std::make_shared<size_t>(1000);
   auto* cmd = parent->add_subcommand("list", "Print keys from --from on, in byte order");
   AddShmFlag(cmd, shm.get());
-  cmd->add_option("--from", *from, "First key (hex)")->capture_default_str();
-  cmd->add_option("--max", *max, "Most keys to print")->capture_default_str();
+  cmd->add_option("--from", *from, "First key (hex)");
+  cmd->add_option("--max", *max, "Most keys to print");
   cmd->callback([=] {
     RunCommand([&]() -> Status {
       OC_ASSIGN_OR_RETURN(Key start, ParseKey(*from));

@@ -288,12 +288,10 @@ void AddServeCommand(CLI::App* app) {
       "Run the S3-compatible server (with no arguments: ./objectcache-data on 127.0.0.1:9000). "
       "--config FILE reads these options from the [serve] section of a TOML/INI file.",
       f, RunServe);
-  cmd->add_option("--listen", f->listen, "Address to listen on, HOST:PORT (port 0: any free port)")
-      ->capture_default_str();
+  cmd->add_option("--listen", f->listen, "Address to listen on, HOST:PORT (port 0: any free port)");
   cmd->add_option("--store", f->store,
                   "Store URI (file:///path, a plain path, rados://POOL?conf=PATH&namespace=NS, "
-                  "s3://HOST:PORT/BUCKET, mem://)")
-      ->capture_default_str();
+                  "s3://HOST:PORT/BUCKET, mem://)");
   cmd->add_option("--capacity", f->capacity,
                   "Store capacity (e.g. 500GiB): evict LRU objects beyond it");
   cmd->add_option("--access-key", f->access_key, "Access key (also OBJECTCACHE_ACCESS_KEY)");
@@ -303,52 +301,39 @@ void AddServeCommand(CLI::App* app) {
   cmd->add_flag("--no-sigv2", f->no_sigv2,
                 "Refuse Signature Version 2 requests (accepted by default, as radosgw and MinIO "
                 "do; see docs/security.md)");
-  cmd->add_option("--workers", f->workers, "I/O threads, each with its own event loop")
-      ->capture_default_str();
-  cmd->add_option("--blocking-threads", f->blocking_threads, "Threads for store calls")
-      ->capture_default_str();
+  cmd->add_option("--workers", f->workers, "I/O threads, each with its own event loop");
+  cmd->add_option("--blocking-threads", f->blocking_threads, "Threads for store calls");
   cmd->add_option("--virtual-host-domain", f->virtual_host_domains,
-                  "Hosts BUCKET.DOMAIN address buckets virtual-hosted style (repeatable)")
-      ->capture_default_str();
-  cmd->add_option("--region", f->region, "Region reported to clients")->capture_default_str();
-  cmd->add_option("--max-header-bytes", f->max_header_bytes, "Largest request header")
-      ->capture_default_str();
-  cmd->add_option("--max-body", f->max_body, "Largest single PUT body")->capture_default_str();
-  cmd->add_option("--header-timeout", f->header_timeout_s, "Seconds to receive a whole header")
-      ->capture_default_str();
-  cmd->add_option("--io-timeout", f->io_timeout_s, "Seconds a body read or write may stall")
-      ->capture_default_str();
+                  "Hosts BUCKET.DOMAIN address buckets virtual-hosted style (repeatable)");
+  cmd->add_option("--region", f->region, "Region reported to clients");
+  cmd->add_option("--max-header-bytes", f->max_header_bytes, "Largest request header");
+  cmd->add_option("--max-body", f->max_body, "Largest single PUT body");
+  cmd->add_option("--header-timeout", f->header_timeout_s, "Seconds to receive a whole header");
+  cmd->add_option("--io-timeout", f->io_timeout_s, "Seconds a body read or write may stall");
   cmd->add_option("--idle-timeout", f->idle_timeout_s,
-                  "Seconds an idle keep-alive connection stays open")
-      ->capture_default_str();
-  cmd->add_option("--max-connections", f->max_connections, "Open connections at most")
-      ->capture_default_str();
+                  "Seconds an idle keep-alive connection stays open");
+  cmd->add_option("--max-connections", f->max_connections, "Open connections at most");
   cmd->add_option("--shutdown-grace", f->shutdown_grace_s,
-                  "Seconds requests in flight get to finish after SIGTERM/SIGINT")
-      ->capture_default_str();
+                  "Seconds requests in flight get to finish after SIGTERM/SIGINT");
   cmd->add_flag("--no-sendfile", f->no_sendfile,
                 "Copy object bytes through a buffer even over plain HTTP (as over TLS) instead "
                 "of sendfile(2) from the local store's files");
-  cmd->add_option("--io-buffer", f->io_buffer, "Streaming buffer per request")
-      ->capture_default_str();
-  cmd->add_option("--log-level", f->log_level, "debug, info, warn or error")->capture_default_str();
-  cmd->add_option("--log-format", f->log_format, "text, or json: one JSON object a line")
-      ->capture_default_str();
+  cmd->add_option("--io-buffer", f->io_buffer, "Streaming buffer per request");
+  cmd->add_option("--log-level", f->log_level, "debug, info, warn or error");
+  cmd->add_option("--log-format", f->log_format, "text, or json: one JSON object a line");
   cmd->add_option("--port-file", f->port_file, "Write the port actually listened on to this file");
   cmd->add_option("--bandwidth-cap", f->bandwidth_cap,
-                  "One cap for all layerwise responses together (50Gbit, 2GB, unlimited)")
-      ->capture_default_str();
+                  "One cap for all layerwise responses together (50Gbit, 2GB, unlimited)");
   cmd->add_option("--sched-policy", f->sched_policy,
-                  "How the cap is shared: equal, bytes, compute-aware (docs/scheduler.md)")
-      ->capture_default_str();
+                  "How the cap is shared: equal, bytes, compute-aware (docs/scheduler.md)");
   cmd->add_option("--request-memory", f->request_memory,
                   "Memory for all requests together: small bodies, upload buffers, layerwise "
-                  "windows (beyond it: 503 SlowDown)")
-      ->capture_default_str();
+                  "windows (beyond it: 503 SlowDown)");
   cmd->add_option("--max-open-batch-objects", f->max_open_batch_objects,
                   "Objects a tenant's unfinished batch stores hold open together, each a file "
                   "until its request commits (beyond it: 503 SlowDown); default half the open-file "
                   "limit, 256 to 8192 (a batch store's most records)")
+      ->default_str("")
       ->check(CLI::Range(size_t{1}, size_t{1} << 20));
   cmd->add_option("--layerwise-window", f->layerwise_window,
                   "Read-ahead of a layerwise response the store reads into memory (v1, TLS, "
@@ -357,8 +342,7 @@ void AddServeCommand(CLI::App* app) {
                   "if less");
   cmd->add_option("--metrics-listen", f->metrics_listen,
                   "Serve GET /metrics on this HOST:PORT only (e.g. 127.0.0.1:9100) instead of "
-                  "unauthenticated on --listen")
-      ->capture_default_str();
+                  "unauthenticated on --listen");
   cmd->add_option("--credentials", f->credentials_file,
                   "Tenants: a TOML file of tenants, their keys and quotas, each tenant with a "
                   "store namespace of its own (docs/tenants.md; reread on SIGHUP)");
@@ -367,11 +351,9 @@ void AddServeCommand(CLI::App* app) {
                   "SIGHUP)");
   cmd->add_option("--tls-key", f->tls_key, "The PEM private key of --tls-cert (reread on SIGHUP)");
   cmd->add_option("--upload-expiry", f->upload_expiry_s,
-                  "Seconds after which an unfinished multipart upload and its parts are removed")
-      ->capture_default_str();
+                  "Seconds after which an unfinished multipart upload and its parts are removed");
   cmd->add_option("--max-uploads-per-bucket", f->max_uploads_per_bucket,
-                  "Unfinished multipart uploads a bucket may have at once")
-      ->capture_default_str();
+                  "Unfinished multipart uploads a bucket may have at once");
 }
 
 }  // namespace objectcache::cli

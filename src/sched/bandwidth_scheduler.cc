@@ -6,9 +6,9 @@
 namespace objectcache::sched {
 
 Result<Policy> ParsePolicy(std::string_view name) {
-  if (name == "equal") return Policy::kEqual;
-  if (name == "bytes") return Policy::kBytes;
-  if (name == "compute-aware") return Policy::kComputeAware;
+  for (Policy p : {Policy::kEqual, Policy::kBytes, Policy::kComputeAware}) {
+    if (name == PolicyName(p)) return p;
+  }
   return InvalidArgumentError("unknown scheduling policy '" + std::string(name) +
                               "' (equal, bytes, compute-aware)");
 }

@@ -274,20 +274,20 @@ asio::awaitable<S3Result<void>> S3Handler::CopyObject(Ctx& c) {
       co_await Blocking([&] { return OpenObjectVersion(ObjectKey(src_bucket, src_key)); });
   if (!src_object) co_return std::unexpected(src_object.error());
   const std::unique_ptr<ObjectReader>& reader = src_object->reader;
-  const std::optional<ObjectAttributes> source_attrs = src_object->attributes;
+  const ObjectAttributes& source_attrs = src_object->attributes;
   // The source's conditions (x-amz-copy-source-if-*): any that fails is 412, 304 included.
   const ConditionOutcome source_outcome =
       EvaluateConditions({.if_match = r.Header("x-amz-copy-source-if-match"),
                           .if_none_match = r.Header("x-amz-copy-source-if-none-match"),
                           .if_modified_since = r.Header("x-amz-copy-source-if-modified-since"),
                           .if_unmodified_since = r.Header("x-amz-copy-source-if-unmodified-since")},
-                         source_attrs->etag, reader->mtime());
+                         source_attrs.etag, reader->mtime());
   if (source_outcome != ConditionOutcome::kProceed) co_return PreconditionFailed();
   // The destination's, as on PutObject (If-None-Match: *, If-Match).
   S3Result<WriteCondition> condition = ParseWriteCondition(r);
   if (!condition) co_return std::unexpected(condition.error());
-  std::optional<ObjectAttributes> attrs =
-      replace ? ObjectAttributes::FromRequest(r.headers) : source_attrs;
+  // What the copy stores: the request's metadata (REPLACE) or the source's; the ETag is set below.
+  ObjectAttributes out = replace ? ObjectAttributes::FromRequest(r.headers) : source_attrs;
   const std::optional<ModelPreset>& kv = c.bucket.layout;
   std::optional<ChunkKey> chunk_key;
   if (kv) {
@@ -301,7 +301,6 @@ asio::awaitable<S3Result<void>> S3Handler::CopyObject(Ctx& c) {
   auto copied = co_await Blocking([&]() -> S3Result<std::string> {
     S3Result<PutOptions> put = ConditionalPutOptions(*condition, dest_key);
     if (!put) return std::unexpected(put.error());
-    ObjectAttributes out = *attrs;
     const Status s = [&]() -> Status {
       const ObjectReader& src = *reader;
       std::optional<ChunkStreamVerifier> verifier;

@@ -36,9 +36,20 @@ std::vector<std::string> HoistConfigFlag(int argc, char** argv) {
   return args;
 }
 
+// Every option's help shows its default, but CLI11 shows an empty list's as "[]": hide those.
+void HideEmptyListDefaults(CLI::App* app) {
+  for (CLI::Option* option : app->get_options()) {
+    if (option->get_default_str() == "[]") option->default_str("");
+  }
+  for (CLI::App* sub : app->get_subcommands([](CLI::App*) { return true; })) {
+    HideEmptyListDefaults(sub);
+  }
+}
+
 int main(int argc, char** argv) {
   CLI::App app{"ObjectCache: a KV-cache capacity tier for LLM serving"};
   app.require_subcommand(1);
+  app.option_defaults()->always_capture_default();  // subcommands inherit it
   app.set_config("--config", "",
                  "Read options from a TOML/INI file: one [section] per command ([serve]), keys "
                  "are the long flag names");
@@ -55,6 +66,7 @@ int main(int argc, char** argv) {
   objectcache::bench::AddDemoCommand(&app);
   objectcache::bench::AddReportCommand(&app);
 #endif
+  HideEmptyListDefaults(&app);
   objectcache::RegisterS3Store();  // --store s3://HOST:PORT/BUCKET everywhere
   std::vector<std::string> args = HoistConfigFlag(argc, argv);
   std::vector<char*> args_c;

@@ -1,0 +1,55 @@
+#!/usr/bin/python3
+"""Where the benchmarks keep their files: a directory the user names with --dir keeps what was
+in it (a benchmark clears only the subdirectories it writes), a temporary one is removed after
+the run, and `bench index` removes its store directory only if the run made it."""
+import os
+import subprocess
+import sys
+import tempfile
+
+
+def run(binary, args, env=None, cwd=None):
+    done = subprocess.run([binary, "bench", *args], capture_output=True, text=True, timeout=300,
+                          env=env, cwd=cwd)
+    assert done.returncode == 0, (args, done.stdout, done.stderr)
+
+
+def main():
+    binary = os.path.abspath(sys.argv[1])
+    with tempfile.TemporaryDirectory() as tmp:
+        store_args = ["store", "--objects", "4", "--put-repeats", "1", "--read-repeats", "1"]
+
+        # A named directory: what the user had there stays, twice over (the second run clears
+        # only the first run's own files).
+        named = os.path.join(tmp, "named")
+        os.makedirs(named)
+        sentinel = os.path.join(named, "keep.txt")
+        with open(sentinel, "w") as f:
+            f.write("the user's file\n")
+        for _ in range(2):
+            run(binary, store_args + ["--dir", named])
+            assert open(sentinel).read() == "the user's file\n"
+
+        # No --dir: a temporary directory under $TMPDIR, gone after the run; nothing is left in
+        # the directory the benchmark was started from.
+        tmpdir, cwd = os.path.join(tmp, "tmpdir"), os.path.join(tmp, "cwd")
+        os.makedirs(tmpdir)
+        os.makedirs(cwd)
+        run(binary, store_args, env={**os.environ, "TMPDIR": tmpdir}, cwd=cwd)
+        assert os.listdir(tmpdir) == [], os.listdir(tmpdir)
+        assert os.listdir(cwd) == [], os.listdir(cwd)
+
+        # bench index: a directory that was there before is kept; one the run made is removed.
+        index_args = ["index", "--objects", "2000", "--reopens", "1"]
+        existing = os.path.join(tmp, "existing")
+        os.makedirs(existing)
+        run(binary, index_args + ["--dir", existing])
+        assert os.path.isdir(existing)
+        made = os.path.join(tmp, "made")
+        run(binary, index_args + ["--dir", made])
+        assert not os.path.exists(made)
+    print("ok")
+
+
+if __name__ == "__main__":
+    main()
