@@ -40,8 +40,7 @@ CLI::App* AddBench(CLI::App* bench, std::string name, std::string description,
   return cmd;
 }
 
-// Registers --dir: where a benchmark keeps its files, as a ScratchRoot (bench/kv_fixture.h) takes
-// it.
+// Registers --dir: where a benchmark keeps its files (a ScratchRoot, bench/kv_fixture.h).
 inline void AddScratchDir(CLI::App* cmd, std::string* dir) {
   cmd->add_option("--dir", *dir,
                   "Scratch directory (default: a temporary one, removed after; a named one is left "

@@ -1,7 +1,8 @@
 #!/usr/bin/python3
-"""Where the benchmarks keep their files: a directory the user names with --dir keeps what was
-in it (a benchmark clears only the subdirectories it writes), a temporary one is removed after
-the run, and `bench index` removes its store directory only if the run made it."""
+"""Directories the user names are not wiped: a benchmark's --dir keeps what was in it (a
+benchmark clears only the subdirectories it writes), a temporary one is removed after the run,
+`bench index` removes its store directory only if the run made it, and scripts/gpu-bundle
+refuses a directory that is neither empty nor an earlier bundle."""
 import os
 import subprocess
 import sys
@@ -48,6 +49,16 @@ def main():
         made = os.path.join(tmp, "made")
         run(binary, index_args + ["--dir", made])
         assert not os.path.exists(made)
+
+        # scripts/gpu-bundle replaces its DIR whole: a directory with other files is refused
+        # (before anything is built) and keeps them.
+        bundle = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "scripts",
+                              "gpu-bundle")
+        for target in (named, sentinel):
+            done = subprocess.run([bundle, target], capture_output=True, text=True, timeout=60)
+            assert done.returncode == 2, (target, done.returncode, done.stderr)
+            assert "not an earlier bundle" in done.stderr, done.stderr
+        assert open(sentinel).read() == "the user's file\n"
     print("ok")
 
 
