@@ -1,8 +1,8 @@
 #!/usr/bin/python3
 """Directories the user names are not wiped: a benchmark's --dir keeps what was in it (a
 benchmark clears only the subdirectories it writes), a temporary one is removed after the run,
-`bench index` removes its store directory only if the run made it, and scripts/gpu-bundle
-refuses a directory that is neither empty nor an earlier bundle."""
+`bench index` removes its store directory only if the run made it, and scripts/gpu-bundle and
+scripts/ceph-dev start refuse a directory that is neither empty nor their own."""
 import os
 import subprocess
 import sys
@@ -50,14 +50,17 @@ def main():
         run(binary, index_args + ["--dir", made])
         assert not os.path.exists(made)
 
-        # scripts/gpu-bundle replaces its DIR whole: a directory with other files is refused
-        # (before anything is built) and keeps them.
-        bundle = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "scripts",
-                              "gpu-bundle")
-        for target in (named, sentinel):
-            done = subprocess.run([bundle, target], capture_output=True, text=True, timeout=60)
-            assert done.returncode == 2, (target, done.returncode, done.stderr)
-            assert "not an earlier bundle" in done.stderr, done.stderr
+        # scripts/gpu-bundle replaces its DIR whole and scripts/ceph-dev start wipes an old
+        # cluster's directories: a directory with other files (or a file) is refused before
+        # anything is built or started, and keeps them.
+        scripts = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "scripts")
+        for command, says in ((["gpu-bundle"], "not an earlier bundle"),
+                              (["ceph-dev", "start"], "holds no ceph-dev cluster")):
+            for target in (named, sentinel):
+                done = subprocess.run([os.path.join(scripts, command[0]), *command[1:], target],
+                                      capture_output=True, text=True, timeout=60)
+                assert done.returncode == 2, (command, target, done.returncode, done.stderr)
+                assert says in done.stderr, done.stderr
         assert open(sentinel).read() == "the user's file\n"
     print("ok")
 
