@@ -41,7 +41,7 @@ struct BackendsFlags {
   int repeats = 3;
   double hit = 0.5;
   int parallel = 8;
-  bool ttft = true;
+  bool no_ttft = false;
   int fleet_readers = 4;  // concurrent retrievals of the gateway-fleet run; 0: no fleet run
   std::string gpu = "h100";
   std::string layerwise_window;  // our RADOS gateway's --layerwise-window; empty: its default
@@ -336,7 +336,7 @@ Status RunBackends(const BackendsFlags& f) {
   };
 
   double dilation = 1;
-  if (f.ttft) {
+  if (!f.no_ttft) {
     const double link = MeasureLoopbackBytesPerSecond(1.0);
     if (link <= 0) return UnavailableError("could not measure the loopback link");
     dilation = PaperDilation(gpu, h100, link);
@@ -402,7 +402,7 @@ Status RunBackends(const BackendsFlags& f) {
     // TTFT: the first `hit` of the prompt cached, the rest computed.
     std::map<std::string, std::vector<double>> ttft;
     const size_t cached = static_cast<size_t>(context * f.hit) / kGranularity;
-    if (f.ttft && cached > 0) {
+    if (!f.no_ttft && cached > 0) {
       const engine::PrefillPlan plan{.model = compute,
                                      .gpu = gpu,
                                      .cached_tokens = cached * kGranularity,
@@ -427,7 +427,7 @@ Status RunBackends(const BackendsFlags& f) {
     // cached chunk before the first layer is whole, so the first is a floor under the TTFT that
     // any reader of these objects adds on this cluster.
     std::vector<double> floor_ms, first_ms;
-    if (f.ttft && cached > 0) {
+    if (!f.no_ttft && cached > 0) {
       const uint64_t slice = model.layout.LayerSliceBytes();
       const uint64_t offset = ChunkGeometry(model.layout, ChunkKey()).LayerOffset(0);
       PageBuffer dest(cached * slice);
@@ -473,14 +473,15 @@ Status RunBackends(const BackendsFlags& f) {
                                     {"ratio_vs_radosgw", gbps / base_gbps},
                                     {"cpu_s_per_gib", Median(cpu_per_gib[p.name]["total"])},
                                     {"cpu_s_per_gib_by_process", cpu_by_process(p.name)}};
-      if (f.ttft) {
+      if (!f.no_ttft) {
         row["ttft_ms"] = t;
         row["added_ms"] = t - base_ttft;
         row["ttft_ratio_vs_radosgw"] = rgw_ttft / t;
       }
       std::printf("%-6s %-22s %9.2f %9.2fx %10.1f %10.1f %10.2fx %8.2f\n",
                   ContextTag(context).c_str(), p.name.c_str(), gbps, gbps / base_gbps, t,
-                  t - base_ttft, f.ttft ? rgw_ttft / t : 0.0, Median(cpu_per_gib[p.name]["total"]));
+                  t - base_ttft, f.no_ttft ? 0.0 : rgw_ttft / t,
+                  Median(cpu_per_gib[p.name]["total"]));
       rows.push_back(row);
     }
     const std::string tag = ContextTag(context);
@@ -526,7 +527,7 @@ Status RunBackends(const BackendsFlags& f) {
     report.Metric("radosgw_cpu_s_per_gib_" + tag, rgw_cpu, "s/GiB",
                   "radosgw's process, radosgw S3-LW, the same objects");
     report.Metric("gateway_cpu_ratio_vs_radosgw_" + tag, gw_cpu / rgw_cpu, "x", "");
-    if (f.ttft) {
+    if (!f.no_ttft) {
       report.Metric("ttft_ms_local_dram_" + tag, base_ttft, "ms", "baseline");
       report.Metric("ttft_ms_radosgw_lw_" + tag, rgw_ttft, "ms");
       const double agg_ttft = Median(ttft["ours/rados S3Agg-LW"]);
@@ -570,7 +571,7 @@ void AddBackendsBenchCommand(CLI::App* bench) {
   s->add_option("--repeats", f->repeats, "Runs per path, interleaved");
   s->add_option("--hit", f->hit, "Cached share of the prompt in the TTFT runs");
   s->add_option("--parallel", f->parallel, "Concurrent requests of the plain S3 paths");
-  s->add_flag("!--no-ttft", f->ttft, "Throughput only");
+  s->add_flag("--no-ttft", f->no_ttft, "Throughput only");
   s->add_option("--fleet-readers", f->fleet_readers,
                 "Retrievals at once in the gateway-fleet run (one gateway, then two over the "
                 "same pool; the shortest context); 0: no fleet run");

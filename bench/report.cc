@@ -32,7 +32,7 @@ struct ReportFlags {
   bool quick = false, full = false;
   std::string ceph_dir;
   std::string markdown;
-  bool progress = true;
+  bool no_progress = false;
 };
 
 // One core copying 256 MiB (both buffers touched first), the median of three, in Gbit/s.
@@ -262,7 +262,7 @@ Status RunReport(const ReportFlags& f) {
   for (size_t i = 0; i < experiments.size(); ++i) {
     const Experiment& e = experiments[i];
     const double elapsed = NowSeconds() - t0;
-    if (f.progress) {
+    if (!f.no_progress) {
       // Time left: what is planned from here, scaled by how the plan has held so far once a
       // tenth of it has run (the first experiments are too short to judge by).
       const double pace = planned_done >= 0.1 * expected ? elapsed / planned_done : 1;
@@ -350,7 +350,7 @@ void AddReportCommand(CLI::App* app) {
   r->add_option("--markdown", f->markdown,
                 "Also write the report in Markdown to FILE, its plots linked into DIR "
                 "(docs/results.md is made this way)");
-  r->add_flag("!--no-progress", f->progress, "No progress lines");
+  r->add_flag("--no-progress", f->no_progress, "No progress lines");
   r->callback([f] { RunBench([&] { return RunReport(*f); }); });
 }
 
