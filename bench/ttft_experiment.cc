@@ -62,11 +62,10 @@ class Progress {
   size_t done_ = 0;
 };
 
+// A mode of kTtftModes: Local-DRAM-LW is S3Agg-LW's retrieval from the DRAM tier.
 RetrievalMode ModeOf(const std::string& mode) {
-  if (mode == "S3-CW") return RetrievalMode::kPlainChunkwise;
-  if (mode == "S3-LW") return RetrievalMode::kPlainLayerwise;
-  if (mode == "S3Agg-CW") return RetrievalMode::kAggregatedChunkwise;
-  return RetrievalMode::kAggregatedLayerwise;  // S3Agg-LW; Local-DRAM-LW from the DRAM tier
+  return mode == "Local-DRAM-LW" ? RetrievalMode::kAggregatedLayerwise
+                                 : ParseRetrievalMode(mode).value();
 }
 
 Status WriteCsv(const std::string& path, const std::vector<TtftRow>& rows) {

@@ -155,6 +155,18 @@ TEST(ClientOptionsTest, AnUnknownWireVersionIsRefused) {
   }
 }
 
+TEST(RetrievalModeTest, EachNameParsesBackToItsModeAndNoOtherNameParses) {
+  for (RetrievalMode m : {RetrievalMode::kAggregatedLayerwise, RetrievalMode::kAggregatedChunkwise,
+                          RetrievalMode::kPlainLayerwise, RetrievalMode::kPlainChunkwise}) {
+    Result<RetrievalMode> parsed = ParseRetrievalMode(RetrievalModeName(m));
+    ASSERT_TRUE(parsed.has_value()) << RetrievalModeName(m);
+    EXPECT_EQ(*parsed, m);
+  }
+  for (std::string_view bad : {"", "s3agg-lw", "Local-DRAM-LW", "S3Agg-LW ", "?"}) {
+    EXPECT_EQ(ParseRetrievalMode(bad).error().code(), StatusCode::kInvalidArgument) << bad;
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Wire, ClientTest, ::testing::Values(1, 2),
                          [](const auto& p) { return "v" + std::to_string(p.param); });
 

@@ -20,6 +20,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "objectcache/chunk_key.h"
@@ -101,6 +102,8 @@ enum class RetrievalMode {
 
 // "S3Agg-LW", "S3Agg-CW", "S3-LW", "S3-CW".
 const char* RetrievalModeName(RetrievalMode mode);
+// The mode of one of those names; InvalidArgument for any other.
+Result<RetrievalMode> ParseRetrievalMode(std::string_view name);
 
 // Where chunk j's slice of layer l goes: the first of LayerSliceBytes writable bytes. Lets a
 // retrieval fill an engine's paged KV blocks wherever they are (a BlockTable's blocks,

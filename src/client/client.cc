@@ -34,6 +34,15 @@ const char* RetrievalModeName(RetrievalMode mode) {
   return "?";
 }
 
+Result<RetrievalMode> ParseRetrievalMode(std::string_view name) {
+  for (RetrievalMode m : {RetrievalMode::kAggregatedLayerwise, RetrievalMode::kAggregatedChunkwise,
+                          RetrievalMode::kPlainLayerwise, RetrievalMode::kPlainChunkwise}) {
+    if (name == RetrievalModeName(m)) return m;
+  }
+  return InvalidArgumentError("unknown mode '" + std::string(name) +
+                              "' (S3Agg-LW, S3Agg-CW, S3-LW or S3-CW)");
+}
+
 namespace {
 
 using client::DramTier;

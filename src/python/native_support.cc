@@ -106,14 +106,6 @@ bool DtypeMatches(const std::string& torch_dtype, KvDtype dtype) {
   return false;
 }
 
-RetrievalMode ParseMode(const std::string& name) {
-  for (RetrievalMode m : {RetrievalMode::kAggregatedLayerwise, RetrievalMode::kAggregatedChunkwise,
-                          RetrievalMode::kPlainLayerwise, RetrievalMode::kPlainChunkwise}) {
-    if (name == RetrievalModeName(m)) return m;
-  }
-  throw py::value_error("unknown mode '" + name + "' (S3Agg-LW, S3Agg-CW, S3-LW or S3-CW)");
-}
-
 LayerRange ToRange(py::handle layers, const KvLayout& layout) {
   uint64_t first = 0, last = 0;
   if (py::isinstance<py::int_>(layers)) {

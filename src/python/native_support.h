@@ -81,8 +81,6 @@ std::string TensorDtype(py::handle t);
 // The torch dtypes whose elements are the layout's: fp8 may be any one-byte type.
 bool DtypeMatches(const std::string& torch_dtype, KvDtype dtype);
 
-// "S3Agg-LW", "S3Agg-CW", "S3-LW" or "S3-CW"; ValueError otherwise.
-RetrievalMode ParseMode(const std::string& name);
 // A count (layers 0..n-1) or a (first, last) pair inside the layout; ValueError otherwise.
 LayerRange ToRange(py::handle layers, const KvLayout& layout);
 

@@ -152,7 +152,7 @@ class PyClient {
     req.keys = ToKeys(keys_obj);
     if (req.keys.empty()) throw py::value_error("no keys to retrieve");
     req.layers = ToRange(layers_obj, model_.layout);
-    req.mode = ParseMode(mode);
+    req.mode = OrValueError(ParseRetrievalMode(mode));
     return req;
   }
 
