@@ -91,6 +91,16 @@ TEST_F(LocalStoreTest, ForeignNonEmptyDirectoryIsRefusedAndLeftAlone) {
   EXPECT_EQ(std::distance(fs::directory_iterator(dir_), fs::directory_iterator()), 1);
 }
 
+TEST_F(LocalStoreTest, ACreationKilledBeforeItsFormatFileWasInPlaceStartsAgain) {
+  fs::create_directories(dir_);
+  std::ofstream(fs::path(dir_) / "LOCK");
+  std::ofstream(fs::path(dir_) / "FORMAT.tmp") << "objectcache loc";  // cut short
+  auto store = Open();
+  ASSERT_TRUE(store->Put("k", AsBytes(std::string("v"))).ok());
+  EXPECT_TRUE(fs::exists(fs::path(dir_) / "FORMAT"));
+  EXPECT_FALSE(fs::exists(fs::path(dir_) / "FORMAT.tmp"));
+}
+
 TEST_F(LocalStoreTest, UnknownFormatVersionIsRefused) {
   Open().reset();
   std::ofstream(fs::path(dir_) / "FORMAT", std::ios::trunc) << "objectcache local store v9\n";
