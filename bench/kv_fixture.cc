@@ -236,8 +236,12 @@ Result<ScratchRoot> ScratchRoot::Make(const std::string& dir, std::string_view n
     if (ec) return InvalidArgumentError("--dir " + dir + ": " + ec.message());
     return ScratchRoot(path, /*temporary=*/false);
   }
-  std::string tmpl =
-      (std::filesystem::temp_directory_path(ec) / (std::string(name) + "-XXXXXX")).string();
+  return MakeIn(std::filesystem::temp_directory_path(ec), name);
+}
+
+Result<ScratchRoot> ScratchRoot::MakeIn(const std::filesystem::path& parent,
+                                        std::string_view name) {
+  std::string tmpl = (parent / (std::string(name) + "-XXXXXX")).string();
   if (::mkdtemp(tmpl.data()) == nullptr) return ErrnoError("making a scratch directory", errno);
   return ScratchRoot(tmpl, /*temporary=*/true);
 }

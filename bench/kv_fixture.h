@@ -98,6 +98,8 @@ class ScratchRoot {
  public:
   // `dir` as given to --dir (empty: a temporary directory whose name starts with `name`).
   static Result<ScratchRoot> Make(const std::string& dir, std::string_view name);
+  // A fresh directory inside `parent` whose name starts with `name`, removed with this object.
+  static Result<ScratchRoot> MakeIn(const std::filesystem::path& parent, std::string_view name);
   ScratchRoot(ScratchRoot&& other) noexcept;
   ScratchRoot& operator=(ScratchRoot&&) = delete;
   ~ScratchRoot();

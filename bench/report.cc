@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "bench/bench_report.h"
+#include "bench/kv_fixture.h"
 #include "bench/svg_chart.h"
 #include "bench/ttft_experiment.h"
 #include "core/page_buffer.h"
@@ -253,7 +254,10 @@ Status RunReport(const ReportFlags& f) {
                "objectcache report --%s: %zu experiments, about %s (min:s) on this machine\n",
                f.full ? "full" : "quick", experiments.size(), MinutesSeconds(expected).c_str());
   const double t0 = NowSeconds();
-  OC_ASSIGN_OR_RETURN(ctx.machine, MeasureMachine(ctx.out));
+  // Made by this run and removed after it: nothing else in DIR is ever removed.
+  OC_ASSIGN_OR_RETURN(ScratchRoot scratch, ScratchRoot::MakeIn(ctx.out, "scratch"));
+  ctx.scratch = scratch.path().string();
+  OC_ASSIGN_OR_RETURN(ctx.machine, MeasureMachine(ctx.scratch));
   std::fprintf(stderr, "machine: %s\n", ctx.machine.Describe().c_str());
 
   std::vector<Figure> figures;
@@ -282,7 +286,6 @@ Status RunReport(const ReportFlags& f) {
     for (Figure& fig : *made) figures.push_back(std::move(fig));
   }
   const double seconds = NowSeconds() - t0;
-  fs::remove_all(fs::path(ctx.out) / "scratch", ec);  // the experiments' own stores
   OC_RETURN_IF_ERROR(WriteReport(ctx, figures, failures, seconds));
   std::printf("wrote %s/index.html, report.md and %zu figures in %s\n", ctx.out.c_str(),
               figures.size(), MinutesSeconds(seconds).c_str());

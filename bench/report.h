@@ -45,6 +45,7 @@ struct ReportContext {
   std::string out;       // the report's directory
   std::string ceph_dir;  // a cluster from scripts/ceph-dev, or empty
   std::string markdown;  // a second Markdown copy of the report, or empty
+  std::string scratch;   // the report's own experiments' files: a fresh directory in `out`
   std::string self;      // this binary
   Machine machine;
   // Runs `objectcache bench NAME ARGS... --json OUT/raw/NAME.json` (output to OUT/logs/NAME.log)

@@ -69,8 +69,7 @@ Result<std::vector<Figure>> LookupFigures(const ReportContext& ctx) {
   // A one-layer layout keeps 8192 chunk objects small (8 KiB each).
   ModelPreset tiny{.name = "report-lookup",
                    .layout = {.num_layers = 1, .num_kv_heads = 1, .head_dim = 64}};
-  OC_ASSIGN_OR_RETURN(ServerChild server,
-                      StartServer(fs::path(ctx.out) / "scratch" / "lookup", true));
+  OC_ASSIGN_OR_RETURN(ServerChild server, StartServer(fs::path(ctx.scratch) / "lookup", true));
   OC_RETURN_IF_ERROR(CreateBucket(server.endpoint, "lookup", tiny));
   OC_ASSIGN_OR_RETURN(auto client, Client::Create({.endpoints = {server.endpoint},
                                                    .bucket = "lookup",
@@ -143,7 +142,7 @@ Result<std::vector<Figure>> ObjectSizeFigures(const ReportContext& ctx) {
           : std::vector<size_t>{4 << 10, 64 << 10, 1 << 20, 4 << 20};
   const double per_size = ctx.full ? 256e6 : 32e6;  // bytes written a round
   const int repeats = ctx.full ? 3 : 1;
-  const fs::path scratch = fs::path(ctx.out) / "scratch" / "sizes";
+  const fs::path scratch = fs::path(ctx.scratch) / "sizes";
   std::vector<std::pair<std::string, std::string>> backends = {
       {"memory", "mem://"}, {"local", "file://" + (scratch / "raw").string()}};
   if (!ctx.ceph_dir.empty()) {
@@ -219,8 +218,7 @@ Result<std::vector<Figure>> BreakdownFigures(const ReportContext& ctx) {
   OC_ASSIGN_OR_RETURN(ModelPreset model, FindModelPreset("llama-3.1-8b"));
   const size_t chunks = ctx.full ? 1024 : 256;  // 16K or 4K tokens
   const int repeats = ctx.full ? 7 : 3;
-  OC_ASSIGN_OR_RETURN(ServerChild server,
-                      StartServer(fs::path(ctx.out) / "scratch" / "breakdown", true));
+  OC_ASSIGN_OR_RETURN(ServerChild server, StartServer(fs::path(ctx.scratch) / "breakdown", true));
   OC_RETURN_IF_ERROR(CreateBucket(server.endpoint, "breakdown", model));
   const uint64_t object_bytes = ChunkGeometry(model.layout, ChunkKey()).ObjectBytes();
   OC_ASSIGN_OR_RETURN(auto client,

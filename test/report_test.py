@@ -7,7 +7,8 @@ Runs the quick report into OUT_DIR (kept, with the rendered page.png, so a devel
 them), or with --existing checks the report already there. It fails when a figure is missing,
 when a figure's plot draws nothing, when a figure's JSON lacks what it must say, when the page
 asks the browser for anything outside itself, when Chromium reports an error, or when the
-rendered page is blank. No duration is asserted.
+rendered page is blank, or when the run removed a file of the user's in OUT_DIR or left its own
+scratch directory there. No duration is asserted.
 """
 import html.parser
 import json
@@ -128,6 +129,12 @@ def main():
     if "--existing" not in sys.argv[3:]:
         if os.path.isdir(out):
             shutil.rmtree(out)
+        # A file of the user's in OUT_DIR, where the report keeps its experiments' stores: it
+        # stays, and the report leaves no scratch directory of its own behind.
+        users = os.path.join(out, "scratch", "notes.txt")
+        os.makedirs(os.path.dirname(users))
+        with open(users, "w") as f:
+            f.write("the user's\n")
         # The Markdown copy beside the directory, as docs/results.md is beside docs/results.
         run = subprocess.run([binary, "report", "--quick", "--out", out,
                               "--markdown", out.rstrip("/") + ".md"],
@@ -135,6 +142,10 @@ def main():
         print(run.stdout)
         print(run.stderr[-4000:])
         assert run.returncode == 0, "objectcache report failed"
+        assert open(users).read() == "the user's\n"
+        left = [n for n in os.listdir(out) if n.startswith("scratch")]
+        assert left == ["scratch"], left
+        shutil.rmtree(os.path.dirname(users))
     n = check_report(out)
     if os.path.isfile(out.rstrip("/") + ".md"):
         check_markdown(out.rstrip("/") + ".md")
