@@ -96,8 +96,9 @@ Status CheckFormat(int root, const std::string& path) {
     return Status();
   }
   if (errno != ENOENT) return ErrnoError("opening " + path + "/FORMAT", errno);
-  // No FORMAT file: only an empty directory may become a store. LOCK and FORMAT.tmp are what a
-  // creation killed before its FORMAT was in place leaves; that creation starts again.
+  // No FORMAT file: only an empty directory may become a store. LOCK and FORMAT.tmp are the
+  // store's own files, not content: a creation killed before FORMAT.tmp was renamed into place
+  // starts again.
   bool empty = true;
   OC_RETURN_IF_ERROR(ForEachDirEntry(root, path, [&](const char* name) {
     if (std::string_view(name) != "LOCK" && std::string_view(name) != "FORMAT.tmp") empty = false;
