@@ -120,12 +120,9 @@ Status RunStore(const StoreFlags& f) {
   OC_ASSIGN_OR_RETURN(ModelPreset m, Model(f.layout));
   OC_ASSIGN_OR_RETURN(ScratchRoot scratch, ScratchRoot::Make(f.dir, "objectcache-bench-store"));
   const fs::path& root = scratch.path();
-  std::error_code ec;
-  fs::remove_all(root / "plain", ec);  // a named directory's earlier run
-  fs::remove_all(root / "store", ec);
-  fs::create_directories(root / "plain", ec);
-  if (ec) return ErrnoError("creating " + root.string(), ec.value());
-  LocalStoreOptions options{.root = (root / "store").string(), .durable = f.durable};
+  OC_ASSIGN_OR_RETURN(const fs::path plain, scratch.FreshSubdir("plain"));
+  OC_ASSIGN_OR_RETURN(const fs::path store_dir, scratch.FreshSubdir("store"));
+  LocalStoreOptions options{.root = store_dir.string(), .durable = f.durable};
   OC_ASSIGN_OR_RETURN(std::unique_ptr<Store> store, OpenLocalStore(options));
 
   KeyNamespace ns(m.name, m.layout);
@@ -152,7 +149,7 @@ Status RunStore(const StoreFlags& f) {
   auto put_plain_round = [&]() -> Result<double> {
     double t0 = NowSeconds();
     for (size_t i = 0; i < keys.size(); ++i) {
-      OC_RETURN_IF_ERROR(WritePlainFile(root / "plain" / names[i], objects[i], f.durable));
+      OC_RETURN_IF_ERROR(WritePlainFile(plain / names[i], objects[i], f.durable));
     }
     return keys.size() * object_mib / (NowSeconds() - t0);
   };
@@ -169,7 +166,7 @@ Status RunStore(const StoreFlags& f) {
   // loop over already-open files holding the same bytes.
   std::vector<int> fds;
   for (const std::string& n : names) {
-    int fd = ::open((root / "plain" / n).c_str(), O_RDONLY | O_CLOEXEC);
+    int fd = ::open((plain / n).c_str(), O_RDONLY | O_CLOEXEC);
     if (fd < 0) return ErrnoError("opening plain file", errno);
     fds.push_back(fd);
   }

@@ -246,6 +246,15 @@ Result<ScratchRoot> ScratchRoot::MakeIn(const std::filesystem::path& parent,
   return ScratchRoot(tmpl, /*temporary=*/true);
 }
 
+Result<std::filesystem::path> ScratchRoot::FreshSubdir(std::string_view name) const {
+  const std::filesystem::path dir = path_ / name;
+  std::error_code ec;
+  std::filesystem::remove_all(dir, ec);
+  if (!ec) std::filesystem::create_directories(dir, ec);
+  if (ec) return ErrnoError("making " + dir.string() + " anew", ec.value());
+  return dir;
+}
+
 ScratchRoot::ScratchRoot(ScratchRoot&& other) noexcept
     : path_(std::move(other.path_)), temporary_(std::exchange(other.temporary_, false)) {}
 

@@ -105,6 +105,8 @@ class ScratchRoot {
   ~ScratchRoot();
 
   const std::filesystem::path& path() const { return path_; }
+  // path() / name, emptied of what an earlier run in a named directory left there, and created.
+  Result<std::filesystem::path> FreshSubdir(std::string_view name) const;
 
  private:
   ScratchRoot(std::filesystem::path path, bool temporary)

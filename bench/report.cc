@@ -304,11 +304,7 @@ std::string Fixed(double v, int digits) {
   return buf;
 }
 
-std::string Signed(double v, int digits) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%+.*f", digits, v);
-  return buf;
-}
+std::string Signed(double v, int digits) { return (v >= 0 ? "+" : "") + Fixed(v, digits); }
 
 std::string YesNo(bool b) { return b ? "yes" : "no"; }
 

@@ -172,38 +172,38 @@ RunResult Load(uint16_t port, const std::string& bucket, bool put,
 Status RunS3Bench(const S3BenchFlags& f) {
   OC_ASSIGN_OR_RETURN(ScratchRoot scratch, ScratchRoot::Make(f.dir, "objectcache-bench-s3"));
   const fs::path& root = scratch.path();
+  OC_ASSIGN_OR_RETURN(const fs::path nginx_dir, scratch.FreshSubdir("nginx"));
+  OC_ASSIGN_OR_RETURN(const fs::path store_dir, scratch.FreshSubdir("store"));
   std::error_code ec;
-  fs::remove_all(root / "nginx", ec);  // a named directory's earlier run
-  fs::remove_all(root / "store", ec);
-  fs::create_directories(root / "nginx" / "www" / "bench", ec);
-  fs::create_directories(root / "nginx" / "tmp", ec);
-  fs::create_directories(root / "nginx" / "logs", ec);
-  if (ec) return ErrnoError("creating " + root.string(), ec.value());
+  fs::create_directories(nginx_dir / "www" / "bench", ec);
+  fs::create_directories(nginx_dir / "tmp", ec);
+  fs::create_directories(nginx_dir / "logs", ec);
+  if (ec) return ErrnoError("creating " + nginx_dir.string(), ec.value());
   const std::string self = fs::read_symlink("/proc/self/exe").string();
 
   const uint16_t ours_port = FreePort();
   ChildProcess ours(
       {self, "serve", "--anonymous", "--listen", "127.0.0.1:" + std::to_string(ours_port),
-       "--store", (root / "store").string(), "--log-level", "warn"},
+       "--store", store_dir.string(), "--log-level", "warn"},
       (root / "serve.log").string());
   const uint16_t nginx_port = FreePort();
   {
-    std::ofstream conf(root / "nginx" / "nginx.conf");
+    std::ofstream conf(nginx_dir / "nginx.conf");
     // As root, nginx's workers would drop to www-data and could not write our directories.
     if (::geteuid() == 0) conf << "user root;\n";
-    conf << "daemon off;\nworker_processes 2;\npid " << (root / "nginx" / "nginx.pid").string()
-         << ";\nerror_log " << (root / "nginx" / "logs" / "error.log").string() << ";\n"
+    conf << "daemon off;\nworker_processes 2;\npid " << (nginx_dir / "nginx.pid").string()
+         << ";\nerror_log " << (nginx_dir / "logs" / "error.log").string() << ";\n"
          << "events { worker_connections 1024; }\n"
          << "http {\n  access_log off;\n  sendfile on;\n  tcp_nopush on;\n  keepalive_requests "
             "1000000;\n"
-         << "  client_body_temp_path " << (root / "nginx" / "tmp").string() << ";\n"
+         << "  client_body_temp_path " << (nginx_dir / "tmp").string() << ";\n"
          << "  server {\n    listen 127.0.0.1:" << nginx_port << ";\n    root "
-         << (root / "nginx" / "www").string() << ";\n"
+         << (nginx_dir / "www").string() << ";\n"
          << "    location / { dav_methods PUT; client_max_body_size 0; create_full_put_path on; }\n"
          << "  }\n}\n";
   }
   ChildProcess nginx(
-      {f.nginx, "-p", (root / "nginx").string(), "-c", (root / "nginx" / "nginx.conf").string()},
+      {f.nginx, "-p", (nginx_dir).string(), "-c", (nginx_dir / "nginx.conf").string()},
       (root / "nginx.log").string());
   if (!WaitForPort(ours_port))
     return UnavailableError("objectcache serve did not start (see serve.log)");
