@@ -66,4 +66,7 @@ void RegisterStoreScheme(const std::string& scheme, StoreOpener open);
 // "10GiB" -> 10737418240. InvalidArgument on anything else.
 Result<uint64_t> ParseByteSize(std::string_view text);
 
+// A store's capacity= (and serve --capacity): a byte size above zero.
+Result<uint64_t> ParseStoreCapacity(std::string_view text);
+
 }  // namespace objectcache

@@ -180,13 +180,18 @@ Status RunServe(const ServeFlags& f) {
   auto add_option = [&uri](const std::string& name, uint64_t value) {
     uri += (uri.find('?') == std::string::npos ? "?" : "&") + name + "=" + std::to_string(value);
   };
+  const bool local_store = uri.starts_with("file://") || uri.find("://") == std::string::npos;
   if (!f.capacity.empty()) {
-    OC_ASSIGN_OR_RETURN(uint64_t cap, ParseByteSize(f.capacity));
+    OC_ASSIGN_OR_RETURN(uint64_t cap, ParseStoreCapacity(f.capacity));
+    if (!local_store && !uri.starts_with("rados://")) {
+      return InvalidArgumentError("--capacity bounds a file:// or rados:// store, not " + uri +
+                                  " (a memory store cannot evict; an s3:// bucket is bounded "
+                                  "by its server)");
+    }
     add_option("capacity", cap);
   }
   // The local store's cache of open object files takes at most a quarter of the descriptors;
   // the rest are for connections.
-  const bool local_store = uri.starts_with("file://") || uri.find("://") == std::string::npos;
   if (local_store && uri.find("open_files=") == std::string::npos) {
     add_option("open_files", std::min<uint64_t>(4096, open_file_limit / 4));
   }

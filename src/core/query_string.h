@@ -1,8 +1,11 @@
 // Splitting URL query strings ("a=1&b=2&flag") into their pairs, still encoded.
 #pragma once
 
+#include <algorithm>
 #include <optional>
+#include <string>
 #include <string_view>
+#include <vector>
 
 #include "objectcache/status.h"
 
@@ -23,6 +26,23 @@ Status ForEachQueryPair(std::string_view query, F on) {
     OC_RETURN_IF_ERROR(on(pair.substr(0, eq), value));
   }
   return Status();
+}
+
+// ForEachQueryPair for options that mean one thing each (a store URI's): InvalidArgument
+// naming `what` for a name given twice, as "capacity=1GiB&capacity=5GiB", before calling `on`.
+template <typename F>
+Status ForEachQueryOption(std::string_view query, std::string_view what, F on) {
+  std::vector<std::string_view> names;
+  OC_RETURN_IF_ERROR(
+      ForEachQueryPair(query, [&](std::string_view name, std::optional<std::string_view>) {
+        if (std::ranges::find(names, name) != names.end()) {
+          return InvalidArgumentError(std::string(what) + " option '" + std::string(name) +
+                                      "' is given twice");
+        }
+        names.push_back(name);
+        return Status();
+      }));
+  return ForEachQueryPair(query, std::move(on));
 }
 
 }  // namespace objectcache

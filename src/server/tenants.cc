@@ -66,9 +66,9 @@ Result<TenantConfig> ParseTenant(std::string_view source, std::string_view name,
                                   "' (known: quota, over_quota, keys)");
     }
   }
-  if (c.over_quota == OverQuota::kEvict && !c.quota_bytes) {
+  if (c.over_quota == OverQuota::kEvict && !c.quota_bytes.value_or(0)) {
     return InvalidArgumentError(Where(source, t) + ": tenant " + c.name +
-                                ": over_quota = \"evict\" needs a quota");
+                                ": over_quota = \"evict\" needs a quota above 0");
   }
   return c;
 }
@@ -170,7 +170,7 @@ Result<std::shared_ptr<SharedCapacity>> ServerCapacity(std::string_view base) {
   OC_RETURN_IF_ERROR(ForEachQueryPair(
       base.substr(q + 1), [&](std::string_view name, std::optional<std::string_view> value) {
         if (name != "capacity") return Status();
-        Result<uint64_t> bytes = ParseByteSize(value.value_or(""));
+        Result<uint64_t> bytes = ParseStoreCapacity(value.value_or(""));
         if (!bytes) return bytes.error();
         capacity = std::make_shared<SharedCapacity>(*bytes);
         return Status();

@@ -44,6 +44,7 @@ TEST(TenantsFileTest, RefusesWhatItCannotHonour) {
       {"[tenants.a]\nquota = \"99999999999999999999\"\n", "quota"},  // past u64
       {"[tenants.a]\nover_quota = \"shrug\"\n", "over_quota must be"},
       {"[tenants.a]\nover_quota = \"evict\"\n", "needs a quota"},
+      {"[tenants.a]\nquota = \"0\"\nover_quota = \"evict\"\n", "needs a quota above 0"},
       {"[tenants.a]\nquotas = \"1GiB\"\n", "unknown field 'quotas'"},
       {"[tenants.a.keys]\nK = \"\"\n", "non-empty secret"},
       {"[tenants.a.keys]\nK = 7\n", "non-empty secret"},

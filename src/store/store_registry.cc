@@ -27,15 +27,15 @@ Result<std::unique_ptr<Store>> OpenFileUri(std::string_view rest, const StoreCon
   options.root = std::string(rest.substr(0, q));
   if (options.root.empty()) return InvalidArgumentError("file:// store URI lacks a path");
   if (q != std::string_view::npos) {
-    OC_RETURN_IF_ERROR(ForEachQueryPair(
-        rest.substr(q + 1),
+    OC_RETURN_IF_ERROR(ForEachQueryOption(
+        rest.substr(q + 1), "file:// store",
         [&](std::string_view k, std::optional<std::string_view> value) -> Status {
           if (!value) {
             return InvalidArgumentError("store URI option '" + std::string(k) + "' lacks a value");
           }
           const std::string_view v = *value;
           if (k == "capacity") {
-            OC_ASSIGN_OR_RETURN(options.capacity_bytes, ParseByteSize(v));
+            OC_ASSIGN_OR_RETURN(options.capacity_bytes, ParseStoreCapacity(v));
           } else if (k == "open_files") {
             OC_ASSIGN_OR_RETURN(uint64_t n, ParseByteSize(v));
             options.max_open_files = n;
@@ -90,6 +90,15 @@ Result<uint64_t> ParseByteSize(std::string_view text) {
                               std::string(unit) + "'");
 }
 
+Result<uint64_t> ParseStoreCapacity(std::string_view text) {
+  OC_ASSIGN_OR_RETURN(uint64_t bytes, ParseByteSize(text));
+  if (bytes == 0) {
+    return InvalidArgumentError("a store capacity of 0 holds nothing: give a size, or no capacity "
+                                "for a store without a bound");
+  }
+  return bytes;
+}
+
 namespace {
 std::mutex g_schemes_mu;
 std::map<std::string, StoreOpener>& Schemes() {
@@ -106,6 +115,11 @@ void RegisterStoreScheme(const std::string& scheme, StoreOpener open) {
 Result<std::unique_ptr<Store>> OpenStore(std::string_view uri, const StoreContext& context) {
   if (uri.empty()) return InvalidArgumentError("empty store URI");
   const bool mem = uri == "mem://" || uri == "mem:";
+  if (!mem && uri.starts_with("mem:")) {
+    return InvalidArgumentError("'" + std::string(uri) +
+                                "': mem:// takes no path or options (a memory store has no "
+                                "capacity: it cannot evict; file:// and rados:// stores can)");
+  }
   const size_t colon = mem ? 0 : uri.find("://");
   if (uri.starts_with("file://")) return OpenFileUri(uri.substr(7), context);
   if (colon == std::string_view::npos) return OpenFileUri(uri, context);  // a bare path

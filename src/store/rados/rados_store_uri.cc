@@ -18,8 +18,8 @@ Result<std::unique_ptr<Store>> OpenRadosUri(std::string_view uri) {
     return InvalidArgumentError("rados:// store URI needs a pool name: rados://POOL?conf=PATH");
   }
   if (q != std::string_view::npos) {
-    OC_RETURN_IF_ERROR(ForEachQueryPair(
-        rest.substr(q + 1),
+    OC_RETURN_IF_ERROR(ForEachQueryOption(
+        rest.substr(q + 1), "rados:// store",
         [&](std::string_view k, std::optional<std::string_view> value) -> Status {
           if (!value || value->empty()) {
             return InvalidArgumentError("rados:// store option '" + std::string(k) +
@@ -40,7 +40,7 @@ Result<std::unique_ptr<Store>> OpenRadosUri(std::string_view uri) {
                                           " is not a positive number of seconds");
             }
           } else if (k == "capacity") {
-            OC_ASSIGN_OR_RETURN(options.capacity_bytes, ParseByteSize(v));
+            OC_ASSIGN_OR_RETURN(options.capacity_bytes, ParseStoreCapacity(v));
           } else if (k == "atime_resolution" || k == "evict_interval_ms") {
             int64_t n = 0;
             auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), n);
