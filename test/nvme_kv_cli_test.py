@@ -54,6 +54,19 @@ def main():
             taken = subprocess.run([BIN, "nvme-kv", "serve", "--store", "mem://", "--shm", shm],
                                    capture_output=True, text=True, timeout=30)
             assert taken.returncode != 0 and "exists" in taken.stderr, taken.stderr
+            # A controller that could hold no value, or whose data region /dev/shm cannot
+            # hold (its hosts would die of SIGBUS at the first write past the free space), is
+            # refused before it serves, and leaves no segment.
+            free = os.statvfs("/dev/shm").f_bavail * os.statvfs("/dev/shm").f_frsize
+            bad = [(["--max-value", "0"], "must be above 0")]
+            if free < (1 << 40) - (1 << 30):
+                bad.append((["--data-size", str((free >> 20) + 1024) + "MiB"], "bytes free"))
+            for extra, why in bad:
+                r = subprocess.run([BIN, "nvme-kv", "serve", "--store", "mem://", "--shm",
+                                    shm + "-bad", *extra], capture_output=True, text=True,
+                                   timeout=30)
+                assert r.returncode != 0 and why in r.stderr, (extra, r.stderr)
+                assert not os.path.exists("/dev/shm/" + shm + "-bad"), extra
             key = "00112233445566778899aabbccddeeff"
             value = os.urandom(300000)
             path = os.path.join(tmp, "value.bin")

@@ -243,6 +243,24 @@ class MemoryBudgetTest(ServerCase):
                 self.assertNotEqual(run.returncode, 0, extra)
                 self.assertIn("--layerwise-window", run.stderr, extra)
 
+    def test_limits_that_would_turn_every_request_away_are_refused_at_start(self):
+        # Each of these once started a server that answered nothing (no connection, no header,
+        # 503 SlowDown to every upload however long its client retried).
+        with tempfile.TemporaryDirectory() as tmp:
+            for extra, why in ((["--max-connections", "0"], "--max-connections"),
+                               (["--max-header-bytes", "0"], "--max-header-bytes"),
+                               (["--header-timeout", "0"], "--header-timeout"),
+                               (["--workers", "0"], "--workers"),
+                               (["--request-memory", "1"], "--request-memory 1 holds no request"),
+                               (["--request-memory", "1MiB", "--io-buffer", "2MiB"],
+                                "at least 2097152 bytes")):
+                run = subprocess.run([base.OC, "serve", "--anonymous", "--listen", "127.0.0.1:0",
+                                      "--store", os.path.join(tmp, "store")] + extra,
+                                     capture_output=True, text=True, timeout=30)
+                self.assertNotEqual(run.returncode, 0, extra)
+                self.assertIn(why, run.stderr, extra)
+                self.assertNotIn("listening", run.stderr, extra)
+
     def test_bodies_over_the_budget_get_slow_down(self):
         server = self.start("--request-memory", "1MiB", "--io-buffer", "1MiB")
         self.s3.create_bucket(Bucket="mem")

@@ -131,6 +131,15 @@ Status RunServe(const ServeFlags& f) {
   OC_ASSIGN_OR_RETURN(s3.policy, sched::ParsePolicy(f.sched_policy));
   OC_ASSIGN_OR_RETURN(uint64_t io_buffer, ParseByteSize(f.io_buffer));
   s3.io_buffer_bytes = static_cast<size_t>(std::clamp<uint64_t>(io_buffer, 4096, 64 << 20));
+  // A budget that cannot hold one upload's buffer, or one layerwise response's two windows,
+  // would answer every such request 503 SlowDown however long its client retried.
+  const uint64_t one_request =
+      std::max<uint64_t>(s3.io_buffer_bytes, 2 * uint64_t{s3.layerwise_window_bytes});
+  if (s3.request_memory_bytes < one_request) {
+    return InvalidArgumentError("--request-memory " + f.request_memory + " holds no request: " +
+                                "give at least " + std::to_string(one_request) +
+                                " bytes (one upload's --io-buffer, and two layerwise windows)");
+  }
   std::string access = f.access_key, secret = f.secret_key;
   if (access.empty()) {
     if (const char* e = std::getenv("OBJECTCACHE_ACCESS_KEY")) access = e;
@@ -287,6 +296,8 @@ Status RunServe(const ServeFlags& f) {
 }  // namespace
 
 void AddServeCommand(CLI::App* app) {
+  // A timeout of 0 would expire every read as it starts; a day is longer than any request.
+  const CLI::Range kTimeoutRange(1u, 86400u);
   auto f = std::make_shared<ServeFlags>();
   CLI::App* cmd = AddCommand(
       app, "serve",
@@ -306,18 +317,26 @@ void AddServeCommand(CLI::App* app) {
   cmd->add_flag("--no-sigv2", f->no_sigv2,
                 "Refuse Signature Version 2 requests (accepted by default, as radosgw and MinIO "
                 "do; see docs/security.md)");
-  cmd->add_option("--workers", f->workers, "I/O threads, each with its own event loop");
-  cmd->add_option("--blocking-threads", f->blocking_threads, "Threads for store calls");
+  cmd->add_option("--workers", f->workers, "I/O threads, each with its own event loop")
+      ->check(CLI::Range(1u, 1024u));
+  cmd->add_option("--blocking-threads", f->blocking_threads, "Threads for store calls")
+      ->check(CLI::Range(1u, 4096u));
   cmd->add_option("--virtual-host-domain", f->virtual_host_domains,
                   "Hosts BUCKET.DOMAIN address buckets virtual-hosted style (repeatable)");
   cmd->add_option("--region", f->region, "Region reported to clients");
-  cmd->add_option("--max-header-bytes", f->max_header_bytes, "Largest request header");
+  cmd->add_option("--max-header-bytes", f->max_header_bytes,
+                  "Largest request header (a signed S3 request's is several hundred bytes)")
+      ->check(CLI::Range(size_t{1} << 10, size_t{1} << 20));
   cmd->add_option("--max-body", f->max_body, "Largest single PUT body");
-  cmd->add_option("--header-timeout", f->header_timeout_s, "Seconds to receive a whole header");
-  cmd->add_option("--io-timeout", f->io_timeout_s, "Seconds a body read or write may stall");
+  cmd->add_option("--header-timeout", f->header_timeout_s, "Seconds to receive a whole header")
+      ->check(kTimeoutRange);
+  cmd->add_option("--io-timeout", f->io_timeout_s, "Seconds a body read or write may stall")
+      ->check(kTimeoutRange);
   cmd->add_option("--idle-timeout", f->idle_timeout_s,
-                  "Seconds an idle keep-alive connection stays open");
-  cmd->add_option("--max-connections", f->max_connections, "Open connections at most");
+                  "Seconds an idle keep-alive connection stays open")
+      ->check(kTimeoutRange);
+  cmd->add_option("--max-connections", f->max_connections, "Open connections at most")
+      ->check(CLI::Range(size_t{1}, size_t{1} << 20));
   cmd->add_option("--shutdown-grace", f->shutdown_grace_s,
                   "Seconds requests in flight get to finish after SIGTERM/SIGINT");
   cmd->add_flag("--no-sendfile", f->no_sendfile,
@@ -356,9 +375,11 @@ void AddServeCommand(CLI::App* app) {
                   "SIGHUP)");
   cmd->add_option("--tls-key", f->tls_key, "The PEM private key of --tls-cert (reread on SIGHUP)");
   cmd->add_option("--upload-expiry", f->upload_expiry_s,
-                  "Seconds after which an unfinished multipart upload and its parts are removed");
+                  "Seconds after which an unfinished multipart upload and its parts are removed")
+      ->check(CLI::Range(uint64_t{1}, uint64_t{10} * 365 * 24 * 3600));
   cmd->add_option("--max-uploads-per-bucket", f->max_uploads_per_bucket,
-                  "Unfinished multipart uploads a bucket may have at once");
+                  "Unfinished multipart uploads a bucket may have at once")
+      ->check(CLI::Range(size_t{1}, size_t{1} << 20));
 }
 
 }  // namespace objectcache::cli

@@ -254,10 +254,11 @@ Result<std::unique_ptr<Controller>> Controller::Start(Store* store, ControllerOp
   if (options.workers < 1 || options.workers > 256) {
     return InvalidArgumentError("NVMe-KV controller: workers must be 1..256");
   }
-  if (options.data_bytes == 0 || options.max_value_bytes > options.data_bytes) {
-    return InvalidArgumentError(
-        "NVMe-KV controller: the largest value (" + std::to_string(options.max_value_bytes) +
-        " bytes) must fit the data region (" + std::to_string(options.data_bytes) + " bytes)");
+  if (options.max_value_bytes == 0 || options.max_value_bytes > options.data_bytes) {
+    return InvalidArgumentError("NVMe-KV controller: the largest value (" +
+                                std::to_string(options.max_value_bytes) +
+                                " bytes) must be above 0 and fit the data region (" +
+                                std::to_string(options.data_bytes) + " bytes)");
   }
   size_t per_pair = QueuePairBytes(options.max_queue_entries);
   OC_ASSIGN_OR_RETURN(

@@ -4,6 +4,7 @@
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -114,6 +115,20 @@ Result<SharedMemory> SharedMemory::Create(const std::string& name, size_t queue_
   m.size_ = m.data_offset_ + data_bytes;
   if (ftruncate(m.fd_, static_cast<off_t>(m.size_)) != 0) {
     return ErrnoError("sizing shared memory " + posix, errno);
+  }
+  // A sparse segment larger than /dev/shm can hold would fail at the first write past its free
+  // space, with SIGBUS in whichever process wrote; its pages are taken now instead (after a
+  // look at the free space, so that a segment far too large is not allocated up to the limit).
+  struct statvfs fs {};
+  if (fstatvfs(m.fd_, &fs) == 0 && uint64_t{fs.f_bavail} * fs.f_frsize < m.size_) {
+    return ResourceExhaustedError("shared memory " + posix + ": " + std::to_string(m.size_) +
+                                  " bytes do not fit the " +
+                                  std::to_string(uint64_t{fs.f_bavail} * fs.f_frsize) +
+                                  " bytes free in /dev/shm (a smaller --data-size?)");
+  }
+  if (const int e = posix_fallocate(m.fd_, 0, static_cast<off_t>(m.size_)); e != 0) {
+    return ErrnoError(
+        "reserving the " + std::to_string(m.size_) + " bytes of shared memory " + posix, e);
   }
   struct stat st {};
   if (fstat(m.fd_, &st) != 0) return ErrnoError("sizing shared memory " + posix, errno);

@@ -93,8 +93,9 @@ Result<uint64_t> ParseByteSize(std::string_view text) {
 Result<uint64_t> ParseStoreCapacity(std::string_view text) {
   OC_ASSIGN_OR_RETURN(uint64_t bytes, ParseByteSize(text));
   if (bytes == 0) {
-    return InvalidArgumentError("a store capacity of 0 holds nothing: give a size, or no capacity "
-                                "for a store without a bound");
+    return InvalidArgumentError(
+        "a store capacity of 0 holds nothing: give a size, or no capacity "
+        "for a store without a bound");
   }
   return bytes;
 }

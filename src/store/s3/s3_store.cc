@@ -338,7 +338,8 @@ Result<std::unique_ptr<Store>> OpenS3Store(std::string_view uri) {
   }
   OC_ASSIGN_OR_RETURN(s3::S3Endpoint endpoint, s3::S3Endpoint::Parse(rest.substr(0, slash)));
   OC_RETURN_IF_ERROR(ForEachQueryOption(
-      query, "s3:// URI", [&](std::string_view name, std::optional<std::string_view> value) -> Status {
+      query, "s3:// URI",
+      [&](std::string_view name, std::optional<std::string_view> value) -> Status {
         if (name == "tls" && (value == "true" || value == "false")) {
           endpoint.tls = value == "true";
         } else if (name == "ca_file" && value && !value->empty() &&
