@@ -11,6 +11,7 @@
 
 #include <gtest/gtest.h>
 
+#include <climits>
 #include <condition_variable>
 #include <filesystem>
 #include <fstream>
@@ -146,13 +147,51 @@ class ClientTest : public ::testing::TestWithParam<int> {
   std::vector<std::string> kv_;
 };
 
+// Options that are fine but for the one a case changes (Create connects to nothing).
+ClientOptions GoodOptions() { return {.endpoints = {"http://127.0.0.1:1"}, .bucket = "kvc"}; }
+
+void ExpectRefused(const ClientOptions& o, std::string_view why) {
+  Result<std::unique_ptr<Client>> c = Client::Create(o);
+  ASSERT_FALSE(c.has_value()) << why;
+  EXPECT_EQ(c.error().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(c.error().message().find(why), std::string::npos) << c.error().message();
+}
+
 TEST(ClientOptionsTest, AnUnknownWireVersionIsRefused) {
-  ClientOptions o;
-  o.bucket = "kvc";
+  ASSERT_TRUE(Client::Create(GoodOptions()).has_value());
   for (int v : {0, 3, -1}) {
+    ClientOptions o = GoodOptions();
     o.wire_version = v;
-    EXPECT_EQ(Client::Create(o).error().code(), StatusCode::kInvalidArgument) << v;
+    ExpectRefused(o, "wire_version");
   }
+}
+
+TEST(ClientOptionsTest, NumbersOutsideTheirRangeAreRefused) {
+  using std::chrono::seconds;
+  for (seconds t : {seconds(0), seconds(-1), seconds(86401), seconds::max()}) {
+    ClientOptions o = GoodOptions();
+    o.timeout = t;
+    ExpectRefused(o, "timeout");
+  }
+  const std::pair<int ClientOptions::*, int> bad[] = {
+      {&ClientOptions::retries, -1},
+      {&ClientOptions::retries, 101},
+      {&ClientOptions::parallel_requests, 0},
+      {&ClientOptions::parallel_requests, INT_MAX},
+      {&ClientOptions::aggregated_streams, -1},
+      {&ClientOptions::aggregated_streams, 9},
+  };
+  for (const auto& [field, value] : bad) {
+    ClientOptions o = GoodOptions();
+    o.*field = value;
+    ExpectRefused(o, "retries must be 0 to 100");
+  }
+  ClientOptions edges = GoodOptions();
+  edges.timeout = seconds(86400);
+  edges.retries = 0;
+  edges.parallel_requests = 1024;
+  edges.aggregated_streams = 8;
+  EXPECT_TRUE(Client::Create(edges).has_value());
 }
 
 TEST(RetrievalModeTest, EachNameParsesBackToItsModeAndNoOtherNameParses) {

@@ -257,6 +257,11 @@ class PackageTest(PackageCase):
         self.assertTrue(all(d.eq(3.0).all() for d in dest))
         self.assertEqual(other.lookup(objectcache.chunk_keys(range(30000, 30032),
                                                              other.layout)), 0)
+        # Client options outside their range, NaN included, are the caller's mistake.
+        for bad in ({"timeout": float("nan")}, {"timeout": 0}, {"aggregated_streams": 9},
+                    {"retries": -1}, {"parallel_requests": 0}):
+            with self.assertRaises(ValueError, msg=bad):
+                objectcache.Client([self.server.endpoint], "kvs", self.layout, **bad)
         # Errors of the server side carry the code.
         unsigned = objectcache.Client([self.server.endpoint], "kvs", self.layout,
                                       access_key="nobody", secret_key="wrong-secret", retries=0)

@@ -465,6 +465,16 @@ Result<std::unique_ptr<Client>> Client::Create(const ClientOptions& options) {
   if (options.wire_version != wire::kLayerwiseV1 && options.wire_version != wire::kLayerwiseV2) {
     return InvalidArgumentError("wire_version must be 1 or 2");
   }
+  if (options.timeout <= std::chrono::seconds(0) || options.timeout > std::chrono::hours(24)) {
+    return InvalidArgumentError("timeout must be in (0, 86400] seconds");
+  }
+  if (options.retries < 0 || options.retries > 100 || options.parallel_requests < 1 ||
+      options.parallel_requests > 1024 || options.aggregated_streams < 0 ||
+      options.aggregated_streams > 8) {
+    return InvalidArgumentError(
+        "retries must be 0 to 100, parallel_requests 1 to 1024, aggregated_streams 0 (one per "
+        "4 cores) to 8");
+  }
   std::vector<s3::S3Endpoint> endpoints;
   for (const std::string& url : options.endpoints) {
     OC_ASSIGN_OR_RETURN(s3::S3Endpoint e, s3::S3Endpoint::Parse(url));

@@ -96,12 +96,10 @@ class PyClient {
            int retries, uint64_t write_behind_bytes, int parallel_requests, int aggregated_streams,
            bool failover)
       : model_(std::move(model)) {
-    if (timeout_seconds <= 0 || timeout_seconds > 86400) {
+    // Checked before it becomes a duration (NaN passes any comparison but this one); the other
+    // numbers are checked by Client::Create.
+    if (!(timeout_seconds > 0 && timeout_seconds <= 86400)) {
       throw py::value_error("timeout must be in (0, 86400] seconds");
-    }
-    if (retries < 0 || parallel_requests < 1 || aggregated_streams < 0) {
-      throw py::value_error(
-          "retries >= 0, parallel_requests >= 1, aggregated_streams >= 0 (0: by cores)");
     }
     ClientOptions o;
     o.endpoints = std::move(endpoints);
@@ -117,7 +115,7 @@ class PyClient {
     o.aggregated_streams = aggregated_streams;
     o.failover = failover;
     Result<std::unique_ptr<Client>> client = Client::Create(o);
-    client_ = std::shared_ptr<Client>(Take(client).release());
+    client_ = std::shared_ptr<Client>(TakeArgument(client).release());
   }
   ~PyClient() {
     py::gil_scoped_release release;  // the write-behind thread drains first
