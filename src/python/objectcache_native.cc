@@ -142,10 +142,14 @@ class PyClient {
     return KeyList(Take(missing));
   }
 
-  // The keys, layers and mode of a retrieval, checked.
-  LayerwiseRequest NewRequest(py::iterable keys_obj, py::handle layers_obj,
-                              const std::string& mode) {
+  // The keys, layers, mode and compute pace of a retrieval, checked.
+  LayerwiseRequest NewRequest(py::iterable keys_obj, py::handle layers_obj, const std::string& mode,
+                              double compute_seconds_per_layer = 0) {
+    if (!(compute_seconds_per_layer >= 0 && compute_seconds_per_layer < 3600)) {
+      throw py::value_error("compute_seconds_per_layer must be in [0, 3600)");
+    }
     LayerwiseRequest req;
+    req.compute_seconds_per_layer = compute_seconds_per_layer;
     req.model = model_;
     req.keys = ToKeys(keys_obj);
     if (req.keys.empty()) throw py::value_error("no keys to retrieve");
@@ -158,11 +162,7 @@ class PyClient {
                                         py::handle dest, const std::string& mode,
                                         std::optional<py::iterable> block_table,
                                         double compute_seconds_per_layer) {
-    LayerwiseRequest req = NewRequest(keys_obj, layers_obj, mode);
-    if (!(compute_seconds_per_layer >= 0 && compute_seconds_per_layer < 3600)) {
-      throw py::value_error("compute_seconds_per_layer must be in [0, 3600)");
-    }
-    req.compute_seconds_per_layer = compute_seconds_per_layer;
+    LayerwiseRequest req = NewRequest(keys_obj, layers_obj, mode, compute_seconds_per_layer);
     SliceMap map = MapSlices(dest, req.keys.size(), model_.layout,
                              req.layers.last - req.layers.first, block_table, /*writable=*/true);
     // The addresses stay valid as long as the Retrieval holds their owners.
@@ -240,10 +240,7 @@ class PyClient {
                                                     const std::string& mode, py::object device,
                                                     uint32_t staging_layers,
                                                     double compute_seconds_per_layer) {
-    LayerwiseRequest base = NewRequest(keys_obj, layers_obj, mode);
-    if (!(compute_seconds_per_layer >= 0 && compute_seconds_per_layer < 3600)) {
-      throw py::value_error("compute_seconds_per_layer must be in [0, 3600)");
-    }
+    LayerwiseRequest base = NewRequest(keys_obj, layers_obj, mode, compute_seconds_per_layer);
     DeviceCaches on = ReadDeviceCaches(caches, base.layers.last - base.layers.first, model_.layout,
                                        order, block_ids, first_token, device,
                                        /*writable=*/true);
@@ -253,7 +250,7 @@ class PyClient {
                                .target = on.target,
                                .mode = base.mode,
                                .staging_layers = staging_layers,
-                               .compute_seconds_per_layer = compute_seconds_per_layer};
+                               .compute_seconds_per_layer = base.compute_seconds_per_layer};
     Result<std::unique_ptr<DeviceRetrieval>> r =
         Released([&] { return RetrieveToDevice(*client_, std::move(req)); });
     return std::make_unique<PyDeviceRetrieval>(TakeArgument(r), std::move(on), base.layers);
