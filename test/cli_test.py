@@ -214,6 +214,11 @@ class CliTest(unittest.TestCase):
         self.assertEqual(run("kv", "ls", "--store", self.store, "-l").stdout, before)
         p = run("kv", "frobnicate", check=False)
         self.assertEqual(p.returncode, 2)
+        for ttl in ("0", str(366 * 86400)):  # the server's range: a second to a year
+            p = run("pin", "--bucket", "b", "--keys", self.path("keys1"), "--ttl", ttl,
+                    check=False)
+            self.assertEqual(p.returncode, 2, p.stderr)
+            self.assertIn(b"--ttl", p.stderr)
 
     def test_fetch_trusts_no_response_header_beyond_its_request(self):
         # A server that claims what was not asked for (a 1 TiB slice, more layers, more keys,

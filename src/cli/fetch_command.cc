@@ -180,7 +180,8 @@ void AddPinCommand(CLI::App* app) {
       "share); says which keys are not cached (credentials as for fetch)",
       f, RunPin);
   AddServerFlags(cmd, &f->server);
-  cmd->add_option("--ttl", f->ttl_seconds, "Seconds the pin lasts (at most a year)");
+  cmd->add_option("--ttl", f->ttl_seconds, "Seconds the pin lasts (at most a year)")
+      ->check(CLI::Range(uint64_t{1}, uint64_t{365} * 24 * 3600));
 }
 
 void AddFetchCommand(CLI::App* app) {

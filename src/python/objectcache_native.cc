@@ -133,7 +133,7 @@ class PyClient {
 
   py::list Pin(py::iterable keys_obj, double ttl_seconds) {
     std::vector<ChunkKey> keys = ToKeys(keys_obj);
-    if (!(ttl_seconds >= 1 && ttl_seconds <= 366.0 * 86400)) {
+    if (!(ttl_seconds >= 1 && ttl_seconds <= 365.0 * 86400)) {
       throw py::value_error("ttl_seconds must be between 1 second and a year");
     }
     Result<std::vector<ChunkKey>> missing = Released([&] {
