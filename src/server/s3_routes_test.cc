@@ -27,6 +27,7 @@ std::vector<std::string> NotImplementedInDocs() {
     const std::string first_cell = line.substr(0, line.find(" | "));
     for (size_t open = first_cell.find('`'); open != std::string::npos;) {
       const size_t close = first_cell.find('`', open + 1);
+      if (close == std::string::npos) break;
       names.push_back(first_cell.substr(open + 1, close - open - 1));
       open = first_cell.find('`', close + 1);
     }
