@@ -1,6 +1,7 @@
 #include "sched/bandwidth_scheduler.h"
 
 #include <algorithm>
+#include <cmath>
 #include <numeric>
 
 namespace objectcache::sched {
@@ -41,11 +42,16 @@ Result<double> ParseBandwidth(std::string_view text) {
       {"KiB", 1024.0},  {"MiB", 1048576.0}, {"GiB", 1073741824.0}};
   if (pos > 0 && value > 0) {
     for (const auto& [name, scale] : kUnits) {
-      if (unit == name) return value * scale;
+      if (unit != name) continue;
+      // Below the floor a response would wait longer than a duration can say; "inf" is not
+      // a rate ("unlimited" is).
+      if (!std::isfinite(value * scale) || value * scale < kMinBandwidth) break;
+      return value * scale;
     }
   }
   return InvalidArgumentError("bandwidth '" + std::string(text) +
-                              "' is not 'unlimited' or a rate such as 50Gbit, 800Mbit, 2GB, 1GiB");
+                              "' is not 'unlimited' or a rate from 1Mbit up, such as 50Gbit, "
+                              "800Mbit, 2GB, 1GiB");
 }
 
 std::vector<double> AllocateRates(Policy policy, double cap, std::span<Transfer> ts) {

@@ -61,7 +61,9 @@ struct Transfer {
 std::vector<double> AllocateRates(Policy policy, double cap, std::span<Transfer> transfers);
 
 // "unlimited", or a rate: "50Gbit", "800Mbit", "2.5GB", "1GiB" (per second; bit units are
-// decimal, "B" units decimal, "iB" units binary). Bytes per second; InvalidArgument otherwise.
+// decimal, "B" units decimal, "iB" units binary). Bytes per second; InvalidArgument otherwise,
+// and for a rate that is not finite or is under kMinBandwidth.
+inline constexpr double kMinBandwidth = 1e6 / 8;  // 1 Mbit/s: a 2 MiB chunk in 17 s
 Result<double> ParseBandwidth(std::string_view text);
 
 // Seconds since a fixed point.

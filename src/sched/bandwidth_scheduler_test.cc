@@ -191,6 +191,20 @@ TEST(PacerTest, AClientThatStopsReadingDoesNotHoldTheCapHostage) {
   EXPECT_NEAR(sim.pacer.Rate(stuck), 100, 1e-9);
 }
 
+TEST(PacerTest, BandwidthsParseOverTheirWholeDomain) {
+  EXPECT_EQ(*ParseBandwidth("unlimited"), kUnlimited);
+  EXPECT_DOUBLE_EQ(*ParseBandwidth("50Gbit"), 50e9 / 8);
+  EXPECT_DOUBLE_EQ(*ParseBandwidth("2.5GB"), 2.5e9);
+  EXPECT_DOUBLE_EQ(*ParseBandwidth("1GiB"), 1073741824.0);
+  EXPECT_DOUBLE_EQ(*ParseBandwidth("1Mbit"), kMinBandwidth);
+  for (const char* bad : {"0", "0Gbit", "-5Gbit", "1bit", "0.9Mbit", "1e-30Gbit", "nanGbit",
+                          "infGbit", "1e400Gbit", "50", "50 Gbit", "50gbit", "Gbit", "fast"}) {
+    Result<double> r = ParseBandwidth(bad);
+    ASSERT_FALSE(r.has_value()) << bad;
+    EXPECT_EQ(r.error().code(), StatusCode::kInvalidArgument) << bad;
+  }
+}
+
 TEST(PacerTest, BadPolicyNamesAreRefused) {
   EXPECT_FALSE(ParsePolicy("fair").has_value());
   EXPECT_EQ(*ParsePolicy("compute-aware"), Policy::kComputeAware);
