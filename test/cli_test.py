@@ -204,13 +204,19 @@ class CliTest(unittest.TestCase):
         self.assertFailsCleanly(["kv", "ls", "--store", self.path("foreign")], "not an objectcache")
         self.assertFailsCleanly(["kv", "ls", "--store", "gopher://x"], "unknown store URI scheme")
         # A capacity the store would not honour, or two of them, stops serve before it listens.
-        serve = ["serve", "--listen", "127.0.0.1:0", "--access-key", "k", "--secret-key", "s"]
+        signed = ["serve", "--access-key", "k", "--secret-key", "s"]
+        serve = signed + ["--listen", "127.0.0.1:0"]
         for store, capacity, why in [
                 ("mem://", "1GiB", "--capacity bounds a file:// or rados:// store"),
                 (self.path("capped"), "0", "capacity of 0 holds nothing"),
                 (self.path("capped") + "?capacity=1GiB", "2GiB", "'capacity' is given twice")]:
             self.assertFailsCleanly(serve + ["--store", store, "--capacity", capacity], why)
         self.assertFalse(os.path.exists(self.path("capped")))
+        # A port is all digits; a host is an IP address.
+        for listen, why in [("127.0.0.1:0x10", "must be HOST:PORT"),
+                            ("127.0.0.1:90000", "must be HOST:PORT"),
+                            ("localhost:0", "is not an IP address")]:
+            self.assertFailsCleanly(signed + ["--store", "mem://", "--listen", listen], why)
         self.assertEqual(run("kv", "ls", "--store", self.store, "-l").stdout, before)
         p = run("kv", "frobnicate", check=False)
         self.assertEqual(p.returncode, 2)

@@ -67,18 +67,28 @@ uint64_t RaiseOpenFileLimit() {
   return lim.rlim_cur == RLIM_INFINITY ? uint64_t{1} << 20 : static_cast<uint64_t>(lim.rlim_cur);
 }
 
-// "HOST:PORT" (HOST may be [v6]) into the options' host and port.
+// "HOST:PORT" (HOST an IP address, [v6] in brackets) into the options' host and port; the
+// whole of PORT is a number ("9000abc" is not 9000).
 Status ParseListen(const std::string& flag, const std::string& listen, std::string* host,
                    uint16_t* port) {
   const size_t colon = listen.rfind(':');
-  if (colon == std::string::npos ||
-      std::from_chars(listen.data() + colon + 1, listen.data() + listen.size(), *port).ec !=
-          std::errc()) {
+  const char* end = listen.data() + listen.size();
+  if (colon == std::string::npos) {
+    return InvalidArgumentError(flag + " must be HOST:PORT, got '" + listen + "'");
+  }
+  const auto [stop, ec] = std::from_chars(listen.data() + colon + 1, end, *port);
+  if (ec != std::errc() || stop != end) {
     return InvalidArgumentError(flag + " must be HOST:PORT, got '" + listen + "'");
   }
   *host = listen.substr(0, colon);
   if (host->starts_with("[") && host->ends_with("]")) *host = host->substr(1, host->size() - 2);
   return Status();
+}
+
+// "http://HOST:PORT" as a URL writes it: an IPv6 host in brackets.
+std::string Url(bool tls, const std::string& host, uint16_t port) {
+  const std::string h = host.find(':') == std::string::npos ? host : "[" + host + "]";
+  return (tls ? "https://" : "http://") + h + ":" + std::to_string(port);
 }
 
 Status RunServe(const ServeFlags& f) {
@@ -248,11 +258,10 @@ Status RunServe(const ServeFlags& f) {
     m.workers = 1;
     m.limits.max_connections = 64;
     OC_ASSIGN_OR_RETURN(metrics_srv, HttpServer::Start(m, &metrics_handler, &metrics_port_metrics));
-    LogInfo("metrics on http://" + m.host + ":" + std::to_string(metrics_srv->port()) + "/metrics");
+    LogInfo("metrics on " + Url(false, m.host, metrics_srv->port()) + "/metrics");
   }
-  LogInfo(std::string("objectcache serve: listening on ") + (tls ? "https://" : "http://") +
-          http.host + ":" + std::to_string(srv->port()) + " (store " + store->Uri() + ", " +
-          std::to_string(http.workers) + " I/O workers, " +
+  LogInfo("objectcache serve: listening on " + Url(tls != nullptr, http.host, srv->port()) +
+          " (store " + store->Uri() + ", " + std::to_string(http.workers) + " I/O workers, " +
           (s3.anonymous ? std::string("ANONYMOUS")
            : tenants
                ? std::to_string(tenant_configs.size()) + " tenant(s) from " + f.credentials_file

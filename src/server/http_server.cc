@@ -123,7 +123,10 @@ Result<std::unique_ptr<HttpServer>> HttpServer::Start(const HttpServerOptions& o
   server->metrics_ = metrics;
   beast::error_code ec;
   auto address = asio::ip::make_address(options.host, ec);
-  if (ec) return InvalidArgumentError("listen address '" + options.host + "': " + ec.message());
+  if (ec) {
+    return InvalidArgumentError("listen address '" + options.host +
+                                "' is not an IP address (127.0.0.1, ::1 in brackets, 0.0.0.0)");
+  }
   uint16_t port = options.port;
   const unsigned workers = std::max(1u, options.workers);
   for (unsigned i = 0; i < workers; ++i) {
