@@ -244,8 +244,9 @@ class MemoryBudgetTest(ServerCase):
                 self.assertIn("--layerwise-window", run.stderr, extra)
 
     def test_limits_that_would_turn_every_request_away_are_refused_at_start(self):
-        # Each of these once started a server that answered nothing (no connection, no header,
-        # 503 SlowDown to every upload however long its client retried).
+        # Limits at which the server would turn every request away (no connection, no header, a
+        # 503 SlowDown to every upload however long its client retried), and 0 workers, stop it
+        # before it listens.
         with tempfile.TemporaryDirectory() as tmp:
             for extra, why in ((["--max-connections", "0"], "--max-connections"),
                                (["--max-header-bytes", "0"], "--max-header-bytes"),
