@@ -93,15 +93,9 @@ std::string Url(bool tls, const std::string& host, uint16_t port) {
 
 Status RunServe(const ServeFlags& f) {
   using namespace objectcache::server;
-  LogLevel level;
-  LogFormat format;
-  if (!ParseLogFormat(f.log_format, &format)) {
-    return InvalidArgumentError("--log-format must be text or json");
-  }
+  OC_ASSIGN_OR_RETURN(LogFormat format, ParseLogFormat(f.log_format));
   SetLogFormat(format);
-  if (!ParseLogLevel(f.log_level, &level)) {
-    return InvalidArgumentError("--log-level must be debug, info, warn or error");
-  }
+  OC_ASSIGN_OR_RETURN(LogLevel level, ParseLogLevel(f.log_level));
   SetLogLevel(level);
   server::HttpServerOptions http;
   OC_RETURN_IF_ERROR(ParseListen("--listen", f.listen, &http.host, &http.port));

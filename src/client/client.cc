@@ -14,33 +14,31 @@
 #include "client/dram_tier.h"
 #include "client/fetcher.h"
 #include "client/retrieval_state.h"
+#include "core/name_table.h"
 #include "objectcache/chunk_object.h"
 #include "s3/connection_pool.h"
 #include "wire/layerwise_wire.h"
 
 namespace objectcache {
 
+namespace {
+
+constexpr NamedValue<RetrievalMode> kRetrievalModeNames[] = {
+    {RetrievalMode::kAggregatedLayerwise, "S3Agg-LW"},
+    {RetrievalMode::kAggregatedChunkwise, "S3Agg-CW"},
+    {RetrievalMode::kPlainLayerwise, "S3-LW"},
+    {RetrievalMode::kPlainChunkwise, "S3-CW"},
+};
+static_assert(ListsEveryValueInOrder(kRetrievalModeNames));
+
+}  // namespace
+
 const char* RetrievalModeName(RetrievalMode mode) {
-  switch (mode) {
-    case RetrievalMode::kAggregatedLayerwise:
-      return "S3Agg-LW";
-    case RetrievalMode::kAggregatedChunkwise:
-      return "S3Agg-CW";
-    case RetrievalMode::kPlainLayerwise:
-      return "S3-LW";
-    case RetrievalMode::kPlainChunkwise:
-      return "S3-CW";
-  }
-  return "?";
+  return NameIn(kRetrievalModeNames, mode).data();  // every name is a literal, so NUL-ended
 }
 
 Result<RetrievalMode> ParseRetrievalMode(std::string_view name) {
-  for (RetrievalMode m : {RetrievalMode::kAggregatedLayerwise, RetrievalMode::kAggregatedChunkwise,
-                          RetrievalMode::kPlainLayerwise, RetrievalMode::kPlainChunkwise}) {
-    if (name == RetrievalModeName(m)) return m;
-  }
-  return InvalidArgumentError("unknown mode '" + std::string(name) +
-                              "' (S3Agg-LW, S3Agg-CW, S3-LW or S3-CW)");
+  return ParseNameIn(kRetrievalModeNames, name, "mode");
 }
 
 namespace {

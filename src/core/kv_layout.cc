@@ -7,29 +7,26 @@
 #include <sstream>
 
 #include "core/byte_order.h"
+#include "core/name_table.h"
 
 namespace objectcache {
 
-std::string_view KvDtypeName(KvDtype dtype) {
-  switch (dtype) {
-    case KvDtype::kBf16:
-      return "bf16";
-    case KvDtype::kFp16:
-      return "fp16";
-    case KvDtype::kFp8:
-      return "fp8";
-    case KvDtype::kFp32:
-      return "fp32";
-  }
-  return "unknown";
-}
+namespace {
+
+constexpr NamedValue<KvDtype> kKvDtypeNames[] = {
+    {KvDtype::kBf16, "bf16"},
+    {KvDtype::kFp16, "fp16"},
+    {KvDtype::kFp8, "fp8"},
+    {KvDtype::kFp32, "fp32"},
+};
+static_assert(ListsEveryValueInOrder(kKvDtypeNames, 1));
+
+}  // namespace
+
+std::string_view KvDtypeName(KvDtype dtype) { return NameIn(kKvDtypeNames, dtype, "unknown"); }
 
 Result<KvDtype> ParseKvDtype(std::string_view name) {
-  for (KvDtype d : {KvDtype::kBf16, KvDtype::kFp16, KvDtype::kFp8, KvDtype::kFp32}) {
-    if (KvDtypeName(d) == name) return d;
-  }
-  return InvalidArgumentError("unknown dtype '" + std::string(name) +
-                              "' (expected bf16, fp16, fp8 or fp32)");
+  return ParseNameIn(kKvDtypeNames, name, "dtype");
 }
 
 uint32_t KvDtypeBytes(KvDtype dtype) {

@@ -3,46 +3,37 @@
 #include <cerrno>
 #include <cstring>
 
+#include "core/name_table.h"
+
 namespace objectcache {
 
+namespace {
+
+constexpr NamedValue<StatusCode> kStatusCodeNames[] = {
+    {StatusCode::kOk, "OK"},
+    {StatusCode::kCancelled, "Cancelled"},
+    {StatusCode::kUnknown, "Unknown"},
+    {StatusCode::kInvalidArgument, "InvalidArgument"},
+    {StatusCode::kDeadlineExceeded, "DeadlineExceeded"},
+    {StatusCode::kNotFound, "NotFound"},
+    {StatusCode::kAlreadyExists, "AlreadyExists"},
+    {StatusCode::kPermissionDenied, "PermissionDenied"},
+    {StatusCode::kResourceExhausted, "ResourceExhausted"},
+    {StatusCode::kFailedPrecondition, "FailedPrecondition"},
+    {StatusCode::kAborted, "Aborted"},
+    {StatusCode::kOutOfRange, "OutOfRange"},
+    {StatusCode::kUnimplemented, "Unimplemented"},
+    {StatusCode::kInternal, "Internal"},
+    {StatusCode::kUnavailable, "Unavailable"},
+    {StatusCode::kDataLoss, "DataLoss"},
+    {StatusCode::kUnauthenticated, "Unauthenticated"},
+};
+static_assert(ListsEveryValueInOrder(kStatusCodeNames));
+
+}  // namespace
+
 std::string_view StatusCodeName(StatusCode code) {
-  switch (code) {
-    case StatusCode::kOk:
-      return "OK";
-    case StatusCode::kCancelled:
-      return "Cancelled";
-    case StatusCode::kUnknown:
-      return "Unknown";
-    case StatusCode::kInvalidArgument:
-      return "InvalidArgument";
-    case StatusCode::kDeadlineExceeded:
-      return "DeadlineExceeded";
-    case StatusCode::kNotFound:
-      return "NotFound";
-    case StatusCode::kAlreadyExists:
-      return "AlreadyExists";
-    case StatusCode::kPermissionDenied:
-      return "PermissionDenied";
-    case StatusCode::kResourceExhausted:
-      return "ResourceExhausted";
-    case StatusCode::kFailedPrecondition:
-      return "FailedPrecondition";
-    case StatusCode::kAborted:
-      return "Aborted";
-    case StatusCode::kOutOfRange:
-      return "OutOfRange";
-    case StatusCode::kUnimplemented:
-      return "Unimplemented";
-    case StatusCode::kInternal:
-      return "Internal";
-    case StatusCode::kUnavailable:
-      return "Unavailable";
-    case StatusCode::kDataLoss:
-      return "DataLoss";
-    case StatusCode::kUnauthenticated:
-      return "Unauthenticated";
-  }
-  return "Unknown";
+  return NameIn(kStatusCodeNames, code, "Unknown");
 }
 
 std::string Status::ToString() const {

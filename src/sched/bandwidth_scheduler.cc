@@ -4,26 +4,27 @@
 #include <cmath>
 #include <numeric>
 
+#include "core/name_table.h"
+
 namespace objectcache::sched {
 
+namespace {
+
+constexpr NamedValue<Policy> kPolicyNames[] = {
+    {Policy::kEqual, "equal"},
+    {Policy::kBytes, "bytes"},
+    {Policy::kComputeAware, "compute-aware"},
+};
+static_assert(ListsEveryValueInOrder(kPolicyNames));
+
+}  // namespace
+
 Result<Policy> ParsePolicy(std::string_view name) {
-  for (Policy p : {Policy::kEqual, Policy::kBytes, Policy::kComputeAware}) {
-    if (name == PolicyName(p)) return p;
-  }
-  return InvalidArgumentError("unknown scheduling policy '" + std::string(name) +
-                              "' (equal, bytes, compute-aware)");
+  return ParseNameIn(kPolicyNames, name, "scheduling policy");
 }
 
 const char* PolicyName(Policy policy) {
-  switch (policy) {
-    case Policy::kEqual:
-      return "equal";
-    case Policy::kBytes:
-      return "bytes";
-    case Policy::kComputeAware:
-      return "compute-aware";
-  }
-  return "?";
+  return NameIn(kPolicyNames, policy).data();  // every name is a literal, so NUL-ended
 }
 
 Result<double> ParseBandwidth(std::string_view text) {

@@ -7,6 +7,7 @@
 #include <mutex>
 #include <string>
 
+#include "core/name_table.h"
 #include "core/utc_time.h"
 #include "s3/s3_request.h"
 
@@ -15,6 +16,13 @@ namespace {
 std::atomic<int> g_level{static_cast<int>(LogLevel::kInfo)};
 std::atomic<bool> g_json{false};
 std::mutex g_mu;
+
+// As --log-level takes them and a JSON line writes them; a text line writes them in capitals.
+constexpr NamedValue<LogLevel> kLevelNames[] = {{LogLevel::kDebug, "debug"},
+                                                {LogLevel::kInfo, "info"},
+                                                {LogLevel::kWarn, "warn"},
+                                                {LogLevel::kError, "error"}};
+static_assert(ListsEveryValueInOrder(kLevelNames));
 
 // `text` as a JSON string's contents: quotes, backslashes and control characters escaped, and
 // every byte above 0x7f too when the text is not valid UTF-8 (a client's name can be anything),
@@ -41,31 +49,16 @@ std::string JsonEscaped(std::string_view text) {
 }
 }  // namespace
 
-bool ParseLogFormat(std::string_view name, LogFormat* out) {
-  if (name == "text") {
-    *out = LogFormat::kText;
-  } else if (name == "json") {
-    *out = LogFormat::kJson;
-  } else {
-    return false;
-  }
-  return true;
+Result<LogFormat> ParseLogFormat(std::string_view name) {
+  static constexpr NamedValue<LogFormat> kFormats[] = {{LogFormat::kText, "text"},
+                                                       {LogFormat::kJson, "json"}};
+  return ParseNameIn(kFormats, name, "log format");
 }
 
 void SetLogFormat(LogFormat format) { g_json = format == LogFormat::kJson; }
 
-bool ParseLogLevel(std::string_view name, LogLevel* out) {
-  static constexpr std::pair<std::string_view, LogLevel> kLevels[] = {{"debug", LogLevel::kDebug},
-                                                                      {"info", LogLevel::kInfo},
-                                                                      {"warn", LogLevel::kWarn},
-                                                                      {"error", LogLevel::kError}};
-  for (const auto& [n, l] : kLevels) {
-    if (n == name) {
-      *out = l;
-      return true;
-    }
-  }
-  return false;
+Result<LogLevel> ParseLogLevel(std::string_view name) {
+  return ParseNameIn(kLevelNames, name, "log level");
 }
 
 void SetLogLevel(LogLevel level) { g_level = static_cast<int>(level); }
@@ -81,10 +74,9 @@ void Log(LogLevel level, std::string_view message) {
   const std::string stamp = FormatUtc(t, "%Y-%m-%dT%H:%M:%S");
   std::lock_guard lock(g_mu);
   if (g_json) {
-    static constexpr const char* kJsonNames[] = {"debug", "info", "warn", "error"};
     const std::string msg = JsonEscaped(message);
     std::fprintf(stderr, "{\"time\": \"%s.%03dZ\", \"level\": \"%s\", \"msg\": \"%s\"}\n",
-                 stamp.c_str(), ms, kJsonNames[static_cast<int>(level)], msg.c_str());
+                 stamp.c_str(), ms, NameIn(kLevelNames, level).data(), msg.c_str());
   } else {
     std::fprintf(stderr, "%s.%03dZ %-5s %.*s\n", stamp.c_str(), ms, kNames[static_cast<int>(level)],
                  static_cast<int>(message.size()), message.data());

@@ -6,17 +6,19 @@
 #include <string>
 #include <string_view>
 
+#include "objectcache/status.h"
+
 namespace objectcache::server {
 
 enum class LogLevel { kDebug = 0, kInfo = 1, kWarn = 2, kError = 3 };
 
-// "debug", "info", "warn", "error"; false if unknown.
-bool ParseLogLevel(std::string_view name, LogLevel* out);
+// "debug", "info", "warn", "error"; InvalidArgument for any other.
+Result<LogLevel> ParseLogLevel(std::string_view name);
 void SetLogLevel(LogLevel level);
 
 enum class LogFormat { kText, kJson };
-// "text", "json"; false if unknown.
-bool ParseLogFormat(std::string_view name, LogFormat* out);
+// "text", "json"; InvalidArgument for any other.
+Result<LogFormat> ParseLogFormat(std::string_view name);
 void SetLogFormat(LogFormat format);
 bool LogEnabled(LogLevel level);
 void Log(LogLevel level, std::string_view message);
