@@ -43,15 +43,25 @@ Result<std::vector<Key>> ParseKeys(const std::vector<std::string>& texts) {
   return keys;
 }
 
-void AddShmFlag(CLI::App* cmd, std::string* name) {
-  *name = kDefaultShm;
-  cmd->add_option("--shm", *name, "The controller's shared-memory name (under /dev/shm)");
+// The flag every command to a running controller takes, and what it attaches to.
+struct HostFlags {
+  std::string shm = kDefaultShm;
+};
+
+Result<std::unique_ptr<Host>> Attach(const HostFlags& f) {
+  auto h = Host::Attach({.shm_name = f.shm});
+  if (!h.ok()) return h.status().Annotate("attaching to the NVMe-KV controller " + f.shm);
+  return h;
 }
 
-Result<std::unique_ptr<Host>> AttachFlag(const std::string& shm) {
-  auto h = Host::Attach({.shm_name = shm});
-  if (!h.ok()) return h.status().Annotate("attaching to the NVMe-KV controller " + shm);
-  return h;
+// Registers `nvme-kv NAME`, a command to the controller named by --shm: `run(*flags)` under
+// RunCommand. Returns the subcommand, for its own flags.
+template <typename Flags>
+CLI::App* AddHostCommand(CLI::App* parent, std::string name, std::string description,
+                         const std::shared_ptr<Flags>& flags, Status (*run)(const Flags&)) {
+  CLI::App* cmd = AddCommand(parent, std::move(name), std::move(description), flags, run);
+  cmd->add_option("--shm", flags->shm, "The controller's shared-memory name (under /dev/shm)");
+  return cmd;
 }
 
 struct ServeFlags {
@@ -123,161 +133,152 @@ void AddServe(CLI::App* parent) {
   cmd->add_option("--max-poll-us", f->max_poll_us, "Longest sleep between idle polls (back-off)");
 }
 
-void AddIdentify(CLI::App* parent) {
-  auto shm = std::make_shared<std::string>();
-  auto* cmd = parent->add_subcommand("identify", "Print the controller's and namespace's identity");
-  AddShmFlag(cmd, shm.get());
-  cmd->callback([=] {
-    RunCommand([&]() -> Status {
-      OC_ASSIGN_OR_RETURN(auto host, AttachFlag(*shm));
-      OC_ASSIGN_OR_RETURN(nvmekv::KeyValueNamespace ns, host->IdentifyNamespace());
-      const nvmekv::ControllerIdentity& id = host->identity();
-      std::cout << "model: " << id.model << "\nserial: " << id.serial
-                << "\nfirmware: " << id.firmware
-                << "\nmax queue entries: " << host->max_queue_entries()
-                << "\nnamespace capacity bytes: " << ns.size_bytes
-                << (ns.size_bytes == 0 ? " (unbounded)" : "")
-                << "\nnamespace used bytes: " << ns.used_bytes
-                << "\nmax key length: " << ns.max_key_length
-                << "\nmax value length: " << ns.max_value_length << "\n";
-      return Status();
-    });
-  });
+Status Identify(const HostFlags& f) {
+  OC_ASSIGN_OR_RETURN(auto host, Attach(f));
+  OC_ASSIGN_OR_RETURN(nvmekv::KeyValueNamespace ns, host->IdentifyNamespace());
+  const nvmekv::ControllerIdentity& id = host->identity();
+  std::cout << "model: " << id.model << "\nserial: " << id.serial << "\nfirmware: " << id.firmware
+            << "\nmax queue entries: " << host->max_queue_entries()
+            << "\nnamespace capacity bytes: " << ns.size_bytes
+            << (ns.size_bytes == 0 ? " (unbounded)" : "")
+            << "\nnamespace used bytes: " << ns.used_bytes
+            << "\nmax key length: " << ns.max_key_length
+            << "\nmax value length: " << ns.max_value_length << "\n";
+  return Status();
 }
 
-void AddStore(CLI::App* parent) {
-  auto shm = std::make_shared<std::string>();
-  auto key = std::make_shared<std::string>();
-  auto file = std::make_shared<std::string>();
-  auto create_only = std::make_shared<bool>(false);
-  auto update_only = std::make_shared<bool>(false);
-  auto* cmd = parent->add_subcommand("store", "Store FILE (- for stdin) under KEY");
-  AddShmFlag(cmd, shm.get());
-  cmd->add_option("KEY", *key, "Key: 2 to 32 hex digits")->required();
-  cmd->add_option("FILE", *file, "File to store, - for stdin")->required();
-  cmd->add_flag("--create-only", *create_only, "Fail if the key exists");
-  cmd->add_flag("--update-only", *update_only, "Fail if the key does not exist");
-  cmd->callback([=] {
-    RunCommand([&]() -> Status {
-      OC_ASSIGN_OR_RETURN(Key k, ParseKey(*key));
-      OC_ASSIGN_OR_RETURN(std::string value, ReadFile(*file));
-      OC_ASSIGN_OR_RETURN(auto host, AttachFlag(*shm));
-      OC_ASSIGN_OR_RETURN(nvmekv::DataBuffer buf, host->Allocate(value.size()));
-      std::memcpy(buf.bytes().data(), value.data(), value.size());
-      uint8_t options = (*create_only ? nvmekv::kv::kStoreCreateOnly : 0) |
-                        (*update_only ? nvmekv::kv::kStoreUpdateOnly : 0);
-      if (value.size() > UINT32_MAX) return InvalidArgumentError("values are at most 4 GiB - 1");
-      return KvStore(host->io_queue(0), k, buf, static_cast<uint32_t>(value.size()), options);
-    });
-  });
+struct StoreFlags : HostFlags {
+  std::string key, file;
+  bool create_only = false, update_only = false;
+};
+
+Status StoreValue(const StoreFlags& f) {
+  OC_ASSIGN_OR_RETURN(Key k, ParseKey(f.key));
+  OC_ASSIGN_OR_RETURN(std::string value, ReadFile(f.file));
+  OC_ASSIGN_OR_RETURN(auto host, Attach(f));
+  OC_ASSIGN_OR_RETURN(nvmekv::DataBuffer buf, host->Allocate(value.size()));
+  std::memcpy(buf.bytes().data(), value.data(), value.size());
+  uint8_t options = (f.create_only ? nvmekv::kv::kStoreCreateOnly : 0) |
+                    (f.update_only ? nvmekv::kv::kStoreUpdateOnly : 0);
+  if (value.size() > UINT32_MAX) return InvalidArgumentError("values are at most 4 GiB - 1");
+  return KvStore(host->io_queue(0), k, buf, static_cast<uint32_t>(value.size()), options);
 }
 
-void AddRetrieve(CLI::App* parent) {
-  auto shm = std::make_shared<std::string>();
-  auto key = std::make_shared<std::string>();
-  auto out = std::make_shared<std::string>("-");
-  auto offset = std::make_shared<uint64_t>(0);
-  auto length = std::make_shared<uint32_t>(0);
-  auto* cmd = parent->add_subcommand(
-      "retrieve", "Write KEY's value (or --length bytes from --offset) to stdout or --out FILE");
-  AddShmFlag(cmd, shm.get());
-  cmd->add_option("KEY", *key, "Key: 2 to 32 hex digits")->required();
-  cmd->add_option("--out", *out, "Output file (- for stdout)");
-  cmd->add_option("--offset", *offset, "First byte, with --length (the vendor Retrieve Range)");
-  cmd->add_option("--length", *length, "Bytes to read from --offset");
-  cmd->callback([=] {
-    RunCommand([&]() -> Status {
-      OC_ASSIGN_OR_RETURN(Key k, ParseKey(*key));
-      OC_ASSIGN_OR_RETURN(auto host, AttachFlag(*shm));
-      if (*offset > 0 && *length == 0) return InvalidArgumentError("--offset needs --length");
-      std::string value;
-      if (*length > 0) {
-        OC_ASSIGN_OR_RETURN(nvmekv::DataBuffer buf, host->Allocate(*length));
-        OC_ASSIGN_OR_RETURN(uint32_t n,
-                            KvRetrieveRange(host->io_queue(0), k, buf, *length, *offset));
-        value.assign(reinterpret_cast<const char*>(buf.bytes().data()), n);
-      } else {
-        OC_ASSIGN_OR_RETURN(nvmekv::KeyValueNamespace ns, host->IdentifyNamespace());
-        OC_ASSIGN_OR_RETURN(nvmekv::DataBuffer buf, host->Allocate(ns.max_value_length));
-        OC_ASSIGN_OR_RETURN(uint32_t n, KvRetrieve(host->io_queue(0), k, buf, ns.max_value_length));
-        if (n > ns.max_value_length) {
-          return ResourceExhaustedError("the value of " + k.ToHex() + " (" + std::to_string(n) +
-                                        " bytes) is larger than the controller's largest value");
-        }
-        value.assign(reinterpret_cast<const char*>(buf.bytes().data()), n);
-      }
-      return WriteFileAtomically(*out, value);
-    });
-  });
+struct RetrieveFlags : HostFlags {
+  std::string key, out = "-";
+  uint64_t offset = 0;
+  uint32_t length = 0;
+};
+
+Status Retrieve(const RetrieveFlags& f) {
+  OC_ASSIGN_OR_RETURN(Key k, ParseKey(f.key));
+  OC_ASSIGN_OR_RETURN(auto host, Attach(f));
+  if (f.offset > 0 && f.length == 0) return InvalidArgumentError("--offset needs --length");
+  std::string value;
+  if (f.length > 0) {
+    OC_ASSIGN_OR_RETURN(nvmekv::DataBuffer buf, host->Allocate(f.length));
+    OC_ASSIGN_OR_RETURN(uint32_t n, KvRetrieveRange(host->io_queue(0), k, buf, f.length, f.offset));
+    value.assign(reinterpret_cast<const char*>(buf.bytes().data()), n);
+  } else {
+    OC_ASSIGN_OR_RETURN(nvmekv::KeyValueNamespace ns, host->IdentifyNamespace());
+    OC_ASSIGN_OR_RETURN(nvmekv::DataBuffer buf, host->Allocate(ns.max_value_length));
+    OC_ASSIGN_OR_RETURN(uint32_t n, KvRetrieve(host->io_queue(0), k, buf, ns.max_value_length));
+    if (n > ns.max_value_length) {
+      return ResourceExhaustedError("the value of " + k.ToHex() + " (" + std::to_string(n) +
+                                    " bytes) is larger than the controller's largest value");
+    }
+    value.assign(reinterpret_cast<const char*>(buf.bytes().data()), n);
+  }
+  return WriteFileAtomically(f.out, value);
 }
 
-void AddExist(CLI::App* parent) {
-  auto shm = std::make_shared<std::string>();
-  auto keys = std::make_shared<std::vector<std::string>>();
-  auto* cmd = parent->add_subcommand(
-      "exist", "Print 'present KEY' or 'absent KEY' for each key; exit 3 if any is absent");
-  AddShmFlag(cmd, shm.get());
-  cmd->add_option("KEY", *keys, "Keys: 2 to 32 hex digits each")->required();
-  cmd->callback([=] {
-    RunCommand([&]() -> Status {
-      OC_ASSIGN_OR_RETURN(std::vector<Key> parsed, ParseKeys(*keys));
-      OC_ASSIGN_OR_RETURN(auto host, AttachFlag(*shm));
-      for (const Key& k : parsed) {
-        OC_ASSIGN_OR_RETURN(bool present, KvExist(host->io_queue(0), k));
-        std::cout << (present ? "present " : "absent ") << k.ToHex() << "\n";
-        if (!present) ExitCode() = kExitAbsent;
-      }
-      return Status();
-    });
-  });
+// exist and delete: keys, each checked before anything is sent.
+struct KeysFlags : HostFlags {
+  std::vector<std::string> keys;
+};
+
+Status Exist(const KeysFlags& f) {
+  OC_ASSIGN_OR_RETURN(std::vector<Key> keys, ParseKeys(f.keys));
+  OC_ASSIGN_OR_RETURN(auto host, Attach(f));
+  for (const Key& k : keys) {
+    OC_ASSIGN_OR_RETURN(bool present, KvExist(host->io_queue(0), k));
+    std::cout << (present ? "present " : "absent ") << k.ToHex() << "\n";
+    if (!present) ExitCode() = kExitAbsent;
+  }
+  return Status();
 }
 
-void AddDelete(CLI::App* parent) {
-  auto shm = std::make_shared<std::string>();
-  auto keys = std::make_shared<std::vector<std::string>>();
-  auto* cmd = parent->add_subcommand("delete", "Delete keys (a missing key is not an error)");
-  AddShmFlag(cmd, shm.get());
-  cmd->add_option("KEY", *keys, "Keys: 2 to 32 hex digits each")->required();
-  cmd->callback([=] {
-    RunCommand([&]() -> Status {
-      OC_ASSIGN_OR_RETURN(std::vector<Key> parsed, ParseKeys(*keys));
-      OC_ASSIGN_OR_RETURN(auto host, AttachFlag(*shm));
-      for (const Key& k : parsed) OC_RETURN_IF_ERROR(KvDelete(host->io_queue(0), k));
-      return Status();
-    });
-  });
+Status Delete(const KeysFlags& f) {
+  OC_ASSIGN_OR_RETURN(std::vector<Key> keys, ParseKeys(f.keys));
+  OC_ASSIGN_OR_RETURN(auto host, Attach(f));
+  for (const Key& k : keys) OC_RETURN_IF_ERROR(KvDelete(host->io_queue(0), k));
+  return Status();
 }
 
-void AddList(CLI::App* parent) {
-  auto shm = std::make_shared<std::string>();
-  auto from = std::make_shared<std::string>("00");
-  auto max = std::make_shared<size_t>(1000);
-  auto* cmd = parent->add_subcommand("list", "Print keys from --from on, in byte order");
-  AddShmFlag(cmd, shm.get());
-  cmd->add_option("--from", *from, "First key (hex)");
-  cmd->add_option("--max", *max, "Most keys to print");
-  cmd->callback([=] {
-    RunCommand([&]() -> Status {
-      OC_ASSIGN_OR_RETURN(Key start, ParseKey(*from));
-      OC_ASSIGN_OR_RETURN(auto host, AttachFlag(*shm));
-      constexpr uint32_t kBuffer = 64 << 10;
-      OC_ASSIGN_OR_RETURN(nvmekv::DataBuffer buf, host->Allocate(kBuffer));
-      size_t printed = 0;
-      bool first_page = true;
-      while (printed < *max) {
-        OC_ASSIGN_OR_RETURN(std::vector<Key> keys, KvList(host->io_queue(0), start, buf, kBuffer));
-        // Later pages start at the last key printed: skip it.
-        size_t skip = first_page ? 0 : 1;
-        if (keys.size() <= skip) break;
-        for (size_t i = skip; i < keys.size() && printed < *max; ++i, ++printed) {
-          std::cout << keys[i].ToHex() << "\n";
-        }
-        start = keys.back();
-        first_page = false;
-      }
-      return Status();
-    });
-  });
+struct ListFlags : HostFlags {
+  std::string from = "00";
+  size_t max = 1000;
+};
+
+Status List(const ListFlags& f) {
+  OC_ASSIGN_OR_RETURN(Key start, ParseKey(f.from));
+  OC_ASSIGN_OR_RETURN(auto host, Attach(f));
+  constexpr uint32_t kBuffer = 64 << 10;
+  OC_ASSIGN_OR_RETURN(nvmekv::DataBuffer buf, host->Allocate(kBuffer));
+  size_t printed = 0;
+  bool first_page = true;
+  while (printed < f.max) {
+    OC_ASSIGN_OR_RETURN(std::vector<Key> keys, KvList(host->io_queue(0), start, buf, kBuffer));
+    // Later pages start at the last key printed: skip it.
+    size_t skip = first_page ? 0 : 1;
+    if (keys.size() <= skip) break;
+    for (size_t i = skip; i < keys.size() && printed < f.max; ++i, ++printed) {
+      std::cout << keys[i].ToHex() << "\n";
+    }
+    start = keys.back();
+    first_page = false;
+  }
+  return Status();
+}
+
+void AddHostCommands(CLI::App* nvme) {
+  AddHostCommand(nvme, "identify", "Print the controller's and namespace's identity",
+                 std::make_shared<HostFlags>(), Identify);
+
+  auto store = std::make_shared<StoreFlags>();
+  CLI::App* cmd =
+      AddHostCommand(nvme, "store", "Store FILE (- for stdin) under KEY", store, StoreValue);
+  cmd->add_option("KEY", store->key, "Key: 2 to 32 hex digits")->required();
+  cmd->add_option("FILE", store->file, "File to store, - for stdin")->required();
+  cmd->add_flag("--create-only", store->create_only, "Fail if the key exists");
+  cmd->add_flag("--update-only", store->update_only, "Fail if the key does not exist");
+
+  auto retrieve = std::make_shared<RetrieveFlags>();
+  cmd =
+      AddHostCommand(nvme, "retrieve",
+                     "Write KEY's value (or --length bytes from --offset) to stdout or --out FILE",
+                     retrieve, Retrieve);
+  cmd->add_option("KEY", retrieve->key, "Key: 2 to 32 hex digits")->required();
+  cmd->add_option("--out", retrieve->out, "Output file (- for stdout)");
+  cmd->add_option("--offset", retrieve->offset,
+                  "First byte, with --length (the vendor Retrieve Range)");
+  cmd->add_option("--length", retrieve->length, "Bytes to read from --offset");
+
+  auto exist = std::make_shared<KeysFlags>();
+  AddHostCommand(nvme, "exist",
+                 "Print 'present KEY' or 'absent KEY' for each key; exit 3 if any is absent", exist,
+                 Exist)
+      ->add_option("KEY", exist->keys, "Keys: 2 to 32 hex digits each")
+      ->required();
+  auto del = std::make_shared<KeysFlags>();
+  AddHostCommand(nvme, "delete", "Delete keys (a missing key is not an error)", del, Delete)
+      ->add_option("KEY", del->keys, "Keys: 2 to 32 hex digits each")
+      ->required();
+
+  auto list = std::make_shared<ListFlags>();
+  cmd = AddHostCommand(nvme, "list", "Print keys from --from on, in byte order", list, List);
+  cmd->add_option("--from", list->from, "First key (hex)");
+  cmd->add_option("--max", list->max, "Most keys to print");
 }
 
 }  // namespace
@@ -287,12 +288,7 @@ void AddNvmeKvCommands(CLI::App* app) {
       "nvme-kv", "The NVMe key-value controller over a store, and its commands (docs/nvme-kv.md)");
   nvme->require_subcommand(1);
   AddServe(nvme);
-  AddIdentify(nvme);
-  AddStore(nvme);
-  AddRetrieve(nvme);
-  AddExist(nvme);
-  AddDelete(nvme);
-  AddList(nvme);
+  AddHostCommands(nvme);
 }
 
 }  // namespace objectcache::cli
