@@ -5,6 +5,8 @@
 #include <algorithm>
 
 #include <chrono>
+#include <cmath>
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <nlohmann/json.hpp>
@@ -64,6 +66,17 @@ inline double Median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   size_t n = v.size();
   return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+// The p quantile (0 < p <= 1) by nearest rank: the smallest value that a fraction p of the
+// values are at or under (0.99: the p99 latency); 0 when there are none.
+inline double Percentile(std::vector<double> v, double p) {
+  if (v.empty()) return 0;
+  const auto rank = static_cast<size_t>(std::ceil(p * static_cast<double>(v.size())));
+  const auto at =
+      v.begin() + static_cast<std::ptrdiff_t>(std::clamp<size_t>(rank, 1, v.size()) - 1);
+  std::nth_element(v.begin(), at, v.end());
+  return *at;
 }
 
 // Rows of (metric, value, unit, note), printed as a table and written as JSON:

@@ -68,13 +68,6 @@ struct Sample {
   double doorbells_per_command = 0;
 };
 
-double Percentile(std::vector<double>& v, double p) {
-  if (v.empty()) return 0;
-  size_t i = std::min(v.size() - 1, static_cast<size_t>(p * static_cast<double>(v.size())));
-  std::nth_element(v.begin(), v.begin() + static_cast<long>(i), v.end());
-  return v[i];
-}
-
 // The rate and latency percentiles of `done` operations in `seconds`, latencies per thread.
 Sample Summarize(const std::vector<std::vector<double>>& latencies, uint64_t done, double seconds) {
   std::vector<double> all;

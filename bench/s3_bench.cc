@@ -157,15 +157,12 @@ RunResult Load(uint16_t port, const std::string& bucket, bool put,
   for (std::thread& th : threads) th.join();
   std::vector<double> all;
   for (auto& v : latencies) all.insert(all.end(), v.begin(), v.end());
-  std::sort(all.begin(), all.end());
   RunResult r;
   r.requests = all.size();
   r.errors = errors;
   r.gbps = bytes.load() * 8 / seconds / 1e9;
-  if (!all.empty()) {
-    r.p50_ms = all[all.size() / 2] * 1e3;
-    r.p99_ms = all[std::min(all.size() - 1, all.size() * 99 / 100)] * 1e3;
-  }
+  r.p50_ms = Percentile(all, 0.5) * 1e3;
+  r.p99_ms = Percentile(all, 0.99) * 1e3;
   return r;
 }
 

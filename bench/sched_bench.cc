@@ -87,13 +87,6 @@ const std::vector<double> kPaperCapsGbps = {80, 50};
 const std::vector<sched::Policy> kPolicies = {sched::Policy::kEqual, sched::Policy::kBytes,
                                               sched::Policy::kComputeAware};
 
-double Percentile(std::vector<double> v, double p) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const size_t rank = static_cast<size_t>(std::ceil(p / 100 * v.size()));
-  return v[std::clamp<size_t>(rank, 1, v.size()) - 1];
-}
-
 // One request of a workload: its prefix and what the engine computes.
 struct Tenant {
   PrefixSet prefix;
@@ -283,7 +276,7 @@ Status RunSched(const SchedFlags& f) {
         double sum = 0;
         for (double a : per_request) sum += a;
         mean[policy] = sum / per_request.size();
-        const double p99 = Percentile(per_request, 99);
+        const double p99 = Percentile(per_request, 0.99);
         const double vs_equal = mean[sched::Policy::kEqual] / std::max(1e-3, mean[policy]);
         std::string list;
         for (double a : per_request) list += std::to_string(static_cast<int>(std::lround(a))) + " ";
