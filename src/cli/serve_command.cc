@@ -93,10 +93,12 @@ std::string Url(bool tls, const std::string& host, uint16_t port) {
 
 Status RunServe(const ServeFlags& f) {
   using namespace objectcache::server;
-  OC_ASSIGN_OR_RETURN(LogFormat format, ParseLogFormat(f.log_format));
-  SetLogFormat(format);
-  OC_ASSIGN_OR_RETURN(LogLevel level, ParseLogLevel(f.log_level));
-  SetLogLevel(level);
+  const Result<LogFormat> format = ParseLogFormat(f.log_format);
+  if (!format) return format.status().Annotate("--log-format");
+  SetLogFormat(*format);
+  const Result<LogLevel> level = ParseLogLevel(f.log_level);
+  if (!level) return level.status().Annotate("--log-level");
+  SetLogLevel(*level);
   server::HttpServerOptions http;
   OC_RETURN_IF_ERROR(ParseListen("--listen", f.listen, &http.host, &http.port));
   http.workers = f.workers;
