@@ -36,217 +36,152 @@ Result<std::vector<uint32_t>> ParseTokens(std::string_view text) {
   return tokens;
 }
 
-void AddPut(CLI::App* kv) {
-  auto* cmd = kv->add_subcommand("put", "Store FILE (- for stdin) as object KEY");
-  auto store = std::make_shared<std::string>();
-  auto key = std::make_shared<std::string>();
-  auto file = std::make_shared<std::string>();
-  AddStoreFlag(cmd, store.get());
-  cmd->add_option("KEY", *key, "Object name (1 to 1024 bytes)")->required();
-  cmd->add_option("FILE", *file, "File to store, - for stdin")->required();
-  cmd->callback([=] {
-    RunCommand([&]() -> Status {
-      OC_RETURN_IF_ERROR(ValidateKey(*key));
-      OC_ASSIGN_OR_RETURN(std::string value, ReadFile(*file));
-      OC_ASSIGN_OR_RETURN(auto s, OpenStoreFlag(*store));
-      return s->Put(*key, AsBytes(value)).Annotate("storing " + *key);
-    });
-  });
+struct PutFlags {
+  std::string store, key, file;
+};
+
+Status Put(const PutFlags& f) {
+  OC_RETURN_IF_ERROR(ValidateKey(f.key));
+  OC_ASSIGN_OR_RETURN(std::string value, ReadFile(f.file));
+  OC_ASSIGN_OR_RETURN(auto s, OpenStoreFlag(f.store));
+  return s->Put(f.key, AsBytes(value)).Annotate("storing " + f.key);
 }
 
-void AddGet(CLI::App* kv) {
-  auto* cmd = kv->add_subcommand("get", "Write object KEY to stdout or --out FILE");
-  auto store = std::make_shared<std::string>();
-  auto key = std::make_shared<std::string>();
-  auto out = std::make_shared<std::string>("-");
-  AddStoreFlag(cmd, store.get());
-  cmd->add_option("KEY", *key, "Object name")->required();
-  cmd->add_option("--out,-o", *out, "Output file (written whole or not at all); - for stdout");
-  cmd->callback([=] {
-    RunCommand([&]() -> Status {
-      OC_ASSIGN_OR_RETURN(auto s, OpenStoreFlag(*store));
-      Result<std::string> value = ReadWholeObject(*s, *key);
-      if (!value.has_value()) return value.error();
-      return WriteFileAtomically(*out, *value);
-    });
-  });
+struct GetFlags {
+  std::string store, key, out = "-";
+};
+
+Status Get(const GetFlags& f) {
+  OC_ASSIGN_OR_RETURN(auto s, OpenStoreFlag(f.store));
+  OC_ASSIGN_OR_RETURN(std::string value, ReadWholeObject(*s, f.key));
+  return WriteFileAtomically(f.out, value);
 }
 
-void AddExist(CLI::App* kv) {
-  auto* cmd = kv->add_subcommand(
-      "exist", "Print 'present KEY' or 'absent KEY' for each key; exit 3 if any is absent");
-  auto store = std::make_shared<std::string>();
-  auto keys = std::make_shared<std::vector<std::string>>();
-  auto prefix_count = std::make_shared<bool>(false);
-  AddStoreFlag(cmd, store.get());
-  cmd->add_option("KEY", *keys, "Object names, in order")->required();
-  cmd->add_flag("--prefix-count", *prefix_count,
-                "Print only how many leading keys exist (the cached prefix length)");
-  cmd->callback([=] {
-    RunCommand([&]() -> Status {
-      for (const std::string& k : *keys) OC_RETURN_IF_ERROR(ValidateKey(k));
-      OC_ASSIGN_OR_RETURN(auto s, OpenStoreFlag(*store));
-      if (*prefix_count) {
-        OC_ASSIGN_OR_RETURN(size_t n, s->CountPresentPrefix(*keys));
-        std::cout << n << "\n";
-        if (n < keys->size()) ExitCode() = kExitAbsent;
-        return Status();
-      }
-      OC_ASSIGN_OR_RETURN(std::vector<bool> present, s->Exist(*keys));
-      for (size_t i = 0; i < keys->size(); ++i) {
-        std::cout << (present[i] ? "present " : "absent ") << (*keys)[i] << "\n";
-        if (!present[i]) ExitCode() = kExitAbsent;
-      }
-      return Status();
-    });
-  });
+// Checks every key, then opens the store: a bad key is refused before anything is touched.
+Result<std::unique_ptr<Store>> OpenStoreForKeys(const std::string& store,
+                                                const std::vector<std::string>& keys) {
+  for (const std::string& k : keys) OC_RETURN_IF_ERROR(ValidateKey(k));
+  return OpenStoreFlag(store);
 }
 
-void AddRm(CLI::App* kv) {
-  auto* cmd = kv->add_subcommand("rm", "Delete objects");
-  auto store = std::make_shared<std::string>();
-  auto keys = std::make_shared<std::vector<std::string>>();
-  auto force = std::make_shared<bool>(false);
-  AddStoreFlag(cmd, store.get());
-  cmd->add_option("KEY", *keys, "Object names")->required();
-  cmd->add_flag("--force,-f", *force, "A missing object is not an error");
-  cmd->callback([=] {
-    RunCommand([&]() -> Status {
-      for (const std::string& k : *keys) OC_RETURN_IF_ERROR(ValidateKey(k));
-      OC_ASSIGN_OR_RETURN(auto s, OpenStoreFlag(*store));
-      for (const std::string& k : *keys) {
-        Status st = s->Delete(k);
-        if (st.code() == StatusCode::kNotFound && *force) continue;
-        OC_RETURN_IF_ERROR(st);
-      }
-      return Status();
-    });
-  });
+struct ExistFlags {
+  std::string store;
+  std::vector<std::string> keys;
+  bool prefix_count = false;
+};
+
+Status Exist(const ExistFlags& f) {
+  OC_ASSIGN_OR_RETURN(auto s, OpenStoreForKeys(f.store, f.keys));
+  if (f.prefix_count) {
+    OC_ASSIGN_OR_RETURN(size_t n, s->CountPresentPrefix(f.keys));
+    std::cout << n << "\n";
+    if (n < f.keys.size()) ExitCode() = kExitAbsent;
+    return Status();
+  }
+  OC_ASSIGN_OR_RETURN(std::vector<bool> present, s->Exist(f.keys));
+  for (size_t i = 0; i < f.keys.size(); ++i) {
+    std::cout << (present[i] ? "present " : "absent ") << f.keys[i] << "\n";
+    if (!present[i]) ExitCode() = kExitAbsent;
+  }
+  return Status();
 }
 
-void AddLs(CLI::App* kv) {
-  auto* cmd = kv->add_subcommand("ls", "List object names in byte order");
-  auto store = std::make_shared<std::string>();
-  auto prefix = std::make_shared<std::string>();
-  auto lng = std::make_shared<bool>(false);
-  AddStoreFlag(cmd, store.get());
-  cmd->add_option("--prefix", *prefix, "Only names starting with this");
-  cmd->add_flag("--long,-l", *lng, "Print SIZE<tab>NAME");
-  cmd->callback([=] {
-    RunCommand([&]() -> Status {
-      OC_ASSIGN_OR_RETURN(auto s, OpenStoreFlag(*store));
-      ListOptions options{.prefix = *prefix, .start_after = "", .max_keys = 1000};
-      for (;;) {
-        OC_ASSIGN_OR_RETURN(ListPage page, s->List(options));
-        for (const ObjectInfo& o : page.objects) {
-          if (*lng) std::cout << o.size << "\t";
-          std::cout << o.key << "\n";
-        }
-        if (!page.truncated) break;
-        options.start_after = page.objects.back().key;
-      }
-      return Status();
-    });
-  });
+struct RmFlags {
+  std::string store;
+  std::vector<std::string> keys;
+  bool force = false;
+};
+
+Status Rm(const RmFlags& f) {
+  OC_ASSIGN_OR_RETURN(auto s, OpenStoreForKeys(f.store, f.keys));
+  for (const std::string& k : f.keys) {
+    Status st = s->Delete(k);
+    if (st.code() == StatusCode::kNotFound && f.force) continue;
+    OC_RETURN_IF_ERROR(st);
+  }
+  return Status();
 }
 
-void AddPutChunk(CLI::App* kv) {
-  auto* cmd = kv->add_subcommand(
-      "put-chunk", "Store one chunk's raw layer-major KV from FILE as a chunk object");
-  auto store = std::make_shared<std::string>();
-  auto layout = std::make_shared<LayoutFlags>();
-  auto key = std::make_shared<std::string>();
-  auto file = std::make_shared<std::string>();
-  AddStoreFlag(cmd, store.get());
-  AddLayoutFlags(cmd, layout.get());
-  cmd->add_option("--key", *key, "Chunk key, 32 hex digits")->required();
-  cmd->add_option("FILE", *file, "Raw KV: layers x layer slice bytes, layer-major; - for stdin")
-      ->required();
-  cmd->callback([=] {
-    RunCommand([&]() -> Status {
-      OC_ASSIGN_OR_RETURN(ModelPreset m, ResolveLayoutFlags(*layout));
-      OC_ASSIGN_OR_RETURN(ChunkKey k, ChunkKey::FromHex(*key));
-      OC_ASSIGN_OR_RETURN(std::string kv_bytes, ReadFile(*file));
-      if (kv_bytes.size() != m.layout.ChunkKvBytes()) {
-        return InvalidArgumentError(*file + " is " + std::to_string(kv_bytes.size()) +
-                                    " bytes; a chunk of " + m.layout.ToString() + " is " +
-                                    std::to_string(m.layout.ChunkKvBytes()));
-      }
-      OC_ASSIGN_OR_RETURN(std::string object, EncodeChunkObject(m.layout, k, AsBytes(kv_bytes)));
-      OC_ASSIGN_OR_RETURN(auto s, OpenStoreFlag(*store));
-      return s->Put(k.ToHex(), AsBytes(object)).Annotate("storing chunk " + k.ToHex());
-    });
-  });
+struct LsFlags {
+  std::string store, prefix;
+  bool long_format = false;
+};
+
+Status Ls(const LsFlags& f) {
+  OC_ASSIGN_OR_RETURN(auto s, OpenStoreFlag(f.store));
+  ListOptions options{.prefix = f.prefix, .start_after = "", .max_keys = 1000};
+  for (;;) {
+    OC_ASSIGN_OR_RETURN(ListPage page, s->List(options));
+    for (const ObjectInfo& o : page.objects) {
+      if (f.long_format) std::cout << o.size << "\t";
+      std::cout << o.key << "\n";
+    }
+    if (!page.truncated) break;
+    options.start_after = page.objects.back().key;
+  }
+  return Status();
 }
 
-void AddGetLayers(CLI::App* kv) {
-  auto* cmd = kv->add_subcommand(
-      "get-layers",
-      "Write layers A:B of the listed chunks, layer-major (each layer: every chunk's slice in "
-      "list order), checking every slice");
-  auto store = std::make_shared<std::string>();
-  auto layout = std::make_shared<LayoutFlags>();
-  auto keys_file = std::make_shared<std::string>();
-  auto layers = std::make_shared<std::string>();
-  auto out = std::make_shared<std::string>("-");
-  AddStoreFlag(cmd, store.get());
-  AddLayoutFlags(cmd, layout.get());
-  cmd->add_option("--keys", *keys_file, "File of chunk keys, one hex key a line; - for stdin")
-      ->required();
-  cmd->add_option("--layers", *layers, "Layer range A:B (A inclusive, B exclusive)")->required();
-  cmd->add_option("--out,-o", *out,
-                  "Output file (written whole or not at all); - for stdout, where a damaged "
-                  "chunk found mid-way ends the output early with an error");
-  cmd->callback([=] {
-    RunCommand([&]() -> Status {
-      OC_ASSIGN_OR_RETURN(ModelPreset m, ResolveLayoutFlags(*layout));
-      OC_ASSIGN_OR_RETURN(LayerRange range, LayerRange::Parse(*layers, m.layout.num_layers));
-      OC_ASSIGN_OR_RETURN(std::string text, ReadFile(*keys_file));
-      OC_ASSIGN_OR_RETURN(std::vector<ChunkKey> keys, ParseKeyList(text, *keys_file));
-      OC_ASSIGN_OR_RETURN(auto s, OpenStoreFlag(*store));
-      OC_ASSIGN_OR_RETURN(std::unique_ptr<OutputFile> output, OutputFile::Open(*out));
-      OC_RETURN_IF_ERROR(ReadLayersLayerMajor(
-          *s, m.layout, keys, range,
-          [&](uint32_t, std::span<const std::byte> bytes) { return output->Write(bytes); }));
-      return output->Commit();
-    });
-  });
+struct PutChunkFlags {
+  std::string store;
+  LayoutFlags layout;
+  std::string key, file;
+};
+
+Status PutChunk(const PutChunkFlags& f) {
+  OC_ASSIGN_OR_RETURN(ModelPreset m, ResolveLayoutFlags(f.layout));
+  OC_ASSIGN_OR_RETURN(ChunkKey k, ChunkKey::FromHex(f.key));
+  OC_ASSIGN_OR_RETURN(std::string kv_bytes, ReadFile(f.file));
+  if (kv_bytes.size() != m.layout.ChunkKvBytes()) {
+    return InvalidArgumentError(f.file + " is " + std::to_string(kv_bytes.size()) +
+                                " bytes; a chunk of " + m.layout.ToString() + " is " +
+                                std::to_string(m.layout.ChunkKvBytes()));
+  }
+  OC_ASSIGN_OR_RETURN(std::string object, EncodeChunkObject(m.layout, k, AsBytes(kv_bytes)));
+  OC_ASSIGN_OR_RETURN(auto s, OpenStoreFlag(f.store));
+  return s->Put(k.ToHex(), AsBytes(object)).Annotate("storing chunk " + k.ToHex());
 }
 
-void AddKeys(CLI::App* kv) {
-  auto* cmd = kv->add_subcommand(
-      "keys", "Print the chunk keys of a token sequence, one hex key a line (docs/keys.md)");
-  auto layout = std::make_shared<LayoutFlags>();
-  auto tenant = std::make_shared<std::string>();
-  auto adapter = std::make_shared<std::string>();
-  auto cache_salt = std::make_shared<std::string>();
-  auto tokens_file = std::make_shared<std::string>();
-  auto tokens = std::make_shared<std::vector<std::string>>();
-  auto show_ns = std::make_shared<bool>(false);
-  AddLayoutFlags(cmd, layout.get());
-  cmd->add_option("--tenant", *tenant, "Tenant salt folded into the namespace");
-  cmd->add_option("--adapter", *adapter, "LoRA adapter name folded into the namespace");
-  cmd->add_option("--cache-salt", *cache_salt, "Request cache salt folded into the namespace");
-  cmd->add_option("--tokens", *tokens_file, "File of token ids (whitespace or comma separated)");
-  cmd->add_option("TOKEN", *tokens, "Token ids");
-  cmd->add_flag("--namespace", *show_ns, "Print the namespace id first, as 'namespace HEX'");
-  cmd->callback([=] {
-    RunCommand([&]() -> Status {
-      OC_ASSIGN_OR_RETURN(ModelPreset m, ResolveLayoutFlags(*layout));
-      std::string text;
-      if (!tokens_file->empty()) {
-        OC_ASSIGN_OR_RETURN(text, ReadFile(*tokens_file));
-      }
-      for (const std::string& t : *tokens) text += " " + t;
-      OC_ASSIGN_OR_RETURN(std::vector<uint32_t> ids, ParseTokens(text));
-      KeyNamespace ns(
-          m.name, m.layout,
-          KeyScope{.tenant_salt = *tenant, .adapter = *adapter, .cache_salt = *cache_salt});
-      if (*show_ns) std::cout << "namespace " << ChunkKey(ns.id()).ToHex() << "\n";
-      for (const ChunkKey& k : ns.KeysForTokens(ids)) std::cout << k.ToHex() << "\n";
-      return Status();
-    });
-  });
+struct GetLayersFlags {
+  std::string store;
+  LayoutFlags layout;
+  std::string keys_file, layers, out = "-";
+};
+
+Status GetLayers(const GetLayersFlags& f) {
+  OC_ASSIGN_OR_RETURN(ModelPreset m, ResolveLayoutFlags(f.layout));
+  OC_ASSIGN_OR_RETURN(LayerRange range, LayerRange::Parse(f.layers, m.layout.num_layers));
+  OC_ASSIGN_OR_RETURN(std::string text, ReadFile(f.keys_file));
+  OC_ASSIGN_OR_RETURN(std::vector<ChunkKey> keys, ParseKeyList(text, f.keys_file));
+  OC_ASSIGN_OR_RETURN(auto s, OpenStoreFlag(f.store));
+  OC_ASSIGN_OR_RETURN(std::unique_ptr<OutputFile> output, OutputFile::Open(f.out));
+  OC_RETURN_IF_ERROR(ReadLayersLayerMajor(
+      *s, m.layout, keys, range,
+      [&](uint32_t, std::span<const std::byte> bytes) { return output->Write(bytes); }));
+  return output->Commit();
+}
+
+struct KeysFlags {
+  LayoutFlags layout;
+  std::string tenant, adapter, cache_salt, tokens_file;
+  std::vector<std::string> tokens;
+  bool show_namespace = false;
+};
+
+Status Keys(const KeysFlags& f) {
+  OC_ASSIGN_OR_RETURN(ModelPreset m, ResolveLayoutFlags(f.layout));
+  std::string text;
+  if (!f.tokens_file.empty()) {
+    OC_ASSIGN_OR_RETURN(text, ReadFile(f.tokens_file));
+  }
+  for (const std::string& t : f.tokens) text += " " + t;
+  OC_ASSIGN_OR_RETURN(std::vector<uint32_t> ids, ParseTokens(text));
+  KeyNamespace ns(
+      m.name, m.layout,
+      KeyScope{.tenant_salt = f.tenant, .adapter = f.adapter, .cache_salt = f.cache_salt});
+  if (f.show_namespace) std::cout << "namespace " << ChunkKey(ns.id()).ToHex() << "\n";
+  for (const ChunkKey& k : ns.KeysForTokens(ids)) std::cout << k.ToHex() << "\n";
+  return Status();
 }
 
 }  // namespace
@@ -254,14 +189,80 @@ void AddKeys(CLI::App* kv) {
 void AddKvCommands(CLI::App* app) {
   CLI::App* kv = app->add_subcommand("kv", "Store and retrieve objects and chunks");
   kv->require_subcommand(1);
-  AddPut(kv);
-  AddGet(kv);
-  AddExist(kv);
-  AddRm(kv);
-  AddLs(kv);
-  AddPutChunk(kv);
-  AddGetLayers(kv);
-  AddKeys(kv);
+
+  auto put = std::make_shared<PutFlags>();
+  CLI::App* cmd = AddCommand(kv, "put", "Store FILE (- for stdin) as object KEY", put, Put);
+  AddStoreFlag(cmd, &put->store);
+  cmd->add_option("KEY", put->key, "Object name (1 to 1024 bytes)")->required();
+  cmd->add_option("FILE", put->file, "File to store, - for stdin")->required();
+
+  auto get = std::make_shared<GetFlags>();
+  cmd = AddCommand(kv, "get", "Write object KEY to stdout or --out FILE", get, Get);
+  AddStoreFlag(cmd, &get->store);
+  cmd->add_option("KEY", get->key, "Object name")->required();
+  cmd->add_option("--out,-o", get->out, "Output file (written whole or not at all); - for stdout");
+
+  auto exist = std::make_shared<ExistFlags>();
+  cmd = AddCommand(kv, "exist",
+                   "Print 'present KEY' or 'absent KEY' for each key; exit 3 if any is absent",
+                   exist, Exist);
+  AddStoreFlag(cmd, &exist->store);
+  cmd->add_option("KEY", exist->keys, "Object names, in order")->required();
+  cmd->add_flag("--prefix-count", exist->prefix_count,
+                "Print only how many leading keys exist (the cached prefix length)");
+
+  auto rm = std::make_shared<RmFlags>();
+  cmd = AddCommand(kv, "rm", "Delete objects", rm, Rm);
+  AddStoreFlag(cmd, &rm->store);
+  cmd->add_option("KEY", rm->keys, "Object names")->required();
+  cmd->add_flag("--force,-f", rm->force, "A missing object is not an error");
+
+  auto ls = std::make_shared<LsFlags>();
+  cmd = AddCommand(kv, "ls", "List object names in byte order", ls, Ls);
+  AddStoreFlag(cmd, &ls->store);
+  cmd->add_option("--prefix", ls->prefix, "Only names starting with this");
+  cmd->add_flag("--long,-l", ls->long_format, "Print SIZE<tab>NAME");
+
+  auto put_chunk = std::make_shared<PutChunkFlags>();
+  cmd = AddCommand(kv, "put-chunk",
+                   "Store one chunk's raw layer-major KV from FILE as a chunk object", put_chunk,
+                   PutChunk);
+  AddStoreFlag(cmd, &put_chunk->store);
+  AddLayoutFlags(cmd, &put_chunk->layout);
+  cmd->add_option("--key", put_chunk->key, "Chunk key, 32 hex digits")->required();
+  cmd->add_option("FILE", put_chunk->file,
+                  "Raw KV: layers x layer slice bytes, layer-major; - for stdin")
+      ->required();
+
+  auto get_layers = std::make_shared<GetLayersFlags>();
+  cmd = AddCommand(kv, "get-layers",
+                   "Write layers A:B of the listed chunks, layer-major (each layer: every chunk's "
+                   "slice in list order), checking every slice",
+                   get_layers, GetLayers);
+  AddStoreFlag(cmd, &get_layers->store);
+  AddLayoutFlags(cmd, &get_layers->layout);
+  cmd->add_option("--keys", get_layers->keys_file,
+                  "File of chunk keys, one hex key a line; - for stdin")
+      ->required();
+  cmd->add_option("--layers", get_layers->layers, "Layer range A:B (A inclusive, B exclusive)")
+      ->required();
+  cmd->add_option("--out,-o", get_layers->out,
+                  "Output file (written whole or not at all); - for stdout, where a damaged "
+                  "chunk found mid-way ends the output early with an error");
+
+  auto keys = std::make_shared<KeysFlags>();
+  cmd = AddCommand(kv, "keys",
+                   "Print the chunk keys of a token sequence, one hex key a line (docs/keys.md)",
+                   keys, Keys);
+  AddLayoutFlags(cmd, &keys->layout);
+  cmd->add_option("--tenant", keys->tenant, "Tenant salt folded into the namespace");
+  cmd->add_option("--adapter", keys->adapter, "LoRA adapter name folded into the namespace");
+  cmd->add_option("--cache-salt", keys->cache_salt, "Request cache salt folded into the namespace");
+  cmd->add_option("--tokens", keys->tokens_file,
+                  "File of token ids (whitespace or comma separated)");
+  cmd->add_option("TOKEN", keys->tokens, "Token ids");
+  cmd->add_flag("--namespace", keys->show_namespace,
+                "Print the namespace id first, as 'namespace HEX'");
 }
 
 }  // namespace objectcache::cli

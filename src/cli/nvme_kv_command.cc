@@ -54,14 +54,8 @@ Result<std::unique_ptr<Host>> Attach(const HostFlags& f) {
   return h;
 }
 
-// Registers `nvme-kv NAME`, a command to the controller named by --shm: `run(*flags)` under
-// RunCommand. Returns the subcommand, for its own flags.
-template <typename Flags>
-CLI::App* AddHostCommand(CLI::App* parent, std::string name, std::string description,
-                         const std::shared_ptr<Flags>& flags, Status (*run)(const Flags&)) {
-  CLI::App* cmd = AddCommand(parent, std::move(name), std::move(description), flags, run);
-  cmd->add_option("--shm", flags->shm, "The controller's shared-memory name (under /dev/shm)");
-  return cmd;
+void AddShmFlag(CLI::App* cmd, HostFlags* f) {
+  cmd->add_option("--shm", f->shm, "The controller's shared-memory name (under /dev/shm)");
 }
 
 struct ServeFlags {
@@ -242,22 +236,25 @@ Status List(const ListFlags& f) {
 }
 
 void AddHostCommands(CLI::App* nvme) {
-  AddHostCommand(nvme, "identify", "Print the controller's and namespace's identity",
-                 std::make_shared<HostFlags>(), Identify);
+  auto identify = std::make_shared<HostFlags>();
+  AddShmFlag(AddCommand(nvme, "identify", "Print the controller's and namespace's identity",
+                        identify, Identify),
+             identify.get());
 
   auto store = std::make_shared<StoreFlags>();
   CLI::App* cmd =
-      AddHostCommand(nvme, "store", "Store FILE (- for stdin) under KEY", store, StoreValue);
+      AddCommand(nvme, "store", "Store FILE (- for stdin) under KEY", store, StoreValue);
+  AddShmFlag(cmd, store.get());
   cmd->add_option("KEY", store->key, "Key: 2 to 32 hex digits")->required();
   cmd->add_option("FILE", store->file, "File to store, - for stdin")->required();
   cmd->add_flag("--create-only", store->create_only, "Fail if the key exists");
   cmd->add_flag("--update-only", store->update_only, "Fail if the key does not exist");
 
   auto retrieve = std::make_shared<RetrieveFlags>();
-  cmd =
-      AddHostCommand(nvme, "retrieve",
-                     "Write KEY's value (or --length bytes from --offset) to stdout or --out FILE",
-                     retrieve, Retrieve);
+  cmd = AddCommand(nvme, "retrieve",
+                   "Write KEY's value (or --length bytes from --offset) to stdout or --out FILE",
+                   retrieve, Retrieve);
+  AddShmFlag(cmd, retrieve.get());
   cmd->add_option("KEY", retrieve->key, "Key: 2 to 32 hex digits")->required();
   cmd->add_option("--out", retrieve->out, "Output file (- for stdout)");
   cmd->add_option("--offset", retrieve->offset,
@@ -265,18 +262,20 @@ void AddHostCommands(CLI::App* nvme) {
   cmd->add_option("--length", retrieve->length, "Bytes to read from --offset");
 
   auto exist = std::make_shared<KeysFlags>();
-  AddHostCommand(nvme, "exist",
-                 "Print 'present KEY' or 'absent KEY' for each key; exit 3 if any is absent", exist,
-                 Exist)
-      ->add_option("KEY", exist->keys, "Keys: 2 to 32 hex digits each")
-      ->required();
+  cmd = AddCommand(nvme, "exist",
+                   "Print 'present KEY' or 'absent KEY' for each key; exit 3 if any is absent",
+                   exist, Exist);
+  AddShmFlag(cmd, exist.get());
+  cmd->add_option("KEY", exist->keys, "Keys: 2 to 32 hex digits each")->required();
+
   auto del = std::make_shared<KeysFlags>();
-  AddHostCommand(nvme, "delete", "Delete keys (a missing key is not an error)", del, Delete)
-      ->add_option("KEY", del->keys, "Keys: 2 to 32 hex digits each")
-      ->required();
+  cmd = AddCommand(nvme, "delete", "Delete keys (a missing key is not an error)", del, Delete);
+  AddShmFlag(cmd, del.get());
+  cmd->add_option("KEY", del->keys, "Keys: 2 to 32 hex digits each")->required();
 
   auto list = std::make_shared<ListFlags>();
-  cmd = AddHostCommand(nvme, "list", "Print keys from --from on, in byte order", list, List);
+  cmd = AddCommand(nvme, "list", "Print keys from --from on, in byte order", list, List);
+  AddShmFlag(cmd, list.get());
   cmd->add_option("--from", list->from, "First key (hex)");
   cmd->add_option("--max", list->max, "Most keys to print");
 }
