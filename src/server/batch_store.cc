@@ -129,9 +129,7 @@ asio::awaitable<S3Result<void>> S3Handler::BatchStore(Ctx& c) {
   open_objects.ShrinkTo(0);
   nlohmann::json out;
   out["stored"] = stored;
-  Headers h{{"Content-Type", "application/json"}, {"x-amz-request-id", c.request_id}};
-  (void)co_await c.ex.Respond(200, std::move(h), out.dump());
-  co_return S3Result<void>();
+  co_return co_await ReplyJson(c, out.dump());
 }
 
 }  // namespace objectcache::server

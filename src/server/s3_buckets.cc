@@ -128,8 +128,7 @@ asio::awaitable<S3Result<void>> S3Handler::ListBuckets(Ctx& c) {
   if (page->truncated) w.Element("ContinuationToken", Base64Encode(page->buckets.back().name));
   if (r.Query("prefix")) w.Element("Prefix", prefix);
   w.Close("ListAllMyBucketsResult");
-  co_await SendXml(c, 200, w.Finish());
-  co_return S3Result<void>();
+  co_return co_await ReplyXml(c, w.Finish());
 }
 
 asio::awaitable<S3Result<void>> S3Handler::CreateBucket(Ctx& c) {
@@ -182,11 +181,8 @@ asio::awaitable<S3Result<void>> S3Handler::CreateBucket(Ctx& c) {
         "Your previous request to create the named bucket succeeded and you already own it.");
   }
   if (!s.ok()) co_return std::unexpected(FromStatus(s));
-  {
-    Headers h{{"Location", "/" + bucket}, {"x-amz-request-id", c.request_id}};
-    (void)co_await c.ex.Respond(200, std::move(h), "");
-  }
-  co_return S3Result<void>();
+  Headers h{{"Location", "/" + bucket}};
+  co_return co_await Reply(c, 200, std::move(h));
 }
 
 asio::awaitable<S3Result<void>> S3Handler::DeleteBucket(Ctx& c) {
@@ -204,11 +200,7 @@ asio::awaitable<S3Result<void>> S3Handler::DeleteBucket(Ctx& c) {
     co_return Fail("BucketNotEmpty", "The bucket you tried to delete is not empty");
   }
   if (!s.ok() && s.code() != StatusCode::kNotFound) co_return std::unexpected(FromStatus(s));
-  {
-    Headers h{{"x-amz-request-id", c.request_id}};
-    (void)co_await c.ex.Respond(204, std::move(h), "");
-  }
-  co_return S3Result<void>();
+  co_return co_await Reply(c, 204);
 }
 
 }  // namespace objectcache::server

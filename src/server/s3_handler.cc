@@ -70,9 +70,19 @@ void S3Handler::Quiesce() {
   pool_.join();
 }
 
-asio::awaitable<void> S3Handler::SendXml(Ctx& c, unsigned status, std::string xml) {
-  Headers h{{"Content-Type", "application/xml"}, {"x-amz-request-id", c.request_id}};
-  (void)co_await c.ex.Respond(status, std::move(h), std::move(xml));
+asio::awaitable<S3Result<void>> S3Handler::Reply(Ctx& c, unsigned status, Headers headers,
+                                                 std::string body) {
+  headers.emplace_back("x-amz-request-id", c.request_id);
+  (void)co_await c.ex.Respond(status, std::move(headers), std::move(body));
+  co_return S3Result<void>();
+}
+
+asio::awaitable<S3Result<void>> S3Handler::ReplyXml(Ctx& c, std::string xml) {
+  return Reply(c, 200, {{"Content-Type", "application/xml"}}, std::move(xml));
+}
+
+asio::awaitable<S3Result<void>> S3Handler::ReplyJson(Ctx& c, std::string json) {
+  return Reply(c, 200, {{"Content-Type", "application/json"}}, std::move(json));
 }
 
 asio::awaitable<void> S3Handler::SendError(Ctx& c, const S3Error& e) {

@@ -393,7 +393,15 @@ class S3Handler final : public RequestHandler {
   asio::awaitable<s3::S3Result<BucketInfo>> FindBucket(const std::string& bucket);
   void ForgetBucket(const std::string& bucket);
   asio::awaitable<void> SendError(Ctx& c, const s3::S3Error& e);
-  asio::awaitable<void> SendXml(Ctx& c, unsigned status, std::string xml);
+  // An operation's answer, with the request's id among its headers: a handler ends with
+  // `co_return co_await Reply(...)`. A response that cannot be sent is the connection's failure,
+  // not the operation's, so the result is success either way.
+  asio::awaitable<s3::S3Result<void>> Reply(Ctx& c, unsigned status, Headers headers = {},
+                                            std::string body = "");
+  // Reply(c, 200) with an XML or a JSON document. (gcc 12 cannot compile headers written as a
+  // braced list of string literals inside a co_await: a handler builds them first.)
+  asio::awaitable<s3::S3Result<void>> ReplyXml(Ctx& c, std::string xml);
+  asio::awaitable<s3::S3Result<void>> ReplyJson(Ctx& c, std::string json);
 
   template <typename F>
   auto Blocking(F fn) {

@@ -83,12 +83,8 @@ asio::awaitable<S3Result<void>> S3Handler::BatchLookup(Ctx& c) {
   out["present_prefix"] = prefix;
   out["present"] = static_cast<size_t>(std::count(present->begin(), present->end(), true));
   out["bitmap"] = Base64Encode(bitmap);
-  {
-    Headers h{{"Content-Type", "application/json"}, {"x-amz-request-id", c.request_id}};
-    (void)co_await c.ex.Respond(200, std::move(h), out.dump());
-  }
   metrics_->store_hits += prefix;
-  co_return S3Result<void>();
+  co_return co_await ReplyJson(c, out.dump());
 }
 
 asio::awaitable<S3Result<void>> S3Handler::PinKeys(Ctx& c) {
@@ -127,9 +123,7 @@ asio::awaitable<S3Result<void>> S3Handler::PinKeys(Ctx& c) {
   out["pinned"] = pinned;
   out["until"] = until;
   out["missing"] = std::move(missing);
-  Headers h{{"Content-Type", "application/json"}, {"x-amz-request-id", c.request_id}};
-  (void)co_await c.ex.Respond(200, std::move(h), out.dump());
-  co_return S3Result<void>();
+  co_return co_await ReplyJson(c, out.dump());
 }
 
 }  // namespace objectcache::server

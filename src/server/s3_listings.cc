@@ -137,8 +137,7 @@ asio::awaitable<S3Result<void>> S3Handler::ListObjects(Ctx& c, bool v2) {
   }
   WriteCommonPrefixes(&w, listing->prefixes, url);
   w.Close("ListBucketResult");
-  co_await SendXml(c, 200, w.Finish());
-  co_return S3Result<void>();
+  co_return co_await ReplyXml(c, w.Finish());
 }
 
 asio::awaitable<S3Result<void>> S3Handler::ListObjectsV1(Ctx& c) { return ListObjects(c, false); }

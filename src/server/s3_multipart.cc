@@ -200,8 +200,7 @@ asio::awaitable<S3Result<void>> S3Handler::CreateMultipart(Ctx& c) {
   w.Element("Key", c.req.key);
   w.Element("UploadId", id);
   w.Close("InitiateMultipartUploadResult");
-  co_await SendXml(c, 200, w.Finish());
-  co_return S3Result<void>();
+  co_return co_await ReplyXml(c, w.Finish());
 }
 
 asio::awaitable<S3Result<void>> S3Handler::UploadPart(Ctx& c) {
@@ -223,11 +222,8 @@ asio::awaitable<S3Result<void>> S3Handler::UploadPart(Ctx& c) {
   const PutOptions unconditional;
   auto etag = co_await ReceiveBody(c, PartKey(id, part), ObjectAttributes(), plain, unconditional);
   if (!etag) co_return std::unexpected(etag.error());
-  {
-    Headers h{{"ETag", "\"" + *etag + "\""}, {"x-amz-request-id", c.request_id}};
-    (void)co_await c.ex.Respond(200, std::move(h), "");
-  }
-  co_return S3Result<void>();
+  Headers h{{"ETag", "\"" + *etag + "\""}};
+  co_return co_await Reply(c, 200, std::move(h));
 }
 
 asio::awaitable<S3Result<void>> S3Handler::ListParts(Ctx& c) {
@@ -297,8 +293,7 @@ asio::awaitable<S3Result<void>> S3Handler::ListParts(Ctx& c) {
     w.Close("Part");
   }
   w.Close("ListPartsResult");
-  co_await SendXml(c, 200, w.Finish());
-  co_return S3Result<void>();
+  co_return co_await ReplyXml(c, w.Finish());
 }
 
 asio::awaitable<S3Result<void>> S3Handler::CompleteMultipart(Ctx& c) {
@@ -431,8 +426,7 @@ asio::awaitable<S3Result<void>> S3Handler::CompleteMultipart(Ctx& c) {
   w.Element("Key", c.req.key);
   w.Element("ETag", "\"" + *done + "\"");
   w.Close("CompleteMultipartUploadResult");
-  co_await SendXml(c, 200, w.Finish());
-  co_return S3Result<void>();
+  co_return co_await ReplyXml(c, w.Finish());
 }
 
 asio::awaitable<S3Result<void>> S3Handler::AbortMultipart(Ctx& c) {
@@ -446,11 +440,7 @@ asio::awaitable<S3Result<void>> S3Handler::AbortMultipart(Ctx& c) {
     co_return Fail("NoSuchUpload", "The specified multipart upload does not exist.");
   }
   if (!s.ok()) co_return std::unexpected(FromStatus(s));
-  {
-    Headers h{{"x-amz-request-id", c.request_id}};
-    (void)co_await c.ex.Respond(204, std::move(h), "");
-  }
-  co_return S3Result<void>();
+  co_return co_await Reply(c, 204);
 }
 
 asio::awaitable<S3Result<void>> S3Handler::ListUploads(Ctx& c) {
@@ -550,8 +540,7 @@ asio::awaitable<S3Result<void>> S3Handler::ListUploads(Ctx& c) {
   }
   WriteCommonPrefixes(&w, prefixes, url);
   w.Close("ListMultipartUploadsResult");
-  co_await SendXml(c, 200, w.Finish());
-  co_return S3Result<void>();
+  co_return co_await ReplyXml(c, w.Finish());
 }
 
 }  // namespace objectcache::server

@@ -26,11 +26,8 @@ asio::awaitable<S3Result<void>> S3Handler::PutObject(Ctx& c) {
   auto etag = co_await ReceiveBody(c, store_key, ObjectAttributes::FromRequest(c.req.headers),
                                    c.bucket.layout, *put);
   if (!etag) co_return std::unexpected(etag.error());
-  {
-    Headers h{{"ETag", "\"" + *etag + "\""}, {"x-amz-request-id", c.request_id}};
-    (void)co_await c.ex.Respond(200, std::move(h), "");
-  }
-  co_return S3Result<void>();
+  Headers h{{"ETag", "\"" + *etag + "\""}};
+  co_return co_await Reply(c, 200, std::move(h));
 }
 
 namespace {
@@ -224,11 +221,8 @@ asio::awaitable<S3Result<void>> S3Handler::GetObjectAttributes(Ctx& c) {
   if (wanted[3]) w.Element("StorageClass", "STANDARD");
   if (wanted[4]) w.Element("ObjectSize", std::to_string(reader.size()));
   w.Close("GetObjectAttributesResponse");
-  Headers h{{"Content-Type", "application/xml"},
-            {"Last-Modified", HttpTime(reader.mtime())},
-            {"x-amz-request-id", c.request_id}};
-  (void)co_await c.ex.Respond(200, std::move(h), w.Finish());
-  co_return S3Result<void>();
+  Headers h{{"Content-Type", "application/xml"}, {"Last-Modified", HttpTime(reader.mtime())}};
+  co_return co_await Reply(c, 200, std::move(h), w.Finish());
 }
 
 asio::awaitable<S3Result<void>> S3Handler::DeleteObject(Ctx& c) {
@@ -240,11 +234,7 @@ asio::awaitable<S3Result<void>> S3Handler::DeleteObject(Ctx& c) {
   S3Result<void> deleted =
       co_await Blocking([&] { return DeleteObjectIf(ObjectKey(r.bucket, r.key), *conditions); });
   if (!deleted) co_return std::unexpected(deleted.error());
-  {
-    Headers h{{"x-amz-request-id", c.request_id}};
-    (void)co_await c.ex.Respond(204, std::move(h), "");
-  }
-  co_return S3Result<void>();
+  co_return co_await Reply(c, 204);
 }
 
 asio::awaitable<S3Result<void>> S3Handler::CopyObject(Ctx& c) {
@@ -337,8 +327,7 @@ asio::awaitable<S3Result<void>> S3Handler::CopyObject(Ctx& c) {
   w.Element("LastModified", IsoTime(std::time(nullptr)));
   w.Element("ETag", "\"" + *copied + "\"");
   w.Close("CopyObjectResult");
-  co_await SendXml(c, 200, w.Finish());
-  co_return S3Result<void>();
+  co_return co_await ReplyXml(c, w.Finish());
 }
 
 asio::awaitable<S3Result<void>> S3Handler::DeleteObjects(Ctx& c) {
@@ -410,8 +399,7 @@ asio::awaitable<S3Result<void>> S3Handler::DeleteObjects(Ctx& c) {
     }
   }
   w.Close("DeleteResult");
-  co_await SendXml(c, 200, w.Finish());
-  co_return S3Result<void>();
+  co_return co_await ReplyXml(c, w.Finish());
 }
 
 asio::awaitable<S3Result<void>> S3Handler::GetObjectBody(Ctx& c) { return GetObject(c, false); }

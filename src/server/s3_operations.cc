@@ -139,15 +139,12 @@ asio::awaitable<S3Result<void>> S3Handler::GetBucketLocation(Ctx& c) {
   XmlWriter w;
   w.Open("LocationConstraint", true);
   w.Close("LocationConstraint");
-  co_await SendXml(c, 200, w.Finish());
-  co_return S3Result<void>();
+  co_return co_await ReplyXml(c, w.Finish());
 }
 
 asio::awaitable<S3Result<void>> S3Handler::GetKvLayout(Ctx& c) {
   if (!c.bucket.layout) co_return Fail("NoSuchKey", "bucket is not bound to a KV layout");
-  Headers h{{"Content-Type", "application/json"}};
-  (void)co_await c.ex.Respond(200, std::move(h), ModelToJson(*c.bucket.layout));
-  co_return S3Result<void>();
+  co_return co_await ReplyJson(c, ModelToJson(*c.bucket.layout));
 }
 
 }  // namespace objectcache::server

@@ -84,8 +84,7 @@ asio::awaitable<S3Result<void>> S3Handler::ListObjectVersions(Ctx& c) {
   }
   WriteCommonPrefixes(&w, listing->prefixes, url);
   w.Close("ListVersionsResult");
-  co_await SendXml(c, 200, w.Finish());
-  co_return S3Result<void>();
+  co_return co_await ReplyXml(c, w.Finish());
 }
 
 asio::awaitable<S3Result<void>> S3Handler::BucketVersioning(Ctx& c, bool put) {
@@ -94,8 +93,7 @@ asio::awaitable<S3Result<void>> S3Handler::BucketVersioning(Ctx& c, bool put) {
     XmlWriter w;
     w.Open("VersioningConfiguration", true);
     w.Close("VersioningConfiguration");
-    co_await SendXml(c, 200, w.Finish());
-    co_return S3Result<void>();
+    co_return co_await ReplyXml(c, w.Finish());
   }
   auto body = co_await ReadSmallBody(c, 64 << 10);
   if (!body) co_return std::unexpected(body.error());
@@ -114,9 +112,7 @@ asio::awaitable<S3Result<void>> S3Handler::BucketVersioning(Ctx& c, bool put) {
     co_return Fail("MalformedXML", "versioning Status must be Enabled or Suspended");
   }
   // Suspended (or no status): what an unversioned bucket already is.
-  Headers h{{"x-amz-request-id", c.request_id}};
-  (void)co_await c.ex.Respond(200, std::move(h), "");
-  co_return S3Result<void>();
+  co_return co_await Reply(c, 200);
 }
 
 asio::awaitable<S3Result<void>> S3Handler::ObjectExists(Ctx& c) {
@@ -147,8 +143,7 @@ asio::awaitable<S3Result<void>> S3Handler::GetAcl(Ctx& c) {
   w.Close("Grant");
   w.Close("AccessControlList");
   w.Close("AccessControlPolicy");
-  co_await SendXml(c, 200, w.Finish());
-  co_return S3Result<void>();
+  co_return co_await ReplyXml(c, w.Finish());
 }
 
 asio::awaitable<S3Result<void>> S3Handler::PutAcl(Ctx& c) {
@@ -172,9 +167,7 @@ asio::awaitable<S3Result<void>> S3Handler::PutAcl(Ctx& c) {
     if (!IsPrivatePolicy(root)) co_return refuse();
   }
   if (auto exists = co_await ObjectExists(c); !exists) co_return exists;
-  Headers h{{"x-amz-request-id", c.request_id}};
-  (void)co_await c.ex.Respond(200, std::move(h), "");
-  co_return S3Result<void>();
+  co_return co_await Reply(c, 200);
 }
 
 asio::awaitable<S3Result<void>> S3Handler::GetBucketVersioning(Ctx& c) {
