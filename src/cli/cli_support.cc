@@ -1,6 +1,7 @@
 #include "cli/cli_support.h"
 
 #include <fcntl.h>
+#include <pthread.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -25,6 +26,14 @@ void RunCommand(const std::function<Status()>& body) {
     std::cerr << "objectcache: error: " << s.ToString() << "\n";
     ExitCode() = kExitError;
   }
+}
+
+sigset_t BlockSignals(std::initializer_list<int> signals) {
+  sigset_t set;
+  sigemptyset(&set);
+  for (int s : signals) sigaddset(&set, s);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  return set;
 }
 
 Result<std::string> ReadFile(const std::string& path) {

@@ -6,8 +6,11 @@
 // and renamed, so a failed command leaves no half-written file.
 #pragma once
 
+#include <signal.h>
+
 #include <CLI/CLI.hpp>
 #include <cstdint>
+#include <initializer_list>
 #include <memory>
 #include <optional>
 #include <string>
@@ -42,6 +45,10 @@ CLI::App* AddCommand(CLI::App* parent, std::string name, std::string description
   cmd->callback([flags, run] { RunCommand([&] { return run(*flags); }); });
   return cmd;
 }
+
+// Blocks `signals` in this thread, and so in every thread it starts after, for a sigwait on the
+// set returned.
+sigset_t BlockSignals(std::initializer_list<int> signals);
 
 // Reads a whole file ("-" = stdin).
 Result<std::string> ReadFile(const std::string& path);

@@ -85,11 +85,7 @@ Status Serve(const ServeFlags& f) {
   o.max_poll_interval = std::chrono::microseconds(std::max(f.max_poll_us, f.poll_us));
   // Blocked before any thread starts (the store's, the workers'): they inherit the mask, so
   // the signals reach sigwait below and the controller stops cleanly, unlinking its segment.
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGINT);
-  sigaddset(&signals, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  const sigset_t signals = BlockSignals({SIGINT, SIGTERM});
   OC_ASSIGN_OR_RETURN(std::unique_ptr<Store> store, OpenStoreFlag(f.store));
   OC_ASSIGN_OR_RETURN(auto controller, nvmekv::Controller::Start(store.get(), o));
   std::cerr << "objectcache nvme-kv: serving " << store->Uri()

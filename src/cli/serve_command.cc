@@ -218,12 +218,7 @@ Status RunServe(const ServeFlags& f) {
   OC_ASSIGN_OR_RETURN(std::unique_ptr<Store> store, OpenStoreFlag(uri, context));
 
   // Signals are taken by sigwait below, on this thread only.
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGINT);
-  sigaddset(&signals, SIGTERM);
-  sigaddset(&signals, SIGHUP);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  const sigset_t signals = BlockSignals({SIGINT, SIGTERM, SIGHUP});
 
   ServerMetrics metrics;
   std::unique_ptr<RequestHandler> handler;
