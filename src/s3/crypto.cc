@@ -7,6 +7,8 @@
 #include <openssl/hmac.h>
 #include <openssl/rand.h>
 
+#include "core/hex.h"
+
 namespace objectcache::s3 {
 
 struct Digest::Ctx {
@@ -124,31 +126,13 @@ std::string HmacSha1(std::string_view key, std::string_view bytes) {
 }
 
 std::string ToHex(std::string_view raw) {
-  static constexpr char kDigits[] = "0123456789abcdef";
-  std::string out(raw.size() * 2, '0');
-  for (size_t i = 0; i < raw.size(); ++i) {
-    auto b = static_cast<unsigned char>(raw[i]);
-    out[2 * i] = kDigits[b >> 4];
-    out[2 * i + 1] = kDigits[b & 0xf];
-  }
-  return out;
+  return EncodeHex(reinterpret_cast<const uint8_t*>(raw.data()), raw.size());
 }
 
 bool DecodeHexDigest(std::string_view hex, std::string* raw) {
   if (hex.size() % 2 != 0) return false;
-  auto digit = [](char c) -> int {
-    if (c >= '0' && c <= '9') return c - '0';
-    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-    return -1;
-  };
-  raw->clear();
-  for (size_t i = 0; i < hex.size(); i += 2) {
-    int hi = digit(hex[i]), lo = digit(hex[i + 1]);
-    if (hi < 0 || lo < 0) return false;
-    *raw += static_cast<char>(hi << 4 | lo);
-  }
-  return true;
+  raw->assign(hex.size() / 2, '\0');
+  return DecodeHex(hex, reinterpret_cast<uint8_t*>(raw->data()));
 }
 
 std::string Base64Encode(std::string_view raw) {

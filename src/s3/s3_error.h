@@ -30,6 +30,14 @@ inline S3Error MakeS3Error(std::string code, std::string message) {
   return S3Error{std::move(code), std::move(message), ""};
 }
 
+// A signature that cannot be read: in the query string of a presigned URL, or in the
+// Authorization header.
+inline S3Error SignatureMalformed(bool presigned, std::string message) {
+  return MakeS3Error(
+      presigned ? "AuthorizationQueryParametersError" : "AuthorizationHeaderMalformed",
+      std::move(message));
+}
+
 // A store or core failure as the S3 error a client expects (NotFound on an object is
 // NoSuchKey, ResourceExhausted is a 507-style InsufficientStorage, DataLoss a 500, ...).
 S3Error FromStatus(const Status& status);

@@ -66,12 +66,6 @@ std::time_t ParseRfc1123(const std::string& text) {
   return ::timegm(&tm);
 }
 
-S3Error Malformed(bool presigned, std::string message) {
-  return MakeS3Error(
-      presigned ? "AuthorizationQueryParametersError" : "AuthorizationHeaderMalformed",
-      std::move(message));
-}
-
 }  // namespace
 
 bool IsSigV2(const S3Request& r) {
@@ -119,7 +113,8 @@ S3Result<SigV4Identity> VerifySigV2(const S3Request& r, const SecretLookup& secr
     std::string_view a = std::string_view(*auth).substr(4);  // after "AWS "
     const size_t colon = a.rfind(':');
     if (colon == std::string_view::npos || colon == 0 || colon + 1 == a.size()) {
-      return std::unexpected(Malformed(false, "Authorization must be AWS ACCESS_KEY:SIGNATURE"));
+      return std::unexpected(
+          SignatureMalformed(false, "Authorization must be AWS ACCESS_KEY:SIGNATURE"));
     }
     access_key = std::string(a.substr(0, colon));
     signature = std::string(a.substr(colon + 1));
@@ -146,7 +141,7 @@ S3Result<SigV4Identity> VerifySigV2(const S3Request& r, const SecretLookup& secr
     if (expires == nullptr || !ParseDecimal(*expires, &at) ||
         at > static_cast<uint64_t>(now + kMaxPresignedSeconds)) {
       return std::unexpected(
-          Malformed(true, "Expires must be a time in seconds at most 7 days from now"));
+          SignatureMalformed(true, "Expires must be a time in seconds at most 7 days from now"));
     }
     if (static_cast<std::time_t>(at) < now) {
       return std::unexpected(MakeS3Error("AccessDenied", "Request has expired"));
@@ -166,7 +161,7 @@ S3Result<SigV4Identity> VerifySigV2(const S3Request& r, const SecretLookup& secr
   id.payload_hash = payload ? *payload : std::string(kUnsignedPayload);
   if (id.payload_hash.starts_with("STREAMING-AWS4")) {
     return std::unexpected(
-        Malformed(id.presigned, "signed streaming payloads need Signature Version 4"));
+        SignatureMalformed(id.presigned, "signed streaming payloads need Signature Version 4"));
   }
   const std::string* secret = secrets(access_key);
   if (secret == nullptr) {

@@ -146,12 +146,6 @@ bool ParseCredential(std::string_view credential, CredentialScope* out) {
   return true;
 }
 
-S3Error Malformed(bool presigned, std::string message) {
-  return MakeS3Error(
-      presigned ? "AuthorizationQueryParametersError" : "AuthorizationHeaderMalformed",
-      std::move(message));
-}
-
 }  // namespace
 
 std::string AmzDate(std::time_t t) { return FormatUtc(t, "%Y%m%dT%H%M%SZ"); }
@@ -235,9 +229,9 @@ S3Result<SigV4Identity> VerifySigV4(const S3Request& request, const SecretLookup
     const std::string* sh = request.Query("X-Amz-SignedHeaders");
     if (!algorithm || *algorithm != kAlgorithm || !cred || !date || !exp || !sh) {
       return std::unexpected(
-          Malformed(true,
-                    "presigned URL lacks X-Amz-Algorithm, Credential, Date, Expires or "
-                    "SignedHeaders"));
+          SignatureMalformed(true,
+                             "presigned URL lacks X-Amz-Algorithm, Credential, Date, Expires or "
+                             "SignedHeaders"));
     }
     credential = *cred;
     amz_date = *date;
@@ -246,7 +240,7 @@ S3Result<SigV4Identity> VerifySigV4(const S3Request& request, const SecretLookup
     auto [end, ec] = std::from_chars(exp->data(), exp->data() + exp->size(), expires);
     if (ec != std::errc() || end != exp->data() + exp->size() || expires < 1 ||
         expires > kMaxPresignedSeconds) {
-      return std::unexpected(Malformed(true, "X-Amz-Expires must be 1 to 604800 seconds"));
+      return std::unexpected(SignatureMalformed(true, "X-Amz-Expires must be 1 to 604800 seconds"));
     }
     const std::string* payload = request.Header("x-amz-content-sha256");
     id.payload_hash = payload ? *payload : std::string(kUnsignedPayload);
@@ -256,16 +250,18 @@ S3Result<SigV4Identity> VerifySigV4(const S3Request& request, const SecretLookup
 
   CredentialScope scope;
   if (!ParseCredential(credential, &scope)) {
-    return std::unexpected(Malformed(id.presigned, "malformed Credential '" + credential + "'"));
+    return std::unexpected(
+        SignatureMalformed(id.presigned, "malformed Credential '" + credential + "'"));
   }
   if (scope.service != "s3") {
-    return std::unexpected(Malformed(id.presigned, "credential scope must be for service s3"));
+    return std::unexpected(
+        SignatureMalformed(id.presigned, "credential scope must be for service s3"));
   }
   if (signed_headers.empty() || signature.size() != 64) {
-    return std::unexpected(Malformed(id.presigned, "missing SignedHeaders or Signature"));
+    return std::unexpected(SignatureMalformed(id.presigned, "missing SignedHeaders or Signature"));
   }
   if (scope.region != region) {
-    return std::unexpected(Malformed(
+    return std::unexpected(SignatureMalformed(
         id.presigned,
         "the region '" + scope.region + "' is wrong; expecting '" + std::string(region) + "'"));
   }
@@ -295,7 +291,7 @@ S3Result<SigV4Identity> VerifySigV4(const S3Request& request, const SecretLookup
   const std::time_t signed_at = ParseAmzDate(amz_date);
   if (signed_at < 0 || amz_date.substr(0, 8) != scope.date) {
     return std::unexpected(
-        Malformed(id.presigned, "bad or mismatched X-Amz-Date '" + amz_date + "'"));
+        SignatureMalformed(id.presigned, "bad or mismatched X-Amz-Date '" + amz_date + "'"));
   }
   if (id.presigned) {
     if (now > signed_at + expires) {
