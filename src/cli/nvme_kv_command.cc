@@ -1,6 +1,5 @@
 #include "cli/nvme_kv_command.h"
 
-#include <pthread.h>
 #include <signal.h>
 
 #include <algorithm>
@@ -145,12 +144,12 @@ struct StoreFlags : HostFlags {
 Status StoreValue(const StoreFlags& f) {
   OC_ASSIGN_OR_RETURN(Key k, ParseKey(f.key));
   OC_ASSIGN_OR_RETURN(std::string value, ReadFile(f.file));
+  if (value.size() > UINT32_MAX) return InvalidArgumentError("values are at most 4 GiB - 1");
   OC_ASSIGN_OR_RETURN(auto host, Attach(f));
   OC_ASSIGN_OR_RETURN(nvmekv::DataBuffer buf, host->Allocate(value.size()));
   std::memcpy(buf.bytes().data(), value.data(), value.size());
   uint8_t options = (f.create_only ? nvmekv::kv::kStoreCreateOnly : 0) |
                     (f.update_only ? nvmekv::kv::kStoreUpdateOnly : 0);
-  if (value.size() > UINT32_MAX) return InvalidArgumentError("values are at most 4 GiB - 1");
   return KvStore(host->io_queue(0), k, buf, static_cast<uint32_t>(value.size()), options);
 }
 

@@ -1,6 +1,5 @@
 #include "cli/serve_command.h"
 
-#include <pthread.h>
 #include <signal.h>
 #include <sys/resource.h>
 
