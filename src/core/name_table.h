@@ -1,7 +1,9 @@
 // The names of an enumeration's values, written once: a table of {value, name} rows gives the
 // name of a value, the value of a name, and, when a name matches none, an error that lists them
 // all. A table lists the values in their order with no gap (ListsEveryValueInOrder, to
-// static_assert beside it).
+// static_assert beside it). Unlike a switch, a table does not make the compiler name an
+// enumerator it misses: one added after the last row is named `unknown` and cannot be parsed,
+// so an enumeration's table stays next to the functions that name it.
 #pragma once
 
 #include <cstddef>
