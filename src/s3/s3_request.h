@@ -24,6 +24,11 @@ struct S3Request {
   const std::string* Header(std::string_view name) const;
   const std::string* Query(std::string_view name) const;
   bool HasQuery(std::string_view name) const { return Query(name) != nullptr; }
+  // The parameter's value; empty when it is absent.
+  std::string QueryValue(std::string_view name) const {
+    const std::string* v = Query(name);
+    return v ? *v : std::string();
+  }
 };
 
 // A whole string of decimal digits (no sign, no space, no trailing text) that fits in u64;

@@ -68,7 +68,7 @@ asio::awaitable<S3Result<void>> S3Handler::ListBuckets(Ctx& c) {
     if (*n < 1 || *n > 10000) co_return Fail("InvalidArgument", "max-buckets must be 1 to 10000");
     max_buckets = *n;
   }
-  const std::string prefix = r.Query("prefix") ? *r.Query("prefix") : std::string();
+  const std::string prefix = r.QueryValue("prefix");
   std::string after;
   if (const std::string* token = r.Query("continuation-token")) {
     if (!Base64Decode(*token, &after) || after.empty()) {

@@ -79,16 +79,12 @@ Result<S3Handler::Listing> S3Handler::ListBucket(const std::string& bucket,
 
 asio::awaitable<S3Result<void>> S3Handler::ListObjects(Ctx& c, bool v2) {
   const S3Request& r = c.req;
-  auto q = [&r](const char* name) {
-    const std::string* v = r.Query(name);
-    return v ? *v : std::string();
-  };
-  const std::string prefix = q("prefix"), delimiter = q("delimiter");
+  const std::string prefix = r.QueryValue("prefix"), delimiter = r.QueryValue("delimiter");
   auto url_encoded = QueryUrlEncoding(r);
   if (!url_encoded) co_return std::unexpected(url_encoded.error());
   const bool url = *url_encoded;
   // ListObjects (v1) always names each object's owner; v2 when asked to.
-  const bool owner = !v2 || q("fetch-owner") == "true";
+  const bool owner = !v2 || r.QueryValue("fetch-owner") == "true";
   auto max_keys = QueryNumber(r, "max-keys", 1000, 1000);
   if (!max_keys) co_return std::unexpected(max_keys.error());
   std::string position;  // list names strictly after this
@@ -98,10 +94,10 @@ asio::awaitable<S3Result<void>> S3Handler::ListObjects(Ctx& c, bool v2) {
         co_return Fail("InvalidArgument", "The continuation token provided is incorrect");
       }
     } else {
-      position = q("start-after");
+      position = r.QueryValue("start-after");
     }
   } else {
-    position = q("marker");
+    position = r.QueryValue("marker");
   }
   auto listing = co_await Blocking(
       [&] { return ListBucket(r.bucket, prefix, delimiter, position, *max_keys); });
@@ -117,7 +113,8 @@ asio::awaitable<S3Result<void>> S3Handler::ListObjects(Ctx& c, bool v2) {
   if (v2) {
     w.Element("KeyCount", std::to_string(listing->objects.size() + listing->prefixes.size()));
     if (const std::string* t = r.Query("continuation-token")) w.Element("ContinuationToken", *t);
-    if (r.Query("start-after")) w.Element("StartAfter", ListingName(q("start-after"), url));
+    if (r.Query("start-after"))
+      w.Element("StartAfter", ListingName(r.QueryValue("start-after"), url));
     if (listing->truncated) w.Element("NextContinuationToken", Base64Encode(listing->last));
   } else {
     w.Element("Marker", ListingName(position, url));

@@ -447,13 +447,9 @@ asio::awaitable<S3Result<void>> S3Handler::ListUploads(Ctx& c) {
   const S3Request& r = c.req;
   auto max_uploads = QueryNumber(r, "max-uploads", kMaxListed, kMaxListed);
   if (!max_uploads) co_return std::unexpected(max_uploads.error());
-  auto q = [&r](const char* name) {
-    const std::string* v = r.Query(name);
-    return v ? *v : std::string();
-  };
-  const std::string prefix = q("prefix"), key_marker = q("key-marker");
-  const std::string delimiter = q("delimiter");
-  const std::string id_marker = q("upload-id-marker");
+  const std::string prefix = r.QueryValue("prefix"), key_marker = r.QueryValue("key-marker");
+  const std::string delimiter = r.QueryValue("delimiter");
+  const std::string id_marker = r.QueryValue("upload-id-marker");
   auto url_encoded = QueryUrlEncoding(r);
   if (!url_encoded) co_return std::unexpected(url_encoded.error());
   const bool url = *url_encoded;

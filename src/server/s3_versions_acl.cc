@@ -37,12 +37,9 @@ bool IsPrivatePolicy(const XmlElement& root) {
 
 asio::awaitable<S3Result<void>> S3Handler::ListObjectVersions(Ctx& c) {
   const S3Request& r = c.req;
-  auto q = [&r](const char* name) {
-    const std::string* v = r.Query(name);
-    return v ? *v : std::string();
-  };
-  const std::string prefix = q("prefix"), delimiter = q("delimiter"), key_marker = q("key-marker");
-  const std::string version_marker = q("version-id-marker");
+  const std::string prefix = r.QueryValue("prefix"), delimiter = r.QueryValue("delimiter"),
+                    key_marker = r.QueryValue("key-marker");
+  const std::string version_marker = r.QueryValue("version-id-marker");
   auto url_encoded = QueryUrlEncoding(r);
   if (!url_encoded) co_return std::unexpected(url_encoded.error());
   const bool url = *url_encoded;
