@@ -130,7 +130,6 @@ std::string ToHex(std::string_view raw) {
 }
 
 bool DecodeHexDigest(std::string_view hex, std::string* raw) {
-  if (hex.size() % 2 != 0) return false;
   raw->assign(hex.size() / 2, '\0');
   return DecodeHex(hex, reinterpret_cast<uint8_t*>(raw->data()));
 }

@@ -190,8 +190,7 @@ S3Result<SigV4Identity> VerifySigV4(const S3Request& request, const SecretLookup
     std::string_view a = *auth;
     if (!a.starts_with(kAlgorithm)) {
       return std::unexpected(
-          MakeS3Error("AuthorizationHeaderMalformed",
-                      "only AWS4-HMAC-SHA256 (Signature Version 4) is supported"));
+          SignatureMalformed(false, "only AWS4-HMAC-SHA256 (Signature Version 4) is supported"));
     }
     a.remove_prefix(kAlgorithm.size());
     // Credential=..., SignedHeaders=..., Signature=...
