@@ -192,16 +192,9 @@ void Controller::Impl::Enable(uint32_t cc) {
     mem_.Register32(reg::kCsts).store(reg::kCstsFatal, std::memory_order_release);
     return;
   }
-  auto cq = std::make_shared<CompletionQueue>();
-  cq->qid = 0;
-  cq->entries = cq_entries;
-  cq->base = reinterpret_cast<CompletionEntry*>(*cq_mem);
+  auto cq = std::make_shared<CompletionQueue>(0, cq_entries, *cq_mem);
   cq->sq_refs = 1;
-  auto sq = std::make_shared<SubmissionQueue>();
-  sq->qid = 0;
-  sq->entries = sq_entries;
-  sq->base = reinterpret_cast<SubmissionEntry*>(*sq_mem);
-  sq->cq = cq;
+  auto sq = std::make_shared<SubmissionQueue>(0, sq_entries, *sq_mem, cq);
   mem_.Register32(SqTailDoorbell(0, kDoorbellStride)).store(0);
   mem_.Register32(CqHeadDoorbell(0, kDoorbellStride)).store(0);
   cqs_[0] = cq;

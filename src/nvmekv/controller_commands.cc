@@ -100,23 +100,27 @@ Outcome Controller::Impl::GetFeatures(const SubmissionEntry& e) {
   }
 }
 
+std::expected<std::byte*, Outcome> Controller::Impl::IoQueueMemory(const SubmissionEntry& e,
+                                                                   uint32_t entries,
+                                                                   size_t entry_bytes) {
+  if (entries < 2 || entries > opt_.max_queue_entries) {
+    return std::unexpected(Fail(CommandSpecific(sc::kInvalidQueueSize)));
+  }
+  std::optional<std::byte*> memory = QueueMemory(e.data_pointer(), entries, entry_bytes);
+  if ((e.dw[11] & 1) == 0 || !memory) return std::unexpected(Fail(Generic(sc::kInvalidField)));
+  return *memory;
+}
+
 Outcome Controller::Impl::CreateCq(const SubmissionEntry& e) {
   uint16_t qid = e.dw[10] & 0xffff;
   uint32_t entries = (e.dw[10] >> 16) + 1;
   uint32_t cc = mem_.Register32(reg::kCc).load(std::memory_order_acquire);
   if (((cc >> reg::kCcIocqesShift) & 0xf) != 4) return Fail(Generic(sc::kInvalidField));
   if (!ValidIoQueueId(qid) || cqs_[qid]) return Fail(CommandSpecific(sc::kInvalidQueueIdentifier));
-  if (entries < 2 || entries > opt_.max_queue_entries) {
-    return Fail(CommandSpecific(sc::kInvalidQueueSize));
-  }
-  auto base = QueueMemory(e.data_pointer(), entries, kCompletionEntryBytes);
-  if ((e.dw[11] & 1) == 0 || !base) return Fail(Generic(sc::kInvalidField));
-  auto cq = std::make_shared<CompletionQueue>();
-  cq->qid = qid;
-  cq->entries = entries;
-  cq->base = reinterpret_cast<CompletionEntry*>(*base);
+  auto memory = IoQueueMemory(e, entries, kCompletionEntryBytes);
+  if (!memory) return memory.error();
   mem_.Register32(CqHeadDoorbell(qid, kDoorbellStride)).store(0);
-  cqs_[qid] = cq;
+  cqs_[qid] = std::make_shared<CompletionQueue>(qid, entries, *memory);
   queues_created_ = true;
   return {};
 }
@@ -130,19 +134,11 @@ Outcome Controller::Impl::CreateSq(const SubmissionEntry& e) {
   if (cqid == 0 || cqid >= kMaxQueues || !cqs_[cqid]) {
     return Fail(CommandSpecific(sc::kCompletionQueueInvalid));
   }
-  if (entries < 2 || entries > opt_.max_queue_entries) {
-    return Fail(CommandSpecific(sc::kInvalidQueueSize));
-  }
-  auto base = QueueMemory(e.data_pointer(), entries, kSubmissionEntryBytes);
-  if ((e.dw[11] & 1) == 0 || !base) return Fail(Generic(sc::kInvalidField));
-  auto sq = std::make_shared<SubmissionQueue>();
-  sq->qid = qid;
-  sq->entries = entries;
-  sq->base = reinterpret_cast<SubmissionEntry*>(*base);
-  sq->cq = cqs_[cqid];
-  sq->cq->sq_refs++;
+  auto memory = IoQueueMemory(e, entries, kSubmissionEntryBytes);
+  if (!memory) return memory.error();
+  cqs_[cqid]->sq_refs++;
   mem_.Register32(SqTailDoorbell(qid, kDoorbellStride)).store(0);
-  sqs_[qid] = sq;
+  sqs_[qid] = std::make_shared<SubmissionQueue>(qid, entries, *memory, cqs_[cqid]);
   active_.push_back(qid);
   queues_created_ = true;
   return {};

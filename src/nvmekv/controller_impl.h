@@ -10,6 +10,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstring>
+#include <expected>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -54,9 +55,11 @@ struct Outcome {
 inline Outcome Fail(CompletionStatus s) { return {s, 0, 0}; }
 
 struct CompletionQueue {
-  uint16_t qid = 0;
-  uint32_t entries = 0;
-  CompletionEntry* base = nullptr;
+  CompletionQueue(uint16_t id, uint32_t size, std::byte* memory)
+      : qid(id), entries(size), base(reinterpret_cast<CompletionEntry*>(memory)) {}
+  const uint16_t qid;
+  const uint32_t entries;
+  CompletionEntry* const base;
   std::mutex mu;
   uint32_t tail = 0;  // guarded by mu
   bool phase = true;  // guarded by mu
@@ -64,10 +67,16 @@ struct CompletionQueue {
 };
 
 struct SubmissionQueue {
-  uint16_t qid = 0;
-  uint32_t entries = 0;
-  SubmissionEntry* base = nullptr;
-  std::shared_ptr<CompletionQueue> cq;
+  SubmissionQueue(uint16_t id, uint32_t size, std::byte* memory,
+                  std::shared_ptr<CompletionQueue> completions)
+      : qid(id),
+        entries(size),
+        base(reinterpret_cast<SubmissionEntry*>(memory)),
+        cq(std::move(completions)) {}
+  const uint16_t qid;
+  const uint32_t entries;
+  SubmissionEntry* const base;
+  const std::shared_ptr<CompletionQueue> cq;
   std::atomic<uint32_t> head{0};  // written by the leader only
   std::atomic<int> in_flight{0};
   uint32_t last_bad_tail = UINT32_MAX;  // leader only: count a bad doorbell value once
@@ -144,6 +153,11 @@ class Controller::Impl {
 
   // Queue memory of `entries` entries of `entry_bytes` at `base`: page aligned and inside.
   std::optional<std::byte*> QueueMemory(uint64_t base, uint32_t entries, size_t entry_bytes);
+  // The memory a Create I/O Completion/Submission Queue command names for `entries` entries:
+  // Invalid Queue Size outside 2..CAP.MQES+1, Invalid Field unless physically contiguous and
+  // inside the queue region.
+  std::expected<std::byte*, Outcome> IoQueueMemory(const SubmissionEntry& e, uint32_t entries,
+                                                   size_t entry_bytes);
 
   std::optional<std::span<std::byte>> Data(uint64_t offset, uint64_t length);
 
