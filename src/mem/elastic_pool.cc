@@ -2,6 +2,7 @@
 #include <condition_variable>
 #include <set>
 #include <thread>
+#include <utility>
 
 #include "objectcache/kv_pool.h"
 
@@ -199,6 +200,19 @@ class ElasticPoolImpl final : public ElasticPool {
 
   bool HasWorkLocked() const { return ShouldMapLocked() || ShouldUnmapLocked(); }
 
+  // Runs a backend call with mu_ released and busy_ set meanwhile; its status and seconds.
+  template <typename Call>
+  std::pair<Status, double> CallBackendUnlocked(std::unique_lock<std::mutex>& lock, Call call) {
+    busy_ = true;
+    lock.unlock();
+    const double t0 = Now();
+    Status s = call();
+    const double seconds = Now() - t0;
+    lock.lock();
+    busy_ = false;
+    return {std::move(s), seconds};
+  }
+
   void MapperLoop() {
     std::unique_lock lock(mu_);
     for (;;) {
@@ -217,13 +231,7 @@ class ElasticPoolImpl final : public ElasticPool {
         pages_[page].state = PageState::kMapping;
         mapped_pages_++;
         mapping_pages_++;
-        busy_ = true;
-        lock.unlock();
-        const double t0 = Now();
-        Status s = backend_->Map(base_, page);
-        const double t = Now() - t0;
-        lock.lock();
-        busy_ = false;
+        const auto [s, t] = CallBackendUnlocked(lock, [&] { return backend_->Map(base_, page); });
         mapping_pages_--;
         if (!s.ok()) {
           pages_[page].state = PageState::kUnmapped;
@@ -249,13 +257,7 @@ class ElasticPoolImpl final : public ElasticPool {
         p.free.clear();
         with_free_.erase(page);
         free_mapped_ -= blocks_per_page_;
-        busy_ = true;
-        lock.unlock();
-        const double t0 = Now();
-        Status s = backend_->Unmap(base_, page);
-        const double t = Now() - t0;
-        lock.lock();
-        busy_ = false;
+        const auto [s, t] = CallBackendUnlocked(lock, [&] { return backend_->Unmap(base_, page); });
         p.state = PageState::kUnmapped;
         mapped_pages_--;
         if (options_.budget) options_.budget->Give(page_);
