@@ -37,6 +37,12 @@ std::unique_ptr<device::Stream> Wrap(device::Device& d, uintptr_t handle) {
   return Take(s);
 }
 
+// A stream argument (as StreamHandle reads it) on the device of `caches`.
+std::unique_ptr<device::Stream> StreamArgument(py::handle stream, const DeviceCaches& caches) {
+  device::Device& d = *caches.target.device;
+  return Wrap(d, StreamHandle(stream, d, caches.device_index));
+}
+
 py::dict StatsDict(const DeviceTransferStats& s) {
   py::dict d;
   d["staging_bytes"] = s.staging_bytes;
@@ -269,8 +275,7 @@ void PyDeviceRetrieval::WaitForLayer(uint32_t layer) {
 }
 
 void PyDeviceRetrieval::StreamWaitForLayer(uint32_t layer, py::handle stream) {
-  device::Device& d = *caches_.target.device;
-  std::unique_ptr<device::Stream> s = Wrap(d, StreamHandle(stream, d, caches_.device_index));
+  std::unique_ptr<device::Stream> s = StreamArgument(stream, caches_);
   CheckArgument(Released([&] { return retrieval_->StreamWaitForLayer(layer, *s); }));
 }
 
@@ -286,8 +291,7 @@ PyDeviceSave::~PyDeviceSave() {
 }
 
 void PyDeviceSave::SaveLayer(uint32_t layer, py::handle stream) {
-  device::Device& d = *caches_.target.device;
-  std::unique_ptr<device::Stream> s = Wrap(d, StreamHandle(stream, d, caches_.device_index));
+  std::unique_ptr<device::Stream> s = StreamArgument(stream, caches_);
   CheckArgument(Released([&] { return save_->SaveLayer(layer, *s); }));
 }
 
