@@ -141,15 +141,14 @@ Result<std::unique_ptr<ObjectWriter>> LocalStore::NewWriter(std::string_view key
 }
 
 Result<std::unique_ptr<ObjectReader>> LocalStore::OpenReaderIfCached(std::string_view key) {
-  OC_RETURN_IF_ERROR(ValidateKey(key));
-  IndexShard& s = index_[IndexShardOf(key)];
-  std::lock_guard lock(s.mu);
-  const EntryId id = s.Find(key);
-  if (id == kNoEntry) return NotFoundError("reading '" + std::string(key) + "': no such object");
-  auto open = s.open_files.find(key);
-  if (open == s.open_files.end()) return UnavailableError("object file is not open");
-  s.objects.Touch(id, ++clock_);
-  return std::unique_ptr<ObjectReader>(new LocalObjectReader(open->second));
+  return WithIndexEntry(key, "reading",
+                        [&](IndexShard& s, EntryId id) -> Result<std::unique_ptr<ObjectReader>> {
+                          auto open = s.open_files.find(key);
+                          if (open == s.open_files.end())
+                            return UnavailableError("object file is not open");
+                          s.objects.Touch(id, ++clock_);
+                          return std::unique_ptr<ObjectReader>(new LocalObjectReader(open->second));
+                        });
 }
 
 Result<std::unique_ptr<ObjectReader>> LocalStore::OpenReader(std::string_view key) {
@@ -306,12 +305,9 @@ bool LocalStore::EvictOldest(uint64_t* pinned_seen) {
 }
 
 Result<ObjectInfo> LocalStore::Stat(std::string_view key) {
-  OC_RETURN_IF_ERROR(ValidateKey(key));
-  IndexShard& s = index_[IndexShardOf(key)];
-  std::lock_guard lock(s.mu);
-  const EntryId id = s.Find(key);
-  if (id == kNoEntry) return NotFoundError("'" + std::string(key) + "': no such object");
-  return ObjectInfo{std::string(key), s.objects.size(id)};
+  return WithIndexEntry(key, "", [&](IndexShard& s, EntryId id) -> Result<ObjectInfo> {
+    return ObjectInfo{std::string(key), s.objects.size(id)};
+  });
 }
 
 Result<OpenObjectRef> LocalStore::OpenForRead(std::string_view key) {
@@ -443,22 +439,18 @@ Result<std::vector<bool>> LocalStore::Exist(std::span<const std::string_view> ke
 Status LocalStore::Delete(std::string_view key) { return DeleteMatching(key, std::nullopt); }
 
 Status LocalStore::Pin(std::string_view key, int64_t until) {
-  OC_RETURN_IF_ERROR(ValidateKey(key));
-  const std::string what = "pinning '" + std::string(key) + "'";
-  IndexShard& s = index_[IndexShardOf(key)];
-  std::lock_guard lock(s.mu);
-  const EntryId id = s.Find(key);
-  if (id == kNoEntry) return NotFoundError(what + ": no such object");
-  if (until <= s.objects.pinned_until(id)) return Status();
-  // Kept with the file too, so that a restart keeps it (a replacement keeps it in memory).
-  Fd f(::openat(DirFor(key), LocalStoreFileName(key).c_str(), O_RDONLY | O_CLOEXEC));
-  if (!f.valid()) return ErrnoError(what, errno);
-  const std::string text = std::to_string(until);
-  if (::fsetxattr(f.get(), kPinXattr, text.data(), text.size(), 0) != 0) {
-    return ErrnoError(what, errno);
-  }
-  s.objects.set_pinned_until(id, until);
-  return Status();
+  return WithIndexEntry(key, "pinning", [&](IndexShard& s, EntryId id) {
+    if (until <= s.objects.pinned_until(id)) return Status();
+    // Kept with the file too, so that a restart keeps it (a replacement keeps it in memory).
+    Fd f(::openat(DirFor(key), LocalStoreFileName(key).c_str(), O_RDONLY | O_CLOEXEC));
+    if (!f.valid()) return ErrnoError(Doing("pinning", key), errno);
+    const std::string text = std::to_string(until);
+    if (::fsetxattr(f.get(), kPinXattr, text.data(), text.size(), 0) != 0) {
+      return ErrnoError(Doing("pinning", key), errno);
+    }
+    s.objects.set_pinned_until(id, until);
+    return Status();
+  });
 }
 
 Status LocalStore::DeleteIf(std::string_view key, std::string_view attributes) {
@@ -467,19 +459,16 @@ Status LocalStore::DeleteIf(std::string_view key, std::string_view attributes) {
 
 Status LocalStore::DeleteMatching(std::string_view key,
                                   std::optional<std::string_view> attributes) {
-  OC_RETURN_IF_ERROR(ValidateKey(key));
-  const std::string what = "deleting '" + std::string(key) + "'";
-  IndexShard& s = index_[IndexShardOf(key)];
-  std::lock_guard lock(s.mu);
-  const EntryId id = s.Find(key);
-  if (id == kNoEntry) return NotFoundError(what + ": no such object");
-  if (attributes) OC_RETURN_IF_ERROR(MatchAttributes(s, key, *attributes, what));
-  if (::unlinkat(DirFor(key), LocalStoreFileName(key).c_str(), 0) != 0 && errno != ENOENT) {
-    return ErrnoError(what, errno);
-  }
-  s.Mutated(key);
-  Forget(s, key, id);
-  return Status();
+  return WithIndexEntry(key, "deleting", [&](IndexShard& s, EntryId id) {
+    const std::string what = Doing("deleting", key);
+    if (attributes) OC_RETURN_IF_ERROR(MatchAttributes(s, key, *attributes, what));
+    if (::unlinkat(DirFor(key), LocalStoreFileName(key).c_str(), 0) != 0 && errno != ENOENT) {
+      return ErrnoError(what, errno);
+    }
+    s.Mutated(key);
+    Forget(s, key, id);
+    return Status();
+  });
 }
 
 Result<ListPage> LocalStore::List(const ListOptions& options) {

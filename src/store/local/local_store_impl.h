@@ -24,6 +24,7 @@
 #include <map>
 #include <mutex>
 #include <thread>
+#include <type_traits>
 #include <unordered_map>
 
 #include "core/byte_order.h"
@@ -141,6 +142,24 @@ class LocalStore final : public Store {
   void EvictToCapacity();
 
  private:
+  // Runs fn(shard, id) on `key`'s index entry with its shard locked. An invalid key fails as
+  // ValidateKey says; a key the index does not hold, with NotFound "VERB 'KEY': no such object".
+  template <typename Fn>
+  std::invoke_result_t<Fn, IndexShard&, EntryId> WithIndexEntry(std::string_view key,
+                                                                std::string_view verb, Fn fn) {
+    OC_RETURN_IF_ERROR(ValidateKey(key));
+    IndexShard& s = index_[IndexShardOf(key)];
+    std::lock_guard lock(s.mu);
+    const EntryId id = s.Find(key);
+    if (id == kNoEntry) return NotFoundError(Doing(verb, key) + ": no such object");
+    return fn(s, id);
+  }
+  // "VERB 'KEY'", or "'KEY'" without a verb: what an error says was being done.
+  static std::string Doing(std::string_view verb, std::string_view key) {
+    std::string what(verb);
+    if (!what.empty()) what += ' ';
+    return what + "'" + std::string(key) + "'";
+  }
   // An object read at open joins the index of shard `s` (loading: IndexShard::BeginLoading).
   Status AddLoaded(IndexShard& s, std::string_view key, uint64_t size, uint64_t stamp,
                    int64_t pinned_until) {
