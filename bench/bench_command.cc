@@ -16,6 +16,7 @@
 #include "bench/bench_report.h"
 #include "bench/kv_fixture.h"
 #include "core/hex.h"
+#include "core/seeded_data.h"
 #include "objectcache/chunk_key.h"
 #include "objectcache/chunk_object.h"
 #include "store/local/local_store.h"
@@ -24,23 +25,6 @@ namespace objectcache::bench {
 namespace {
 
 namespace fs = std::filesystem;
-
-std::vector<uint32_t> RandomTokens(size_t n, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::vector<uint32_t> t(n);
-  for (uint32_t& v : t) v = static_cast<uint32_t>(rng() % 128256);  // Llama-3 vocabulary
-  return t;
-}
-
-std::string RandomBytes(size_t n, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::string s(n, '\0');
-  for (size_t i = 0; i + 8 <= n; i += 8) {
-    uint64_t v = rng();
-    std::memcpy(&s[i], &v, 8);
-  }
-  return s;
-}
 
 Result<ModelPreset> Model(const std::string& name) { return FindModelPreset(name); }
 
@@ -56,7 +40,7 @@ struct KeysFlags {
 Status RunKeys(const KeysFlags& f) {
   OC_ASSIGN_OR_RETURN(ModelPreset m, Model(f.layout));
   KeyNamespace ns(m.name, m.layout);
-  std::vector<uint32_t> tokens = RandomTokens(f.tokens, 1);
+  std::vector<uint32_t> tokens = SeededTokens(f.tokens, 1);
   const std::vector<ChunkKey> reference = ns.KeysForTokens(tokens);
   std::vector<double> ours, ceiling;
   uint64_t sink = 0;
@@ -127,11 +111,11 @@ Status RunStore(const StoreFlags& f) {
 
   KeyNamespace ns(m.name, m.layout);
   std::vector<ChunkKey> keys =
-      ns.KeysForTokens(RandomTokens(f.objects * m.layout.tokens_per_chunk, 2));
+      ns.KeysForTokens(SeededTokens(f.objects * m.layout.tokens_per_chunk, 2));
   std::vector<std::string> names, objects;
   for (size_t i = 0; i < keys.size(); ++i) {
     names.push_back(keys[i].ToHex());
-    std::string kv = RandomBytes(m.layout.ChunkKvBytes(), 100 + i);
+    std::string kv = SeededBytes(m.layout.ChunkKvBytes(), 100 + i);
     OC_ASSIGN_OR_RETURN(std::string obj, EncodeChunkObject(m.layout, keys[i], AsBytes(kv)));
     objects.push_back(std::move(obj));
   }
@@ -297,7 +281,7 @@ Status RunIndex(const IndexFlags& f) {
       std::cout << "populating " << f.objects - have << " objects in " << root << " ..."
                 << std::endl;
       KeyNamespace ns("bench", FindModelPreset("llama-3.1-8b")->layout);
-      std::string payload = RandomBytes(f.payload, 5);
+      std::string payload = SeededBytes(f.payload, 5);
       ChunkKey prev;
       std::vector<uint32_t> chunk(16);
       double t0 = NowSeconds();

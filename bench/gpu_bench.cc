@@ -14,6 +14,7 @@
 
 #include "bench/bench_command.h"
 #include "bench/kv_fixture.h"
+#include "core/seeded_data.h"
 #include "engine/prefill.h"
 #include "objectcache/chunk_object.h"
 #include "objectcache/device_kv.h"
@@ -206,10 +207,8 @@ Status RunGpu(const GpuFlags& f) {
 
   // The cache's chunks saved from its blocks under new keys, and read back through the host
   // path: every slice what was stored.
-  std::vector<uint32_t> tokens(chunks * kv.tokens_per_chunk);
-  std::mt19937_64 rng(8);
-  for (uint32_t& t : tokens) t = static_cast<uint32_t>(rng() % 128256);
-  const std::vector<ChunkKey> save_keys = KeyNamespace(model.name, kv).KeysForTokens(tokens);
+  const std::vector<ChunkKey> save_keys =
+      KeyNamespace(model.name, kv).KeysForTokens(SeededTokens(chunks * kv.tokens_per_chunk, 8));
   OC_ASSIGN_OR_RETURN(std::unique_ptr<device::Stream> engine, dev->NewStream());
   const double s0 = NowSeconds();
   OC_ASSIGN_OR_RETURN(std::unique_ptr<DeviceSave> save,

@@ -19,6 +19,7 @@
 #include <random>
 #include <thread>
 
+#include "core/seeded_data.h"
 #include "objectcache/chunk_object.h"
 #include "objectcache/kv_pool.h"
 #include "objectcache/store.h"
@@ -47,12 +48,9 @@ class ClientTest : public ::testing::TestWithParam<int> {
     ASSERT_TRUE(res.has_value()) << res.error().ToString();
     ASSERT_EQ(res->status, 200u) << res->error_body;
     std::mt19937_64 rng(11);
-    std::vector<uint32_t> tokens(16 * 5);
-    for (uint32_t& t : tokens) t = static_cast<uint32_t>(rng() % 128000);
-    keys_ = KeyNamespace(model_.name, model_.layout).KeysForTokens(tokens);
+    keys_ = KeyNamespace(model_.name, model_.layout).KeysForTokens(RandomTokens(rng, 16 * 5));
     for (size_t i = 0; i < keys_.size(); ++i) {
-      std::string kv(model_.layout.ChunkKvBytes(), '\0');
-      for (char& c : kv) c = static_cast<char>(rng());
+      std::string kv = RandomBytes(rng, model_.layout.ChunkKvBytes());
       kv_.push_back(kv);
       if (i == 4) continue;  // the prefix stops at chunk 4
       std::string obj = *EncodeChunkObject(model_.layout, keys_[i], AsBytes(kv));

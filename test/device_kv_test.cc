@@ -13,6 +13,7 @@
 #include <numeric>
 #include <random>
 
+#include "core/seeded_data.h"
 #include "objectcache/chunk_object.h"
 #include "s3/s3_connection.h"
 #include "store/scratch_dir.h"
@@ -103,12 +104,10 @@ class DeviceKvTest : public ::testing::TestWithParam<Case> {
     }
 
     std::mt19937_64 rng(GetParam().block_size * 7 + static_cast<int>(GetParam().shape));
-    std::vector<uint32_t> tokens(kv.tokens_per_chunk * (kStored + 1));
-    for (uint32_t& t : tokens) t = static_cast<uint32_t>(rng() % 128000);
-    keys_ = KeyNamespace(model_.name, kv).KeysForTokens(tokens);
+    keys_ = KeyNamespace(model_.name, kv)
+                .KeysForTokens(RandomTokens(rng, kv.tokens_per_chunk * (kStored + 1)));
     for (size_t i = 0; i < keys_.size(); ++i) {
-      std::string bytes(kv.ChunkKvBytes(), '\0');
-      for (char& c : bytes) c = static_cast<char>(rng());
+      std::string bytes = RandomBytes(rng, kv.ChunkKvBytes());
       kv_.push_back(bytes);
       if (i < kStored)
         client_->StoreAsync(keys_[i], *EncodeChunkObject(kv, keys_[i], AsBytes(bytes)));
@@ -311,14 +310,12 @@ TEST_P(DeviceKvTest, SavedFromDeviceMemoryAndReadBackByteForByte) {
   // New chunks: the engine's stream "computes" each layer (a delayed copy of its bytes into the
   // blocks) and the save is handed the layer at once, before that copy has run.
   std::mt19937_64 rng(99);
-  std::vector<uint32_t> tokens(model_.layout.tokens_per_chunk * 4);
-  for (uint32_t& t : tokens) t = static_cast<uint32_t>(rng() % 128000);
-  std::vector<ChunkKey> keys = KeyNamespace(model_.name, model_.layout).KeysForTokens(tokens);
+  std::vector<ChunkKey> keys =
+      KeyNamespace(model_.name, model_.layout)
+          .KeysForTokens(RandomTokens(rng, model_.layout.tokens_per_chunk * 4));
   std::vector<std::string> kv;
-  for (size_t j = 0; j < keys.size(); ++j) {
-    kv.emplace_back(model_.layout.ChunkKvBytes(), '\0');
-    for (char& c : kv.back()) c = static_cast<char>(rng());
-  }
+  for (size_t j = 0; j < keys.size(); ++j)
+    kv.push_back(RandomBytes(rng, model_.layout.ChunkKvBytes()));
   auto engine = *device_->NewStream();
   auto save = SaveFromDevice(
       *client_,

@@ -7,6 +7,7 @@
 #include <random>
 
 #include "core/byte_order.h"
+#include "core/seeded_data.h"
 #include "wire/layerwise_wire.h"
 
 namespace objectcache::client {
@@ -34,8 +35,7 @@ Encoded Encode(uint16_t version, uint32_t hits, uint32_t first, uint32_t count, 
                           &w);
   std::mt19937_64 rng(first * 31 + count);
   for (uint32_t l = first; l < first + count; ++l) {
-    std::string payload(hits * slice, '\0');
-    for (char& ch : payload) ch = static_cast<char>(rng());
+    std::string payload = RandomBytes(rng, hits * slice);
     e.layers.push_back(payload);
     wire::PutFrameHeader({.layer = l, .chunks = hits, .payload_bytes = payload.size()}, &w);
     if (version == wire::kLayerwiseV2) {

@@ -1,4 +1,5 @@
 #include "objectcache/chunk_object.h"
+#include "core/seeded_data.h"
 
 #include <gtest/gtest.h>
 
@@ -7,13 +8,6 @@
 
 namespace objectcache {
 namespace {
-
-std::string RandomBytes(size_t n, uint32_t seed) {
-  std::mt19937_64 rng(seed);
-  std::string s(n, '\0');
-  for (char& c : s) c = static_cast<char>(rng());
-  return s;
-}
 
 std::span<const std::byte> AsBytes(const std::string& s) {
   return std::as_bytes(std::span(s.data(), s.size()));
@@ -24,7 +18,7 @@ class ChunkObjectTest : public ::testing::Test {
   // Small layout whose slice (2*2*8*2*... ) is not a multiple of 4 KiB, to exercise padding.
   KvLayout layout_{3, 2, 24, KvDtype::kFp16, 16};  // slice = 16*2*2*24*2 = 3072 bytes
   ChunkKey key_ = *ChunkKey::FromHex("00112233445566778899aabbccddeeff");
-  std::string kv_ = RandomBytes(layout_.ChunkKvBytes(), 1);
+  std::string kv_ = SeededBytes(layout_.ChunkKvBytes(), 1);
   std::string object_ = *EncodeChunkObject(layout_, key_, AsBytes(kv_));
 };
 
@@ -61,7 +55,7 @@ TEST_F(ChunkObjectTest, SealingInPlaceGivesTheEncodedObject) {
 TEST_F(ChunkObjectTest, LatentLayoutsRoundTripAndAreNotKeyValueOnes) {
   KvLayout latent{2, 1, 576, KvDtype::kBf16, 16, KvKind::kLatent};
   EXPECT_EQ(latent.LayerSliceBytes(), 16u * 576 * 2);
-  const std::string kv = RandomBytes(latent.ChunkKvBytes(), 2);
+  const std::string kv = SeededBytes(latent.ChunkKvBytes(), 2);
   const std::string object = *EncodeChunkObject(latent, key_, AsBytes(kv));
   EXPECT_EQ(VerifyChunkObject(AsBytes(object))->layout, latent);
   EXPECT_EQ(*DecodeChunkObject(AsBytes(object)), kv);
@@ -186,7 +180,7 @@ TEST_F(ChunkObjectTest, StreamVerifierRejectsDamage) {
 
 TEST_F(ChunkObjectTest, RandomGarbageNeverDecodes) {
   for (uint32_t seed = 0; seed < 2000; ++seed) {
-    std::string junk = RandomBytes(seed % 9000, seed);
+    std::string junk = SeededBytes(seed % 9000, seed);
     if (seed % 2 == 0 && junk.size() >= 8) junk.replace(0, 8, "OCKVCHNK");  // right magic only
     Result<ChunkHeader> r = VerifyChunkObject(AsBytes(junk));
     ASSERT_FALSE(r.has_value()) << seed;

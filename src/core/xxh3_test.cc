@@ -1,4 +1,5 @@
 #include "core/xxh3.h"
+#include "core/seeded_data.h"
 
 #include <cstdint>
 #include <new>
@@ -13,9 +14,7 @@ namespace {
 // Every size class XXH3 treats apart (0, 1-3, 4-8, 9-16, 17-128, 129-240, longer, and past its
 // 1024-byte stripes and blocks), at odd alignments, against libxxhash itself.
 TEST(Xxh3Test, GivesLibxxhashsValues) {
-  std::mt19937_64 rng(7);
-  std::string buf(300000, '\0');
-  for (char& c : buf) c = static_cast<char>(rng());
+  const std::string buf = SeededBytes(300000, 7);
   for (size_t size : {0, 1, 3, 4, 8, 9, 16, 17, 128, 129, 240, 241, 1023, 1024, 1025, 4096, 65536,
                       65537, 262144}) {
     for (size_t at : {0, 1, 13, 64}) {
@@ -27,9 +26,7 @@ TEST(Xxh3Test, GivesLibxxhashsValues) {
 }
 
 TEST(Xxh3Test, StreamGivesTheSameValueHoweverTheBytesAreCut) {
-  std::mt19937_64 rng(11);
-  std::string buf(200000, '\0');
-  for (char& c : buf) c = static_cast<char>(rng());
+  const std::string buf = SeededBytes(200000, 11);
   for (size_t size : {0, 5, 240, 1024, 65536, 200000}) {
     const uint64_t want = XXH3_64bits(buf.data(), size);
     for (size_t piece : {1, 7, 64, 1000, 4096, 65536}) {

@@ -21,6 +21,7 @@
 #include <openssl/pem.h>
 #include <openssl/x509v3.h>
 
+#include "core/seeded_data.h"
 #include "s3/tls.h"
 #include "store/scratch_dir.h"
 
@@ -66,13 +67,6 @@ void MakeCertificate(const std::string& dir, const std::string& name) {
   std::fclose(priv);
   ::X509_free(x);
   ::EVP_PKEY_free(key);
-}
-
-std::string RandomBytes(size_t n, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::string s(n, '\0');
-  for (char& c : s) c = static_cast<char>(rng());
-  return s;
 }
 
 class TlsStreamTest : public ::testing::Test {
@@ -150,7 +144,7 @@ class TlsStreamTest : public ::testing::Test {
 TEST_F(TlsStreamTest, BytesCrossBothWaysWholeInPiecesOfAnySize) {
   // Several MiB each way, so that writes are cut at kMaxPlaintextPerWrite and records arrive
   // split across reads of every size.
-  const std::string up = RandomBytes((3 << 20) + 17, 1), down = RandomBytes((5 << 20) + 5, 2);
+  const std::string up = SeededBytes((3 << 20) + 17, 1), down = SeededBytes((5 << 20) + 5, 2);
   for (size_t input_bytes : {size_t{1} << 10, size_t{256} << 10}) {
     SCOPED_TRACE(input_bytes);
     ioc_.restart();

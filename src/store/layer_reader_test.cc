@@ -4,6 +4,7 @@
 
 #include <random>
 
+#include "core/seeded_data.h"
 #include "objectcache/chunk_object.h"
 #include "store/memory/memory_store.h"
 
@@ -14,12 +15,9 @@ class LayerReaderTest : public ::testing::Test {
  protected:
   void SetUp() override {
     std::mt19937_64 rng(3);
-    std::vector<uint32_t> tokens(16 * 5);
-    for (uint32_t& t : tokens) t = static_cast<uint32_t>(rng() % 128000);
-    keys_ = KeyNamespace("tiny", layout_).KeysForTokens(tokens);
+    keys_ = KeyNamespace("tiny", layout_).KeysForTokens(RandomTokens(rng, 16 * 5));
     for (const ChunkKey& k : keys_) {
-      std::string kv(layout_.ChunkKvBytes(), '\0');
-      for (char& c : kv) c = static_cast<char>(rng());
+      std::string kv = RandomBytes(rng, layout_.ChunkKvBytes());
       kv_.push_back(kv);
       ASSERT_TRUE(
           store_->Put(k.ToHex(), AsBytes(*EncodeChunkObject(layout_, k, AsBytes(kv)))).ok());

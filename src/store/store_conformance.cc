@@ -11,6 +11,7 @@
 #include <set>
 #include <thread>
 
+#include "core/seeded_data.h"
 #include "objectcache/chunk_object.h"
 
 namespace objectcache {
@@ -36,13 +37,6 @@ void StoreConformanceTest::Reopen() {
 
 namespace {
 
-std::string Pattern(size_t n, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::string s(n, '\0');
-  for (char& c : s) c = static_cast<char>(rng());
-  return s;
-}
-
 std::string Get(Store& store, std::string_view key) {
   Result<std::string> r = ReadWholeObject(store, key);
   EXPECT_TRUE(r.has_value()) << key << ": " << r.error().ToString();
@@ -52,7 +46,7 @@ std::string Get(Store& store, std::string_view key) {
 TEST_P(StoreConformanceTest, PutThenRetrieveRoundTripsEverySize) {
   for (size_t size : {size_t{0}, size_t{1}, size_t{4095}, size_t{4096}, size_t{(1 << 20) + 3}}) {
     std::string key = "obj-" + std::to_string(size);
-    std::string value = Pattern(size, size);
+    std::string value = SeededBytes(size, size);
     ASSERT_TRUE(store_->Put(key, AsBytes(value)).ok());
     EXPECT_EQ(Get(*store_, key), value) << size;
     EXPECT_EQ(store_->Stat(key)->size, size);
@@ -60,7 +54,7 @@ TEST_P(StoreConformanceTest, PutThenRetrieveRoundTripsEverySize) {
 }
 
 TEST_P(StoreConformanceTest, OverwriteReplacesTheWholeValue) {
-  std::string big = Pattern(100000, 1), small = Pattern(10, 2);
+  std::string big = SeededBytes(100000, 1), small = SeededBytes(10, 2);
   ASSERT_TRUE(store_->Put("k", AsBytes(big)).ok());
   ASSERT_TRUE(store_->Put("k", AsBytes(small)).ok());
   EXPECT_EQ(Get(*store_, "k"), small);
@@ -82,7 +76,7 @@ TEST_P(StoreConformanceTest, MissingObjectIsNotFoundEverywhere) {
 }
 
 TEST_P(StoreConformanceTest, RetrieveIntoTooSmallBufferIsResourceExhausted) {
-  std::string value = Pattern(100, 3);
+  std::string value = SeededBytes(100, 3);
   ASSERT_TRUE(store_->Put("k", AsBytes(value)).ok());
   std::string buf(99, '\0');
   EXPECT_EQ(store_->Retrieve("k", AsWritableBytes(buf)).status().code(),
@@ -93,7 +87,7 @@ TEST_P(StoreConformanceTest, RetrieveIntoTooSmallBufferIsResourceExhausted) {
 }
 
 TEST_P(StoreConformanceTest, ManyRangesOfManyObjectsInOneCall) {
-  std::string a = Pattern(70000, 4), b = Pattern(5000, 5);
+  std::string a = SeededBytes(70000, 4), b = SeededBytes(5000, 5);
   ASSERT_TRUE(store_->Put("a", AsBytes(a)).ok());
   ASSERT_TRUE(store_->Put("b", AsBytes(b)).ok());
   std::string d0(4096, 0), d1(100, 0), d2(1, 0), d3(10, 0), d4(0, 0), d5(8, 0), d6(5000, 0);
@@ -175,7 +169,7 @@ struct NearbyReads {
 };
 
 TEST_P(StoreConformanceTest, NearbyAndOverlappingRangesOfOneObjectGetTheirOwnBytes) {
-  const std::string a = Pattern(300000, 6);
+  const std::string a = SeededBytes(300000, 6);
   ASSERT_TRUE(store_->Put("a", AsBytes(a)).ok());
   NearbyReads r;
   ASSERT_TRUE(store_->RetrieveRanges(r.reads).ok());
@@ -185,7 +179,7 @@ TEST_P(StoreConformanceTest, NearbyAndOverlappingRangesOfOneObjectGetTheirOwnByt
 // The same ranges read in place: each read's `data` has exactly its bytes, wherever the store
 // left them, and they stay as read while held, even once the object is replaced and deleted.
 TEST_P(StoreConformanceTest, RangesReadInPlaceStayAsReadWhileHeld) {
-  const std::string a = Pattern(300000, 7);
+  const std::string a = SeededBytes(300000, 7);
   ASSERT_TRUE(store_->Put("a", AsBytes(a)).ok());
   NearbyReads r;
   std::string missing(8, '\0');
@@ -193,7 +187,7 @@ TEST_P(StoreConformanceTest, RangesReadInPlaceStayAsReadWhileHeld) {
   HeldMemory held;
   ASSERT_TRUE(store_->RetrieveRangesInPlace(r.reads, &held).ok());
   EXPECT_EQ(r.reads.back().status.code(), StatusCode::kNotFound);
-  ASSERT_TRUE(store_->Put("a", AsBytes(Pattern(300000, 8))).ok());
+  ASSERT_TRUE(store_->Put("a", AsBytes(SeededBytes(300000, 8))).ok());
   ASSERT_TRUE(store_->Delete("a").ok());
   r.Check(a, /*in_place=*/true);
 }
@@ -273,11 +267,11 @@ TEST_P(StoreConformanceTest, NamesAreOpaqueBytesUpToTheLimit) {
     names.erase(std::find(names.begin(), names.end(), "\xff\xfe"));
   }
   for (size_t i = 0; i < names.size(); ++i) {
-    std::string value = Pattern(i * 10, i);
+    std::string value = SeededBytes(i * 10, i);
     ASSERT_TRUE(store_->Put(names[i], AsBytes(value)).ok()) << i;
   }
   for (size_t i = 0; i < names.size(); ++i) {
-    EXPECT_EQ(Get(*store_, names[i]), Pattern(i * 10, i)) << i;
+    EXPECT_EQ(Get(*store_, names[i]), SeededBytes(i * 10, i)) << i;
   }
   EXPECT_EQ(store_->List({.prefix = "", .start_after = "", .max_keys = 100})->objects.size(),
             names.size());
@@ -291,7 +285,7 @@ TEST_P(StoreConformanceTest, ChunkLayerIsOneRangeUnderTheHexName) {
   KvLayout layout = FindModelPreset("llama-3.1-8b")->layout;
   ChunkKey key =
       KeyNamespace("llama-3.1-8b", layout).KeysForTokens(std::vector<uint32_t>(16, 1))[0];
-  std::string kv = Pattern(layout.ChunkKvBytes(), 9);
+  std::string kv = SeededBytes(layout.ChunkKvBytes(), 9);
   std::string object = *EncodeChunkObject(layout, key, AsBytes(kv));
   ASSERT_TRUE(store_->Put(key.ToHex(), AsBytes(object)).ok());
   std::string header(kChunkHeaderRegion, '\0'), slice(layout.LayerSliceBytes(), '\0');
@@ -469,7 +463,7 @@ TEST_P(StoreConformanceTest, PinNeedsTheObjectAndChangesNoBytes) {
 }
 
 TEST_P(StoreConformanceTest, StreamingWriterIsInvisibleUntilCommit) {
-  std::string value = Pattern(3 << 20, 21);
+  std::string value = SeededBytes(3 << 20, 21);
   Result<std::unique_ptr<ObjectWriter>> w =
       store_->NewWriter("streamed", {.attributes = "etag=abc;type=text/plain"});
   ASSERT_TRUE(w.has_value()) << w.error().ToString();
@@ -499,7 +493,7 @@ TEST_P(StoreConformanceTest, StreamingWriterIsInvisibleUntilCommit) {
 }
 
 TEST_P(StoreConformanceTest, ReaderPinsOneVersionWithItsAttributes) {
-  std::string v1 = Pattern(50000, 1), v2 = Pattern(70000, 2);
+  std::string v1 = SeededBytes(50000, 1), v2 = SeededBytes(70000, 2);
   ASSERT_TRUE(store_->Put("k", AsBytes(v1), {.attributes = "first"}).ok());
   Result<std::unique_ptr<ObjectReader>> r = store_->OpenReader("k");
   ASSERT_TRUE(r.has_value());
@@ -529,7 +523,7 @@ TEST_P(StoreConformanceTest, ReaderPinsOneVersionWithItsAttributes) {
 
 TEST_P(StoreConformanceTest, PersistentStoreKeepsObjectsAcrossReopen) {
   if (!store_->Capabilities().persistent) GTEST_SKIP() << "not a persistent backend";
-  std::string value = Pattern(12345, 11);
+  std::string value = SeededBytes(12345, 11);
   ASSERT_TRUE(store_->Put("kept", AsBytes(value), {.attributes = "meta"}).ok());
   ASSERT_TRUE(store_->Put("gone", AsBytes(value)).ok());
   ASSERT_TRUE(store_->Delete("gone").ok());

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "core/seeded_data.h"
 #include "objectcache/chunk_key.h"
 #include "objectcache/chunk_object.h"
 #include "objectcache/client.h"
@@ -25,15 +26,12 @@ struct StoredPrefix {
 inline StoredPrefix StoreRandomPrefix(Client& writer, const ModelPreset& model, size_t chunks,
                                       uint64_t seed, size_t flush_every) {
   std::mt19937_64 rng(seed);
-  std::vector<uint32_t> tokens(model.layout.tokens_per_chunk * chunks);
-  for (uint32_t& t : tokens) t = static_cast<uint32_t>(rng() % 128000);
-  StoredPrefix p{.keys = KeyNamespace(model.name, model.layout).KeysForTokens(tokens), .kv = {}};
+  StoredPrefix p{
+      .keys = KeyNamespace(model.name, model.layout)
+                  .KeysForTokens(RandomTokens(rng, model.layout.tokens_per_chunk * chunks)),
+      .kv = {}};
   for (size_t i = 0; i < p.keys.size(); ++i) {
-    std::string kv(model.layout.ChunkKvBytes(), '\0');
-    for (size_t b = 0; b < kv.size(); b += 8) {
-      const uint64_t x = rng();
-      std::memcpy(kv.data() + b, &x, std::min<size_t>(8, kv.size() - b));
-    }
+    std::string kv = RandomBytes(rng, model.layout.ChunkKvBytes());
     writer.StoreAsync(p.keys[i], *EncodeChunkObject(model.layout, p.keys[i], AsBytes(kv)));
     p.kv.push_back(std::move(kv));
     if (i % flush_every == flush_every - 1) writer.Flush();

@@ -10,6 +10,7 @@
 #include <random>
 #include <thread>
 
+#include "core/seeded_data.h"
 #include "objectcache/store_registry.h"
 #include "store/memory/memory_store.h"
 #include "store/store_conformance.h"
@@ -146,10 +147,7 @@ TEST_F(RadosStoreTest, RangesReadInPlaceAreLentNotCopied) {
 }
 
 std::string Pattern(size_t n, std::string_view key) {
-  std::mt19937_64 rng(std::hash<std::string_view>()(key));
-  std::string s(n, '\0');
-  for (char& c : s) c = static_cast<char>(rng());
-  return s;
+  return SeededBytes(n, std::hash<std::string_view>()(key));
 }
 
 // The namespace's bytes as a full listing sees them: the ground truth.
