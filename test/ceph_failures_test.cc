@@ -18,12 +18,11 @@
 #include <random>
 #include <thread>
 
-#include "objectcache/chunk_object.h"
+#include "core/seeded_data.h"
 #include "objectcache/client.h"
 #include "s3/s3_connection.h"
-#include "store/scratch_dir.h"
 #include "test/server_process.h"
-#include "test/support/stored_prefix.h"
+#include "test/support/ceph_gateways.h"
 
 namespace objectcache {
 namespace {
@@ -46,24 +45,18 @@ Status CephDev(const std::string& args) { return Shell(std::string(CEPH_DEV_PATH
 const ModelPreset kModel{"ceph-failures-16k", {32, 1, 64, KvDtype::kBf16, 16}};
 constexpr size_t kPrefixTokens = 16384;
 
-class CephFailuresTest : public ::testing::Test {
+class CephFailuresTest : public test_support::CephGatewayFixture {
  protected:
-  void SetUp() override {
-    const char* ceph = std::getenv("OBJECTCACHE_TEST_CEPH3");
-    if (!ceph) GTEST_SKIP() << "OBJECTCACHE_TEST_CEPH3 is not set: run under ctest";
-    cluster_ = ceph;
-    dir_ = MakeScratchDir();
-    ns_ = std::string("failures-") + std::to_string(getpid()) + "-" +
-          ::testing::UnitTest::GetInstance()->current_test_info()->name();
-  }
+  CephFailuresTest() : CephGatewayFixture("OBJECTCACHE_TEST_CEPH3", "failures", kModel) {}
   void TearDown() override {
-    if (dir_.empty()) return;
-    gateways_.clear();
-    // Every OSD up again for the next test (osd-start refuses one that runs).
-    for (int i = 0; i < 3; ++i) {
-      (void)CephDev("osd-start " + cluster_ + " " + std::to_string(i) + " 2>/dev/null");
+    if (!dir_.empty()) {
+      gateways_.clear();
+      // Every OSD up again for the next test (osd-start refuses one that runs).
+      for (int i = 0; i < 3; ++i) {
+        (void)CephDev("osd-start " + cluster_ + " " + std::to_string(i) + " 2>/dev/null");
+      }
     }
-    RemoveTree(dir_);
+    CephGatewayFixture::TearDown();
   }
 
   // `ceph ARGS` against the cluster.
@@ -74,26 +67,13 @@ class CephFailuresTest : public ::testing::Test {
   // Starts a gateway over `pool`; reads of at most 4 MiB a window, so a retrieval reads the
   // cluster all along its stream, not all at its start.
   std::string StartGateway(const std::string& pool = "objectcache") {
-    const std::string name = dir_ + "/gw" + std::to_string(gateways_.size());
-    gateways_.push_back(std::make_unique<testing::ServerProcess>(
-        name, 0,
-        std::vector<std::string>{
-            "--store",
-            "rados://" + pool + "?conf=" + cluster_ + "/ceph.conf&namespace=" + ns_ + "&timeout=30",
-            "--layerwise-window", "4MiB"}));
-    EXPECT_GT(gateways_.back()->port(), 0) << "gateway did not start (" << name << ")";
-    return "http://" + gateways_.back()->endpoint();
+    return CephGatewayFixture::StartGateway(RadosUri(cluster_, pool),
+                                            {"--layerwise-window", "4MiB"});
   }
 
   // A KV bucket of kModel's layout, or with `plain` one for any S3 object.
   void CreateBucket(const std::string& endpoint, const std::string& bucket, bool plain = false) {
-    s3::S3Connection conn(*s3::S3Endpoint::Parse(endpoint), s3::S3Credentials{});
-    std::vector<std::pair<std::string, std::string>> headers;
-    if (!plain) headers.emplace_back("x-objectcache-kv-layout", ModelToJson(kModel));
-    auto res = conn.Send(
-        "PUT", "/" + bucket, {}, "", [](auto) { return Status(); }, headers);
-    ASSERT_TRUE(res.has_value()) << res.error().ToString();
-    ASSERT_EQ(res->status, 200u) << res->error_body;
+    CephGatewayFixture::CreateBucket(endpoint, bucket, plain ? "" : ModelToJson(kModel));
   }
 
   std::unique_ptr<Client> MakeClient(std::vector<std::string> endpoints, bool failover = false) {
@@ -109,11 +89,7 @@ class CephFailuresTest : public ::testing::Test {
 
   // The 16K-token prefix, stored through `writer`.
   void StorePrefix(Client* writer) {
-    test_support::StoredPrefix p = test_support::StoreRandomPrefix(
-        *writer, kModel, kPrefixTokens / kModel.layout.tokens_per_chunk, 7, 64);
-    keys_ = std::move(p.keys);
-    kv_ = std::move(p.kv);
-    ASSERT_EQ(writer->Stats().stored, keys_.size());
+    CephGatewayFixture::StorePrefix(writer, kPrefixTokens / kModel.layout.tokens_per_chunk, 7, 64);
   }
 
   // What one aggregated retrieval of the whole prefix saw.
@@ -126,12 +102,10 @@ class CephFailuresTest : public ::testing::Test {
   // Retrieves every layer and checks every byte; with `at_layer0`, the receiver is held in its
   // layer-0 report while at_layer0() runs (the failure), then goes on.
   Outcome Retrieve(Client* reader, const std::function<void()>& at_layer0 = {}) {
-    const uint64_t slice = kModel.layout.LayerSliceBytes();
-    const uint32_t layers = kModel.layout.num_layers;
-    std::vector<std::string> regions(layers, std::string(keys_.size() * slice, '\0'));
+    std::vector<std::string> regions;
+    LayerwiseRequest req = RequestInto(&regions);
     Outcome out;
     std::mutex mu;
-    LayerwiseRequest req{.model = kModel, .keys = keys_, .layers = {0, layers}};
     req.mode = RetrievalMode::kAggregatedLayerwise;
     Clock::time_point from = Clock::now();
     req.on_layer = [&](uint32_t layer, const Status& s) {
@@ -145,33 +119,13 @@ class CephFailuresTest : public ::testing::Test {
         from = Clock::now();
       }
     };
-    for (std::string& r : regions) req.regions.push_back(AsWritableBytes(r));
     auto retrieval = reader->RetrieveLayerwise(std::move(req));
     if (!retrieval) return {retrieval.error()};
     out.status = (*retrieval)->Wait();
     out.seconds = SecondsSince(from);
-    if (!out.status.ok()) return out;
-    Result<uint32_t> hits = (*retrieval)->Hits();
-    if (!hits || *hits != keys_.size()) {
-      out.status = DataLossError("hits " + std::to_string(hits.value_or(0)));
-      return out;
-    }
-    for (uint32_t l = 0; l < layers; ++l) {
-      for (size_t c = 0; c < keys_.size(); ++c) {
-        if (regions[l].compare(c * slice, slice, kv_[c], l * slice, slice) != 0) {
-          out.status = DataLossError("wrong bytes at layer " + std::to_string(l) + " chunk " +
-                                     std::to_string(c));
-          return out;
-        }
-      }
-    }
+    if (out.status.ok()) out.status = CheckRetrieved(**retrieval, regions);
     return out;
   }
-
-  std::string cluster_, dir_, ns_;
-  std::vector<std::unique_ptr<testing::ServerProcess>> gateways_;
-  std::vector<ChunkKey> keys_;
-  std::vector<std::string> kv_;
 };
 
 // Every layer reported once, in order.
@@ -254,26 +208,27 @@ TEST_F(CephFailuresTest, AStormOfOsdKillsLosesNoAcknowledgedWrite) {
     uint64_t seed;
     size_t bytes;
   };
-  auto content = [](uint64_t seed, size_t bytes) {
-    std::mt19937_64 rng(seed);
-    std::string s(bytes, '\0');
-    for (size_t i = 0; i < bytes; i += 8) {
-      const uint64_t x = rng();
-      std::memcpy(s.data() + i, &x, std::min<size_t>(8, bytes - i));
-    }
-    return s;
-  };
   std::mutex mu;
   std::vector<Written> acknowledged;
-  std::atomic<uint64_t> refused{0};
+  std::atomic<uint64_t> refused{0}, sent{0};
   std::atomic<bool> stop{false};
+  // The writers together send at most 16 MiB a second, so that three replicas of what they
+  // write fit the cluster (3 OSDs of 3 GiB) however long the restarts take: unpaced, two writers
+  // put 2.2 GiB in a storm of 47 s, and a slower storm filled the OSDs.
+  constexpr double kBytesPerSecond = 16 << 20;
+  const Clock::time_point begun = Clock::now();
   auto writer = [&](int w) {
     auto conn = std::make_unique<s3::S3Connection>(*s3::S3Endpoint::Parse(gw), s3::S3Credentials{});
     std::mt19937_64 rng(100 + w);
     for (uint64_t n = 0; !stop.load(); ++n) {
       Written o{"w" + std::to_string(w) + "-" + std::to_string(n), rng(),
                 size_t{64} << 10 << (rng() % 5)};
-      auto res = conn->Send("PUT", "/storm/" + o.name, {}, content(o.seed, o.bytes),
+      while (!stop.load() && sent.load() > kBytesPerSecond * SecondsSince(begun)) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      }
+      if (stop.load()) break;
+      sent += o.bytes;
+      auto res = conn->Send("PUT", "/storm/" + o.name, {}, SeededBytes(o.bytes, o.seed),
                             [](auto) { return Status(); });
       if (res.has_value() && res->status == 200) {
         std::lock_guard lock(mu);
@@ -315,7 +270,7 @@ TEST_F(CephFailuresTest, AStormOfOsdKillsLosesNoAcknowledgedWrite) {
     ASSERT_TRUE(res.has_value()) << res.error().ToString();
     if (res->status == 404) {
       ++lost;
-    } else if (res->status != 200 || body != content(o.seed, o.bytes)) {
+    } else if (res->status != 200 || body != SeededBytes(o.bytes, o.seed)) {
       ++damaged;
     }
   }

@@ -12,20 +12,13 @@
 #include <mutex>
 #include <thread>
 
-#include "objectcache/chunk_object.h"
 #include "objectcache/client.h"
 #include "s3/s3_connection.h"
-#include "store/scratch_dir.h"
 #include "test/server_process.h"
-#include "test/support/stored_prefix.h"
+#include "test/support/ceph_gateways.h"
 
 namespace objectcache {
 namespace {
-
-std::string RadosUri(const std::string& ceph_dir, const std::string& ns, int timeout_s = 30) {
-  return "rados://objectcache?conf=" + ceph_dir + "/ceph.conf&namespace=" + ns +
-         "&timeout=" + std::to_string(timeout_s);
-}
 
 // Counts from the server's /metrics: requests of one operation.
 uint64_t RequestsServed(const std::string& endpoint, const std::string& op) {
@@ -33,36 +26,19 @@ uint64_t RequestsServed(const std::string& endpoint, const std::string& op) {
   return testing::MetricValue(conn, "objectcache_requests_total{op=\"" + op + "\"}").value_or(0);
 }
 
-class CephGatewayTest : public ::testing::Test {
+class CephGatewayTest : public test_support::CephGatewayFixture {
  protected:
-  void SetUp() override {
-    const char* ceph = std::getenv("OBJECTCACHE_TEST_CEPH");
-    if (!ceph) GTEST_SKIP() << "OBJECTCACHE_TEST_CEPH is not set: run under ctest";
-    ceph_dir_ = ceph;
-    dir_ = MakeScratchDir();
-    ns_ = "gateway-test-" + std::to_string(getpid()) + "-" +
-          ::testing::UnitTest::GetInstance()->current_test_info()->name();
-  }
-  void TearDown() override {
-    gateways_.clear();
-    if (!dir_.empty()) RemoveTree(dir_);
-  }
+  CephGatewayTest()
+      : CephGatewayFixture("OBJECTCACHE_TEST_CEPH", "gateway-test",
+                           *FindModelPreset("llama-3.1-8b")) {}
 
-  // Starts a gateway over the pool; returns its endpoint.
-  std::string StartGateway(const std::string& ceph_dir, int timeout_s = 30) {
-    const std::string name = dir_ + "/gw" + std::to_string(gateways_.size());
-    gateways_.push_back(std::make_unique<testing::ServerProcess>(
-        name, 0, std::vector<std::string>{"--store", RadosUri(ceph_dir, ns_, timeout_s)}));
-    EXPECT_GT(gateways_.back()->port(), 0) << "gateway did not start (" << name << ")";
-    return "http://" + gateways_.back()->endpoint();
+  // Starts a gateway over the pool of the cluster in `cluster`; returns its endpoint.
+  std::string StartGateway(const std::string& cluster, int timeout_s = 30) {
+    return CephGatewayFixture::StartGateway(RadosUri(cluster, "objectcache", timeout_s));
   }
 
   void CreateBucket(const std::string& endpoint) {
-    s3::S3Connection conn(*s3::S3Endpoint::Parse(endpoint), s3::S3Credentials{});
-    auto res = conn.Send("PUT", "/kvc", {}, "", [](auto) { return Status(); },
-                         {{"x-objectcache-kv-layout", "llama-3.1-8b"}});
-    ASSERT_TRUE(res.has_value()) << res.error().ToString();
-    ASSERT_TRUE(res->status == 200 || res->status == 409) << res->error_body;
+    CephGatewayFixture::CreateBucket(endpoint, "kvc", "llama-3.1-8b", /*exists_ok=*/true);
   }
 
   std::unique_ptr<Client> MakeClient(std::vector<std::string> endpoints, int retries = 3) {
@@ -76,46 +52,23 @@ class CephGatewayTest : public ::testing::Test {
 
   // `chunks` chunks of a seeded prompt, stored through `writer`.
   void StoreChunks(Client* writer, size_t chunks, uint64_t seed) {
-    test_support::StoredPrefix p =
-        test_support::StoreRandomPrefix(*writer, model_, chunks, seed, 32);
-    keys_ = std::move(p.keys);
-    kv_ = std::move(p.kv);
-    ASSERT_EQ(writer->Stats().stored, keys_.size());
+    StorePrefix(writer, chunks, seed, 32);
   }
 
   // Retrieves every layer of every key in `mode`; OK only if every byte is what was stored.
   Status RetrieveAndCheck(Client* reader, RetrievalMode mode, LayerReadyFn on_layer = {}) {
-    const uint64_t slice = model_.layout.LayerSliceBytes();
-    const uint32_t layers = model_.layout.num_layers;
-    std::vector<std::string> regions(layers, std::string(keys_.size() * slice, '\0'));
-    LayerwiseRequest req{.model = model_, .keys = keys_, .layers = {0, layers}};
+    std::vector<std::string> regions;
+    LayerwiseRequest req = RequestInto(&regions);
     req.mode = mode;
     req.on_layer = std::move(on_layer);
-    for (std::string& r : regions) req.regions.push_back(AsWritableBytes(r));
     OC_ASSIGN_OR_RETURN(auto retrieval, reader->RetrieveLayerwise(std::move(req)));
     OC_RETURN_IF_ERROR(retrieval->Wait());
-    OC_ASSIGN_OR_RETURN(uint32_t hits, retrieval->Hits());
-    if (hits != keys_.size()) return DataLossError("hits " + std::to_string(hits));
-    for (uint32_t l = 0; l < layers; ++l) {
-      for (size_t c = 0; c < keys_.size(); ++c) {
-        if (regions[l].compare(c * slice, slice, kv_[c], l * slice, slice) != 0) {
-          return DataLossError("wrong bytes at layer " + std::to_string(l) + " chunk " +
-                               std::to_string(c));
-        }
-      }
-    }
-    return Status();
+    return CheckRetrieved(*retrieval, regions);
   }
-
-  ModelPreset model_ = *FindModelPreset("llama-3.1-8b");
-  std::string ceph_dir_, dir_, ns_;
-  std::vector<std::unique_ptr<testing::ServerProcess>> gateways_;
-  std::vector<ChunkKey> keys_;
-  std::vector<std::string> kv_;
 };
 
 TEST_F(CephGatewayTest, ChunksStoredThroughOneGatewayComeBackThroughTheOther) {
-  const std::string a = StartGateway(ceph_dir_), b = StartGateway(ceph_dir_);
+  const std::string a = StartGateway(cluster_), b = StartGateway(cluster_);
   CreateBucket(a);
   StoreChunks(MakeClient({a}).get(), 24, 1);
   auto via_b = MakeClient({b});
@@ -130,7 +83,7 @@ TEST_F(CephGatewayTest, ChunksStoredThroughOneGatewayComeBackThroughTheOther) {
 }
 
 TEST_F(CephGatewayTest, AClientSpreadsKeysOverBothGatewaysAndGetsEveryByte) {
-  const std::string a = StartGateway(ceph_dir_), b = StartGateway(ceph_dir_);
+  const std::string a = StartGateway(cluster_), b = StartGateway(cluster_);
   CreateBucket(a);
   auto both = MakeClient({a, b});
   StoreChunks(both.get(), 40, 2);
