@@ -575,7 +575,7 @@ void AddBackendsBenchCommand(CLI::App* bench) {
   s->add_option("--fleet-readers", f->fleet_readers,
                 "Retrievals at once in the gateway-fleet run (one gateway, then two over the "
                 "same pool; the shortest context); 0: no fleet run");
-  s->add_option("--gpu", f->gpu, "GPU profile of the TTFT runs: h100, h200");
+  AddGpuProfile(s, &f->gpu);
   s->add_option("--layerwise-window", f->layerwise_window,
                 "Our RADOS gateway's serve --layerwise-window (with --request-memory 4GiB); "
                 "default: serve's own");

@@ -47,6 +47,12 @@ inline void AddScratchDir(CLI::App* cmd, std::string* dir) {
                   "in place)");
 }
 
+// Registers --gpu: the GPU profile (engine/prefill.h) whose compute the emulated prefill of the
+// TTFT runs takes.
+inline void AddGpuProfile(CLI::App* cmd, std::string* gpu) {
+  cmd->add_option("--gpu", *gpu, "GPU profile of the emulated prefill: h100, h200");
+}
+
 void AddBenchCommands(CLI::App* app);
 // Registers `bench s3` under the `bench` command.
 void AddS3BenchCommand(CLI::App* bench);

@@ -321,7 +321,7 @@ void AddSchedBenchCommand(CLI::App* bench) {
       "Gbit/s, each under the equal, bytes and compute-aware policies; added TTFT per request",
       f, RunSched);
   s->add_option("--repeats", f->repeats, "Runs per policy, interleaved");
-  s->add_option("--gpu", f->gpu, "GPU profile: h100, h200");
+  AddGpuProfile(s, &f->gpu);
   s->add_option("--workload", f->workloads,
                 "crowd, mixed, burst, staggered, long-and-short, hot-and-cool (default: these), "
                 "smoke")

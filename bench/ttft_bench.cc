@@ -60,7 +60,7 @@ void AddTtftBenchCommand(CLI::App* bench) {
                 "Modes (comma list of Local-DRAM-LW, S3-CW, S3-LW, S3Agg-CW, S3Agg-LW, or all; "
                 "Local-DRAM-LW always runs, it is the baseline)")
       ->delimiter(',');
-  t->add_option("--gpu", f->config.gpu, "GPU profile: h100, h200");
+  AddGpuProfile(t, &f->config.gpu);
   t->add_option("--testbed", f->config.testbed,
                 "paper: slow the emulated GPU so link : compute is the paper's (100 Gbit/s : "
                 "H100), measured in this run; native: the raw profile against the raw link");

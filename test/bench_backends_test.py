@@ -10,6 +10,9 @@ import subprocess
 import sys
 import tempfile
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from support import objectcache_binary  # noqa: E402
+
 PATHS = ["radosgw S3-CW", "radosgw S3-LW", "ours/rados S3-LW", "ours/rados S3Agg-LW",
          "ours/local S3Agg-LW"]
 SEQ = "librados seq (16)"  # the same objects whole through librados, no TTFT
@@ -23,7 +26,7 @@ FLEET_FIELDS = ["context", "path", "backend", "mode", "gateways", "readers", "gb
 
 
 def main():
-    binary = sys.argv[1]
+    binary = objectcache_binary()
     ceph = os.environ["OBJECTCACHE_TEST_CEPH"]
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "backends.json")

@@ -3,7 +3,7 @@
 to end from the build tree, with no PYTHONPATH set: it exits 0 and its JSON has the metrics and
 rows the issue names (docs/benchmarks.md). It asserts no duration.
 
-  bench_model_test.py OBJECTCACHE_BINARY
+  bench_model_test.py --objectcache BINARY
 """
 import json
 import os
@@ -11,13 +11,16 @@ import subprocess
 import sys
 import tempfile
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from support import objectcache_binary  # noqa: E402
+
 METRICS = ["ttft_ms", "speedup_vs_recompute", "added_vs_dram_ms", "save_overhead_pct",
            "save_forward_pct", "store_after_prefill_ms", "python_vs_cpp_ratio"]
 CASES = ["0", "50", "87.5"]
 
 
 def main():
-    binary = sys.argv[1]
+    binary = objectcache_binary()
     # The binary finds the package the build put beside it.
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     with tempfile.TemporaryDirectory() as tmp:

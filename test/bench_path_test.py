@@ -9,6 +9,9 @@ import subprocess
 import sys
 import tempfile
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from support import objectcache_binary  # noqa: E402
+
 METRICS = ["raw_stream_gbps", "agg_gbps", "ratio_vs_raw", "server_cpu_s_per_gib",
            "client_cpu_s_per_gib", "agg_gbps_v1", "ratio_vs_raw_v1", "server_cpu_s_per_gib_v1",
            "client_cpu_s_per_gib_v1", "agg_gbps_copied", "server_cpu_s_per_gib_copied",
@@ -21,7 +24,7 @@ METRICS = ["raw_stream_gbps", "agg_gbps", "ratio_vs_raw", "server_cpu_s_per_gib"
 
 
 def main():
-    binary = sys.argv[1]
+    binary = objectcache_binary()
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "path.json")
         # Concurrency and first layers small here; a first layer of 1024 tokens (64 chunks)

@@ -8,12 +8,15 @@ import subprocess
 import sys
 import tempfile
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from support import objectcache_binary  # noqa: E402
+
 POLICIES = ["equal", "bytes", "compute-aware"]
 FIELDS = ["workload", "policy", "mean_added_ms", "p99_added_ms", "ratio_vs_equal"]
 
 
 def main():
-    binary = sys.argv[1]
+    binary = objectcache_binary()
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "sched.json")
         run = subprocess.run([binary, "bench", "sched", "--workload", "smoke", "--repeats", "1",

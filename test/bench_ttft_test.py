@@ -11,12 +11,15 @@ import sys
 import tempfile
 import xml.etree.ElementTree as ET
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from support import objectcache_binary  # noqa: E402
+
 MODES = ["Local-DRAM-LW", "S3-CW", "S3-LW", "S3Agg-CW", "S3Agg-LW"]
 FIELDS = ["model", "context", "hit", "granularity", "mode", "ttft_ms", "added_ms", "added_pct"]
 
 
 def main():
-    binary = sys.argv[1]
+    binary = objectcache_binary()
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "ttft.json")
         run = subprocess.run([binary, "bench", "ttft", "--preset", "smoke", "--json", out,

@@ -101,6 +101,19 @@ class CliTest(unittest.TestCase):
         self.assertEqual(len(out), count)
         return out
 
+    def put_chunk(self, layout, key, raw):
+        """Stores RAW, a chunk's KV, as KEY's chunk object of LAYOUT through kv put-chunk."""
+        run("kv", "put-chunk", "--store", self.store, "--layout", layout, "--key", key,
+            self.write("raw", raw))
+
+    def put_llama_chunk(self):
+        """One chunk of random llama-3.1-8b KV, stored: its layout, key and KV."""
+        layout = "llama-3.1-8b"
+        key = self.chunk_keys(layout, 1)[0]
+        raw = self.rng.randbytes(32 * 65536)
+        self.put_chunk(layout, key, raw)
+        return layout, key, raw
+
     def test_put_chunk_then_get_layers_returns_exactly_the_right_bytes(self):
         for layout, (layers, heads, dim, width) in LAYOUTS.items():
             slice_bytes = 16 * 2 * heads * dim * width
@@ -108,8 +121,7 @@ class CliTest(unittest.TestCase):
             raw = {}
             for k in keys:
                 raw[k] = self.rng.randbytes(layers * slice_bytes)
-                run("kv", "put-chunk", "--store", self.store, "--layout", layout, "--key", k,
-                    self.write("raw", raw[k]))
+                self.put_chunk(layout, k, raw[k])
             for first, last in [(0, layers), (0, 1), (layers - 1, layers), (3, 11)]:
                 order = keys[:]
                 self.rng.shuffle(order)
@@ -138,8 +150,7 @@ class CliTest(unittest.TestCase):
         self.assertEqual(len(by_json.split()), 2)
         key = by_json.split()[0].decode()
         raw = self.rng.randbytes(3 * 4 * 2 * 1 * 8 * 4)
-        run("kv", "put-chunk", "--store", self.store, "--layout", self.path("tiny.json"), "--key",
-            key, self.write("raw", raw))
+        self.put_chunk(self.path("tiny.json"), key, raw)
         self.write("keys", key.encode())
         got = run("kv", "get-layers", "--store", self.store, "--layout", self.path("tiny.json"),
                   "--keys", self.path("keys"), "--layers", "1:3").stdout
@@ -163,11 +174,7 @@ class CliTest(unittest.TestCase):
             self.assertEqual(len(ours), 1 + 9)
 
     def test_bad_input_gets_one_line_and_nonzero_exit_and_writes_nothing(self):
-        layout = "llama-3.1-8b"
-        key = self.chunk_keys(layout, 1)[0]
-        raw = self.rng.randbytes(32 * 65536)
-        run("kv", "put-chunk", "--store", self.store, "--layout", layout, "--key", key,
-            self.write("raw", raw))
+        layout, key, raw = self.put_llama_chunk()
         before = run("kv", "ls", "--store", self.store, "-l").stdout
         self.assertFailsCleanly(["kv", "put-chunk", "--store", self.store, "--layout", layout,
                                  "--key", "xyz", self.path("raw")], "not a chunk key")
@@ -266,11 +273,7 @@ class CliTest(unittest.TestCase):
                 server.server_close()
 
     def test_damaged_chunk_is_refused(self):
-        layout = "llama-3.1-8b"
-        key = self.chunk_keys(layout, 1)[0]
-        raw = self.rng.randbytes(32 * 65536)
-        run("kv", "put-chunk", "--store", self.store, "--layout", layout, "--key", key,
-            self.write("raw", raw))
+        layout, key, raw = self.put_llama_chunk()
         obj = bytearray(run("kv", "get", "--store", self.store, key).stdout)
         obj[4096 + 5 * 65536 + 99] ^= 0x10  # a bit of layer 5
         run("kv", "put", "--store", self.store, key, self.write("damaged", bytes(obj)))

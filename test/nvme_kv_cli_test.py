@@ -16,9 +16,10 @@ import time
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from support import objectcache_binary  # noqa: E402
 from support.s3_server import free_port  # noqa: E402
 
-BIN = sys.argv[1]
+BIN = objectcache_binary()
 
 
 def run(*args, stdin=None, check=True):

@@ -8,6 +8,9 @@ import subprocess
 import sys
 import tempfile
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from support import objectcache_binary  # noqa: E402
+
 
 def run(binary, args, env=None, cwd=None):
     done = subprocess.run([binary, "bench", *args], capture_output=True, text=True, timeout=300,
@@ -16,7 +19,7 @@ def run(binary, args, env=None, cwd=None):
 
 
 def main():
-    binary = os.path.abspath(sys.argv[1])
+    binary = objectcache_binary()
     with tempfile.TemporaryDirectory() as tmp:
         store_args = ["store", "--objects", "4", "--put-repeats", "1", "--read-repeats", "1"]
 
