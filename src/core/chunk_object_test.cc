@@ -1,10 +1,11 @@
 #include "objectcache/chunk_object.h"
-#include "core/seeded_data.h"
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <random>
+
+#include "core/seeded_data.h"
 
 namespace objectcache {
 namespace {

@@ -1,12 +1,12 @@
 #include "core/xxh3.h"
-#include "core/seeded_data.h"
 
 #include <cstdint>
 #include <new>
-#include <random>
 #include <string>
 
 #include <gtest/gtest.h>
+
+#include "core/seeded_data.h"
 
 namespace objectcache {
 namespace {

@@ -2,9 +2,7 @@
 // retrieve it back from a cluster and compare every byte.
 #pragma once
 
-#include <algorithm>
 #include <cstdint>
-#include <cstring>
 #include <random>
 #include <string>
 #include <vector>

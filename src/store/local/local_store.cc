@@ -141,14 +141,13 @@ Result<std::unique_ptr<ObjectWriter>> LocalStore::NewWriter(std::string_view key
 }
 
 Result<std::unique_ptr<ObjectReader>> LocalStore::OpenReaderIfCached(std::string_view key) {
-  return WithIndexEntry(key, "reading",
-                        [&](IndexShard& s, EntryId id) -> Result<std::unique_ptr<ObjectReader>> {
-                          auto open = s.open_files.find(key);
-                          if (open == s.open_files.end())
-                            return UnavailableError("object file is not open");
-                          s.objects.Touch(id, ++clock_);
-                          return std::unique_ptr<ObjectReader>(new LocalObjectReader(open->second));
-                        });
+  using Reader = Result<std::unique_ptr<ObjectReader>>;
+  return WithIndexEntry(key, "reading", [&](IndexShard& s, EntryId id) -> Reader {
+    auto open = s.open_files.find(key);
+    if (open == s.open_files.end()) return UnavailableError("object file is not open");
+    s.objects.Touch(id, ++clock_);
+    return std::unique_ptr<ObjectReader>(new LocalObjectReader(open->second));
+  });
 }
 
 Result<std::unique_ptr<ObjectReader>> LocalStore::OpenReader(std::string_view key) {
