@@ -37,7 +37,8 @@ std::unique_ptr<device::Stream> Wrap(device::Device& d, uintptr_t handle) {
   return Take(s);
 }
 
-// A stream argument (as StreamHandle reads it) on the device of `caches`.
+}  // namespace
+
 std::unique_ptr<device::Stream> StreamArgument(py::handle stream, const DeviceCaches& caches) {
   device::Device& d = *caches.target.device;
   return Wrap(d, StreamHandle(stream, d, caches.device_index));
@@ -52,6 +53,8 @@ py::dict StatsDict(const DeviceTransferStats& s) {
   d["seconds"] = s.seconds;
   return d;
 }
+
+namespace {
 
 // One layer's tensor read as a paged layout: its base, its device and where its vectors are.
 struct PagedTensor {
@@ -260,46 +263,24 @@ DeviceCaches ReadDeviceCaches(py::handle caches, size_t expect, const KvLayout& 
   return out;
 }
 
-PyDeviceRetrieval::~PyDeviceRetrieval() {
-  py::gil_scoped_release release;  // waits for the retrieval's threads
-  retrieval_.reset();
-}
-
 uint32_t PyDeviceRetrieval::Hits() {
-  Result<uint32_t> h = Released([&] { return retrieval_->Hits(); });
+  Result<uint32_t> h = Released([&] { return transfer_->Hits(); });
   return Take(h);
 }
 
 void PyDeviceRetrieval::WaitForLayer(uint32_t layer) {
-  CheckArgument(Released([&] { return retrieval_->WaitForLayer(layer); }));
+  CheckArgument(Released([&] { return transfer_->WaitForLayer(layer); }));
 }
 
 void PyDeviceRetrieval::StreamWaitForLayer(uint32_t layer, py::handle stream) {
   std::unique_ptr<device::Stream> s = StreamArgument(stream, caches_);
-  CheckArgument(Released([&] { return retrieval_->StreamWaitForLayer(layer, *s); }));
-}
-
-void PyDeviceRetrieval::Wait() {
-  Check(Released([&] { return retrieval_->Wait(); }));
-}
-
-py::dict PyDeviceRetrieval::Stats() const { return StatsDict(retrieval_->Stats()); }
-
-PyDeviceSave::~PyDeviceSave() {
-  py::gil_scoped_release release;
-  save_.reset();
+  CheckArgument(Released([&] { return transfer_->StreamWaitForLayer(layer, *s); }));
 }
 
 void PyDeviceSave::SaveLayer(uint32_t layer, py::handle stream) {
   std::unique_ptr<device::Stream> s = StreamArgument(stream, caches_);
-  CheckArgument(Released([&] { return save_->SaveLayer(layer, *s); }));
+  CheckArgument(Released([&] { return transfer_->SaveLayer(layer, *s); }));
 }
-
-void PyDeviceSave::Wait() {
-  Check(Released([&] { return save_->Wait(); }));
-}
-
-py::dict PyDeviceSave::Stats() const { return StatsDict(save_->Stats()); }
 
 void BindDevices(py::module_& m) {
   py::class_<PyDevice>(m, "Device", R"doc(

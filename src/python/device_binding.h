@@ -40,36 +40,51 @@ struct DeviceCaches {
   py::list owners;       // the tensors, kept alive while the transfer runs
 };
 
-class PyDeviceRetrieval {
+// Statistics of a transfer as a dict (DeviceTransferStats' fields by name).
+py::dict StatsDict(const DeviceTransferStats& s);
+// A stream argument on the device of `caches`: None (the current stream of the device: torch's
+// for a GPU, the default stream of the emulated device), an int handle, or an object with
+// .cuda_stream (torch.cuda.Stream).
+std::unique_ptr<device::Stream> StreamArgument(py::handle stream, const DeviceCaches& caches);
+
+// What a retrieval and a save share: the transfer (a DeviceRetrieval or a DeviceSave), ended with
+// the GIL released since its threads may wait on Python, and the caches it holds alive.
+template <typename Transfer>
+class PyDeviceTransfer {
+ public:
+  PyDeviceTransfer(std::unique_ptr<Transfer> t, DeviceCaches caches)
+      : transfer_(std::move(t)), caches_(std::move(caches)) {}
+  ~PyDeviceTransfer() {
+    py::gil_scoped_release release;  // waits for the transfer's threads
+    transfer_.reset();
+  }
+  void Wait() {
+    Check(Released([&] { return transfer_->Wait(); }));
+  }
+  py::dict Stats() const { return StatsDict(transfer_->Stats()); }
+
+ protected:
+  std::unique_ptr<Transfer> transfer_;
+  DeviceCaches caches_;
+};
+
+class PyDeviceRetrieval : public PyDeviceTransfer<DeviceRetrieval> {
  public:
   PyDeviceRetrieval(std::unique_ptr<DeviceRetrieval> r, DeviceCaches caches, LayerRange layers)
-      : retrieval_(std::move(r)), caches_(std::move(caches)), layers_(layers) {}
-  ~PyDeviceRetrieval();
+      : PyDeviceTransfer(std::move(r), std::move(caches)), layers_(layers) {}
   uint32_t Hits();
   void WaitForLayer(uint32_t layer);
   void StreamWaitForLayer(uint32_t layer, py::handle stream);
-  void Wait();
-  py::dict Stats() const;
 
  private:
-  std::unique_ptr<DeviceRetrieval> retrieval_;
-  DeviceCaches caches_;
   LayerRange layers_;
 };
 
-class PyDeviceSave {
+class PyDeviceSave : public PyDeviceTransfer<DeviceSave> {
  public:
-  PyDeviceSave(std::unique_ptr<DeviceSave> s, DeviceCaches caches)
-      : save_(std::move(s)), caches_(std::move(caches)) {}
-  ~PyDeviceSave();
+  using PyDeviceTransfer::PyDeviceTransfer;
   void SaveLayer(uint32_t layer, py::handle stream);
-  void Wait();
-  bool dropped() const { return save_->dropped(); }
-  py::dict Stats() const;
-
- private:
-  std::unique_ptr<DeviceSave> save_;
-  DeviceCaches caches_;
+  bool dropped() const { return transfer_->dropped(); }
 };
 
 // Reads one paged cache tensor per layer (`expect` of them) whose dimensions are named by
