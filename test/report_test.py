@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """`objectcache report --quick` looked at as a person would: headless Chromium renders its page.
 
-  report_test.py OBJECTCACHE_BINARY OUT_DIR [--existing]
+  report_test.py --objectcache BINARY --out OUT_DIR [--existing]
 
 Runs the quick report into OUT_DIR (kept, with the rendered page.png, so a developer can open
 them), or with --existing checks the report already there. It fails when a figure is missing,
@@ -19,6 +19,9 @@ import subprocess
 import sys
 
 from PIL import Image
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from support import argument_parser  # noqa: E402
 
 FIGURES = ["motivation", "fig4", "fig8", "fig10", "fig11", "fig12", "fig13", "fig14", "fig16", "model", "nvme-kv",
            "tls"]
@@ -125,8 +128,12 @@ def render(out):
 
 
 def main():
-    binary, out = sys.argv[1], sys.argv[2]
-    if "--existing" not in sys.argv[3:]:
+    p = argument_parser()
+    p.add_argument("--out", required=True, help="the report's directory (kept)")
+    p.add_argument("--existing", action="store_true", help="check the report already in --out")
+    args = p.parse_args()
+    binary, out = args.objectcache, args.out
+    if not args.existing:
         if os.path.isdir(out):
             shutil.rmtree(out)
         # A file of the user's in OUT_DIR, where the report keeps its experiments' stores: it

@@ -1,13 +1,19 @@
-"""What the test scripts share: the binary they run, and a server with its clients
+"""What the test scripts share: their arguments, and a server with its clients
 (test/support/s3_server.py)."""
 
 import argparse
 import os
 
 
-def objectcache_binary():
-    """The absolute path of the objectcache binary a test script runs: its --objectcache
-    argument (test/CMakeLists.txt passes the build's)."""
+def argument_parser():
+    """A parser of a test script's arguments, with --objectcache BINARY (test/CMakeLists.txt
+    passes the build's; it is read as an absolute path); a script adds its own."""
     p = argparse.ArgumentParser()
-    p.add_argument("--objectcache", required=True)
-    return os.path.abspath(p.parse_args().objectcache)
+    p.add_argument("--objectcache", required=True, type=os.path.abspath,
+                   help="the objectcache binary")
+    return p
+
+
+def objectcache_binary():
+    """The objectcache binary of a test script that takes no other argument."""
+    return argument_parser().parse_args().objectcache
