@@ -3,7 +3,6 @@
 
   cli_test.py --objectcache PATH --reference scripts/keys_reference.py
 """
-import argparse
 import json
 import os
 import random
@@ -12,6 +11,9 @@ import subprocess
 import sys
 import tempfile
 import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from support import argument_parser  # noqa: E402
 
 OC = None
 REFERENCE = None
@@ -294,8 +296,7 @@ class CliTest(unittest.TestCase):
 
 def main():
     global OC, REFERENCE
-    p = argparse.ArgumentParser()
-    p.add_argument("--objectcache", required=True)
+    p = argument_parser()
     p.add_argument("--reference", required=True)
     args, rest = p.parse_known_args()
     OC, REFERENCE = args.objectcache, args.reference

@@ -14,7 +14,6 @@ Needs root to mount the tmpfs (unmounted at the end).
 
   disk_full_test.py --objectcache PATH
 """
-import argparse
 import hashlib
 import http.client
 import os
@@ -24,6 +23,9 @@ import subprocess
 import sys
 import tempfile
 import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from support import argument_parser  # noqa: E402
 
 
 def data_for(name, size):
@@ -152,8 +154,7 @@ def capacity_bound(binary, root):
 
 
 def main():
-    p = argparse.ArgumentParser()
-    p.add_argument("--objectcache", required=True)
+    p = argument_parser()
     args = p.parse_args()
     with tempfile.TemporaryDirectory() as root:
         mount = os.path.join(root, "small-fs")

@@ -10,7 +10,6 @@ store may exist.
 
   hostile_input_test.py --objectcache PATH [--print]   (--print: show answers, check nothing)
 """
-import argparse
 import base64
 import contextlib
 import datetime
@@ -29,6 +28,7 @@ import urllib.parse
 import zlib
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from support import argument_parser  # noqa: E402
 from support import s3_server as base  # noqa: E402  (Server, client, signed_request)
 import botocore.auth  # noqa: E402
 from botocore.auth import S3SigV4Auth, S3SigV4QueryAuth  # noqa: E402
@@ -923,8 +923,7 @@ def check_nothing_lost(ctx):
 
 
 def main():
-    p = argparse.ArgumentParser()
-    p.add_argument("--objectcache", required=True)
+    p = argument_parser()
     p.add_argument("--print", action="store_true")
     args = p.parse_args()
     base.OC = args.objectcache

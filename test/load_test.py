@@ -11,7 +11,6 @@ its RSS is reported at start and end, with p50/p99 latency and the request rate.
 
   load_test.py --objectcache PATH [--seconds 60] [--connections 256]
 """
-import argparse
 import json
 import os
 import re
@@ -21,6 +20,9 @@ import sys
 import tempfile
 import time
 import urllib.request
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from support import argument_parser  # noqa: E402
 
 THREADS = 2
 
@@ -117,8 +119,7 @@ def http(method, url, body=None, headers=None):
 
 
 def main():
-    p = argparse.ArgumentParser()
-    p.add_argument("--objectcache", required=True)
+    p = argument_parser()
     p.add_argument("--seconds", type=int, default=60)
     p.add_argument("--connections", type=int, default=256)
     args = p.parse_args()

@@ -6,7 +6,6 @@ prefix equal a full recompute's, also when chunks are damaged, missing or the se
 
   python_test.py --objectcache PATH --python-dir BUILD/python [unittest args]
 """
-import argparse
 import ctypes
 import hashlib
 import math
@@ -19,6 +18,7 @@ import types
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from support import argument_parser  # noqa: E402
 from support import s3_server as base  # noqa: E402
 
 objectcache = torch = engine = connector = None
@@ -1469,11 +1469,10 @@ def load(python_dir):
 
 
 def main():
-    p = argparse.ArgumentParser()
-    p.add_argument("--objectcache", required=True)
+    p = argument_parser()
     p.add_argument("--python-dir", required=True)
     args, rest = p.parse_known_args()
-    base.OC = os.path.abspath(args.objectcache)
+    base.OC = args.objectcache
     load(os.path.abspath(args.python_dir))
     unittest.main(argv=[sys.argv[0], "-v", *rest])
 

@@ -10,7 +10,6 @@ listening) are reported.
 
   serve_crash_storm_test.py --objectcache PATH [--cycles N] [--seed S]
 """
-import argparse
 import hashlib
 import http.client
 import os
@@ -23,6 +22,9 @@ import sys
 import tempfile
 import threading
 import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from support import argument_parser  # noqa: E402
 
 BUCKET = "storm"
 PREFILL = 20000
@@ -171,8 +173,7 @@ def verify_all(port, acked):
 
 
 def main():
-    p = argparse.ArgumentParser()
-    p.add_argument("--objectcache", required=True)
+    p = argument_parser()
     p.add_argument("--cycles", type=int, default=50)
     p.add_argument("--seed", type=int, default=int(time.time()))
     args = p.parse_args()

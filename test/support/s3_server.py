@@ -4,7 +4,6 @@ the command line every test script takes (main: --objectcache PATH).
 
   from support import s3_server as base
 """
-import argparse
 import hashlib
 import os
 import signal
@@ -23,6 +22,8 @@ from botocore.auth import SigV4Auth
 from botocore.awsrequest import AWSRequest
 from botocore.config import Config
 from botocore.credentials import Credentials
+
+from . import argument_parser
 
 OC = None
 AWS = "/usr/bin/aws"
@@ -156,8 +157,6 @@ def free_port():
 
 def main():
     global OC
-    p = argparse.ArgumentParser()
-    p.add_argument("--objectcache", required=True)
-    args, rest = p.parse_known_args()
-    OC = os.path.abspath(args.objectcache)
+    args, rest = argument_parser().parse_known_args()
+    OC = args.objectcache
     unittest.main(argv=[sys.argv[0], "-v", *rest])
