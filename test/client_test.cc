@@ -43,8 +43,7 @@ class ClientTest : public ::testing::TestWithParam<int> {
     ASSERT_GT(port_, 0);
     endpoint_ = "http://127.0.0.1:" + std::to_string(port_);
     s3::S3Connection conn(*s3::S3Endpoint::Parse(endpoint_), s3::S3Credentials{});
-    auto res = conn.Send("PUT", "/kvc", {}, "", [](auto) { return Status(); },
-                         {{"x-objectcache-kv-layout", "llama-3.1-8b"}});
+    Result<s3::S3Response> res = testing::PutBucket(conn, "kvc", "llama-3.1-8b");
     ASSERT_TRUE(res.has_value()) << res.error().ToString();
     ASSERT_EQ(res->status, 200u) << res->error_body;
     std::mt19937_64 rng(11);
@@ -513,10 +512,8 @@ TEST_P(ClientTest, KeysSpreadOverTwoEndpointsAndComeBackWhole) {
     ASSERT_GT(second.port(), 0);
     const std::string endpoint2 = "http://127.0.0.1:" + std::to_string(second.port());
     s3::S3Connection conn(*s3::S3Endpoint::Parse(endpoint2), s3::S3Credentials{});
-    ASSERT_EQ(conn.Send("PUT", "/kvc", {}, "", [](auto) { return Status(); },
-                        {{"x-objectcache-kv-layout", "llama-3.1-8b"}})
-                  ->status,
-              200u);
+    Result<s3::S3Response> res = testing::PutBucket(conn, "kvc", "llama-3.1-8b");
+    ASSERT_TRUE(res.has_value() && res->status == 200u);
     // A fresh prefix of 16 chunks, stored through a client of both servers.
     std::vector<uint32_t> tokens(16 * 16);
     for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<uint32_t>(i * 7919 % 1000);

@@ -88,8 +88,7 @@ class DeviceKvTest : public ::testing::TestWithParam<Case> {
     ASSERT_GT(server_->port(), 0);
     const std::string endpoint = "http://127.0.0.1:" + std::to_string(server_->port());
     s3::S3Connection conn(*s3::S3Endpoint::Parse(endpoint), s3::S3Credentials{});
-    auto res = conn.Send("PUT", "/kvc", {}, "", [](auto) { return Status(); },
-                         {{"x-objectcache-kv-layout", ModelToJson(model_)}});
+    Result<s3::S3Response> res = testing::PutBucket(conn, "kvc", ModelToJson(model_));
     ASSERT_TRUE(res.has_value() && res->status == 200u);
     // Three connections, each a stripe of the keys delivering layers at its own pace into the
     // one staging ring (a 16-core machine's default).

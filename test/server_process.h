@@ -14,6 +14,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "s3/s3_connection.h"
@@ -73,6 +74,16 @@ class ServerProcess {
   pid_t pid_ = -1;
   int port_ = 0;
 };
+
+// PUT /BUCKET through `conn`: a KV bucket of `layout` (a preset name or a layout's JSON), or
+// with an empty `layout` a bucket for any S3 object.
+inline Result<s3::S3Response> PutBucket(s3::S3Connection& conn, const std::string& bucket,
+                                        const std::string& layout) {
+  std::vector<std::pair<std::string, std::string>> headers;
+  if (!layout.empty()) headers.emplace_back("x-objectcache-kv-layout", layout);
+  return conn.Send(
+      "PUT", "/" + bucket, {}, "", [](auto) { return Status(); }, headers);
+}
 
 // The value of one sample of the server's /metrics (GET on its S3 port through `conn`): its
 // name with any labels, e.g. objectcache_requests_total{op="BatchStore"}. nullopt when the

@@ -62,10 +62,7 @@ class CephGatewayFixture : public ::testing::Test {
   void CreateBucket(const std::string& endpoint, const std::string& bucket,
                     const std::string& layout, bool exists_ok = false) {
     s3::S3Connection conn(*s3::S3Endpoint::Parse(endpoint), s3::S3Credentials{});
-    std::vector<std::pair<std::string, std::string>> headers;
-    if (!layout.empty()) headers.emplace_back("x-objectcache-kv-layout", layout);
-    auto res = conn.Send(
-        "PUT", "/" + bucket, {}, "", [](auto) { return Status(); }, headers);
+    Result<s3::S3Response> res = testing::PutBucket(conn, bucket, layout);
     ASSERT_TRUE(res.has_value()) << res.error().ToString();
     ASSERT_TRUE(res->status == 200 || (exists_ok && res->status == 409)) << res->error_body;
   }
