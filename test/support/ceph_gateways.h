@@ -8,15 +8,18 @@
 
 #include <cstdlib>
 #include <memory>
+#include <random>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "core/seeded_data.h"
+#include "objectcache/chunk_key.h"
+#include "objectcache/chunk_object.h"
 #include "objectcache/client.h"
 #include "s3/s3_connection.h"
 #include "store/scratch_dir.h"
 #include "test/server_process.h"
-#include "test/support/stored_prefix.h"
 
 namespace objectcache::test_support {
 
@@ -67,12 +70,19 @@ class CephGatewayFixture : public ::testing::Test {
     ASSERT_TRUE(res->status == 200 || (exists_ok && res->status == 409)) << res->error_body;
   }
 
-  // `chunks` chunks of a prompt drawn from `seed`, stored through `writer` (flushed every
-  // `flush_every`): keys_ and kv_.
+  // `chunks` chunks of a prompt drawn from `seed`, with random KV, stored through `writer`
+  // (flushed every `flush_every` chunks and at the end): keys_ and kv_.
   void StorePrefix(Client* writer, size_t chunks, uint64_t seed, size_t flush_every) {
-    StoredPrefix p = StoreRandomPrefix(*writer, model_, chunks, seed, flush_every);
-    keys_ = std::move(p.keys);
-    kv_ = std::move(p.kv);
+    std::mt19937_64 rng(seed);
+    keys_ = KeyNamespace(model_.name, model_.layout)
+                .KeysForTokens(RandomTokens(rng, model_.layout.tokens_per_chunk * chunks));
+    kv_.clear();
+    for (size_t i = 0; i < keys_.size(); ++i) {
+      kv_.push_back(RandomBytes(rng, model_.layout.ChunkKvBytes()));
+      writer->StoreAsync(keys_[i], *EncodeChunkObject(model_.layout, keys_[i], AsBytes(kv_[i])));
+      if (i % flush_every == flush_every - 1) writer->Flush();
+    }
+    writer->Flush();
     ASSERT_EQ(writer->Stats().stored, keys_.size());
   }
 
