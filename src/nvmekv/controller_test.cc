@@ -231,11 +231,22 @@ TEST_F(NvmeKvControllerTest, EveryStatusCodeItSends) {
   EXPECT_EQ(Run(admin, DeleteIoSqCommand(1)), Generic(sc::kSuccess));
   EXPECT_EQ(Run(admin, CreateIoSqCommand(1, 16, 0, 9)),
             CommandSpecific(sc::kCompletionQueueInvalid));
+  // A submission queue's size and memory are checked as a completion queue's are (its
+  // completion queue 1 still stands; none of these is created).
+  EXPECT_EQ(Run(admin, CreateIoSqCommand(1, 4096, 0, 1)), CommandSpecific(sc::kInvalidQueueSize));
+  EXPECT_EQ(Run(admin, CreateIoSqCommand(1, 1, 0, 1)), CommandSpecific(sc::kInvalidQueueSize));
+  EXPECT_EQ(Run(admin, CreateIoSqCommand(1, 16, 100, 1)), Generic(sc::kInvalidField));
+  SubmissionEntry scattered_sq = CreateIoSqCommand(1, 16, 0, 1);
+  scattered_sq.dw[11] &= ~1u;  // not physically contiguous
+  EXPECT_EQ(Run(admin, scattered_sq), Generic(sc::kInvalidField));
   EXPECT_EQ(Run(admin, DeleteIoCqCommand(1)), Generic(sc::kSuccess));
   EXPECT_EQ(Run(admin, CreateIoCqCommand(1, 4096, 0)), CommandSpecific(sc::kInvalidQueueSize));
   EXPECT_EQ(Run(admin, CreateIoCqCommand(1, 1, 0)), CommandSpecific(sc::kInvalidQueueSize));
   EXPECT_EQ(Run(admin, CreateIoCqCommand(1, 16, 100)),
             Generic(sc::kInvalidField));  // not page aligned
+  SubmissionEntry scattered = CreateIoCqCommand(1, 16, 0);
+  scattered.dw[11] &= ~1u;  // not physically contiguous
+  EXPECT_EQ(Run(admin, scattered), Generic(sc::kInvalidField));
 }
 
 TEST_F(NvmeKvControllerTest, CapacityExceeded) {
