@@ -53,29 +53,24 @@ inline void AddGpuProfile(CLI::App* cmd, std::string* gpu) {
   cmd->add_option("--gpu", *gpu, "GPU profile of the emulated prefill: h100, h200");
 }
 
+// Registers the `bench` command, with `bench keys`, `bench store`, `bench index` and the
+// benchmarks below, under `app`.
 void AddBenchCommands(CLI::App* app);
-// Registers `bench s3` under the `bench` command.
+
+// Each registers one benchmark under the `bench` command: `bench s3`, `bench ttft`, ..., `bench
+// model` (the Python reference model's benchmark), in the file of its name (bench/s3_bench.cc...).
 void AddS3BenchCommand(CLI::App* bench);
-// Registers `bench ttft` under the `bench` command.
 void AddTtftBenchCommand(CLI::App* bench);
-// Registers `bench sched` under the `bench` command.
 void AddSchedBenchCommand(CLI::App* bench);
-// Registers `bench backends` under the `bench` command.
 void AddBackendsBenchCommand(CLI::App* bench);
-// Registers `bench mem` under the `bench` command.
 void AddMemBenchCommand(CLI::App* bench);
-// Registers `bench evict` under the `bench` command.
 void AddEvictBenchCommand(CLI::App* bench);
-// Registers `bench tls` under the `bench` command.
 void AddTlsBenchCommand(CLI::App* bench);
-// Registers `bench path` under the `bench` command.
 void AddPathBenchCommand(CLI::App* bench);
-// Registers `bench gpu` under the `bench` command.
 void AddGpuBenchCommand(CLI::App* bench);
-// Registers `bench nvme-kv` under the `bench` command.
 void AddNvmeKvBenchCommand(CLI::App* bench);
-// Registers `bench model` (the Python reference model's benchmark) under the `bench` command.
 void AddModelBenchCommand(CLI::App* bench);
+
 // Registers `demo`: the TTFT experiment on one model, the README's main job.
 void AddDemoCommand(CLI::App* app);
 
