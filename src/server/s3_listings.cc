@@ -113,8 +113,9 @@ asio::awaitable<S3Result<void>> S3Handler::ListObjects(Ctx& c, bool v2) {
   if (v2) {
     w.Element("KeyCount", std::to_string(listing->objects.size() + listing->prefixes.size()));
     if (const std::string* t = r.Query("continuation-token")) w.Element("ContinuationToken", *t);
-    if (r.Query("start-after"))
-      w.Element("StartAfter", ListingName(r.QueryValue("start-after"), url));
+    if (const std::string* after = r.Query("start-after")) {
+      w.Element("StartAfter", ListingName(*after, url));
+    }
     if (listing->truncated) w.Element("NextContinuationToken", Base64Encode(listing->last));
   } else {
     w.Element("Marker", ListingName(position, url));
