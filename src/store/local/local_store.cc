@@ -311,7 +311,7 @@ Result<ObjectInfo> LocalStore::Stat(std::string_view key) {
 
 Result<OpenObjectRef> LocalStore::OpenForRead(std::string_view key) {
   OC_RETURN_IF_ERROR(ValidateKey(key));
-  const std::string what = "reading '" + std::string(key) + "'";
+  const std::string what = Doing("reading", key);
   IndexShard& s = index_[IndexShardOf(key)];
   uint64_t mutations_seen;
   {
@@ -373,7 +373,7 @@ Status LocalStore::DropDamaged(std::string_view key, ino_t inode, const Status& 
 Result<size_t> LocalStore::Retrieve(std::string_view key, std::span<std::byte> dest) {
   OC_ASSIGN_OR_RETURN(OpenObjectRef ref, OpenForRead(key));
   const OpenObject& obj = *ref;
-  const std::string what = "reading '" + std::string(key) + "'";
+  const std::string what = Doing("reading", key);
   if (dest.size() < obj.size) {
     return ResourceExhaustedError(what + ": object is " + std::to_string(obj.size) +
                                   " bytes, buffer " + std::to_string(dest.size()));
