@@ -70,14 +70,10 @@ class PyDeviceTransfer {
 
 class PyDeviceRetrieval : public PyDeviceTransfer<DeviceRetrieval> {
  public:
-  PyDeviceRetrieval(std::unique_ptr<DeviceRetrieval> r, DeviceCaches caches, LayerRange layers)
-      : PyDeviceTransfer(std::move(r), std::move(caches)), layers_(layers) {}
+  using PyDeviceTransfer::PyDeviceTransfer;
   uint32_t Hits();
   void WaitForLayer(uint32_t layer);
   void StreamWaitForLayer(uint32_t layer, py::handle stream);
-
- private:
-  LayerRange layers_;
 };
 
 class PyDeviceSave : public PyDeviceTransfer<DeviceSave> {

@@ -253,7 +253,7 @@ class PyClient {
                                .compute_seconds_per_layer = base.compute_seconds_per_layer};
     Result<std::unique_ptr<DeviceRetrieval>> r =
         Released([&] { return RetrieveToDevice(*client_, std::move(req)); });
-    return std::make_unique<PyDeviceRetrieval>(TakeArgument(r), std::move(on), base.layers);
+    return std::make_unique<PyDeviceRetrieval>(TakeArgument(r), std::move(on));
   }
 
   std::unique_ptr<PyDeviceSave> SaveDevice(py::iterable keys_obj, py::handle caches,
