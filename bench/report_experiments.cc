@@ -12,6 +12,7 @@
 #include "bench/kv_fixture.h"
 #include "bench/report.h"
 #include "bench/svg_chart.h"
+#include "core/seeded_data.h"
 #include "objectcache/chunk_object.h"
 #include "objectcache/client.h"
 #include "objectcache/store_registry.h"
@@ -29,12 +30,7 @@ struct PutGetRate {
 // median MB/s of each over `repeats` rounds.
 Result<PutGetRate> TimePutGet(Store& store, const std::string& prefix, size_t size, size_t count,
                               int repeats) {
-  std::string value(size, '\0');
-  std::mt19937_64 rng(size);
-  for (size_t i = 0; i + 8 <= size; i += 8) {
-    const uint64_t x = rng();
-    std::memcpy(value.data() + i, &x, 8);
-  }
+  std::string value = SeededBytes(size, size);
   std::string back(size, '\0');
   std::vector<double> put, get;
   for (int r = 0; r < repeats; ++r) {

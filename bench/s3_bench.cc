@@ -19,6 +19,7 @@
 #include "bench/bench_command.h"
 #include "bench/bench_report.h"
 #include "bench/kv_fixture.h"
+#include "core/seeded_data.h"
 #include "objectcache/store_registry.h"
 
 #include <fcntl.h>
@@ -222,14 +223,7 @@ Status RunS3Bench(const S3BenchFlags& f) {
     OC_ASSIGN_OR_RETURN(uint64_t size, ParseByteSize(size_text));
     std::vector<std::string> bodies;
     std::mt19937_64 rng(size);
-    for (int i = 0; i < f.objects; ++i) {
-      std::string b(size, '\0');
-      for (size_t j = 0; j + 8 <= b.size(); j += 8) {
-        uint64_t v = rng();
-        std::memcpy(&b[j], &v, 8);
-      }
-      bodies.push_back(std::move(b));
-    }
+    for (int i = 0; i < f.objects; ++i) bodies.push_back(RandomBytes(rng, size));
     // The same bytes in both: PUT through each server once.
     const std::string bucket = "bench";
     {

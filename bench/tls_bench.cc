@@ -15,6 +15,7 @@
 #include "bench/bench_command.h"
 #include "bench/bench_report.h"
 #include "bench/kv_fixture.h"
+#include "core/seeded_data.h"
 #include "objectcache/store_registry.h"
 #include "s3/s3_connection.h"
 
@@ -158,14 +159,7 @@ Status RunTlsBench(const TlsBenchFlags& f) {
   OC_ASSIGN_OR_RETURN(uint64_t size, ParseByteSize(f.size));
   std::vector<std::string> bodies;
   std::mt19937_64 rng(size);
-  for (int i = 0; i < f.objects; ++i) {
-    std::string b(size, '\0');
-    for (size_t j = 0; j + 8 <= b.size(); j += 8) {
-      const uint64_t v = rng();
-      std::memcpy(&b[j], &v, 8);
-    }
-    bodies.push_back(std::move(b));
-  }
+  for (int i = 0; i < f.objects; ++i) bodies.push_back(RandomBytes(rng, size));
   for (const Side& side : sides) {
     OC_RETURN_IF_ERROR(Put(side.endpoint, "/bench", ""));
     for (int i = 0; i < f.objects; ++i) {
