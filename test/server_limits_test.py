@@ -231,17 +231,21 @@ class MemoryBudgetTest(ServerCase):
                 s.close()
         self.assertLess(grown, budget, f"RSS grew by {grown >> 20} MiB for 60 idle lookups")
 
-    def test_layerwise_windows_outside_their_bounds_are_refused_at_start(self):
+    def test_buffers_outside_their_bounds_are_refused_at_start(self):
         # A response holds two windows of the request budget: an explicit window beyond half of
         # it, or under 64 KiB, stops serve with a message (the default shrinks to fit instead).
+        # So does a streaming buffer under 4 KiB or over 64 MiB, u64 max included.
         with tempfile.TemporaryDirectory() as tmp:
             for extra in (["--layerwise-window", "1KiB"],
-                          ["--request-memory", "64MiB", "--layerwise-window", "33MiB"]):
+                          ["--request-memory", "64MiB", "--layerwise-window", "33MiB"],
+                          ["--io-buffer", "0"], ["--io-buffer", "4095"],
+                          ["--io-buffer", "65MiB"], ["--io-buffer", str(2**64 - 1)]):
                 run = subprocess.run([base.OC, "serve", "--anonymous", "--listen", "127.0.0.1:0",
                                       "--store", os.path.join(tmp, "store")] + extra,
                                      capture_output=True, text=True, timeout=30)
                 self.assertNotEqual(run.returncode, 0, extra)
-                self.assertIn("--layerwise-window", run.stderr, extra)
+                self.assertIn(extra[-2], run.stderr, extra)
+                self.assertNotIn("listening", run.stderr, extra)
 
     def test_limits_that_would_turn_every_request_away_are_refused_at_start(self):
         # Limits at which the server would turn every request away (no connection, no header, a

@@ -135,7 +135,10 @@ Status RunServe(const ServeFlags& f) {
   OC_ASSIGN_OR_RETURN(s3.bandwidth_cap, sched::ParseBandwidth(f.bandwidth_cap));
   OC_ASSIGN_OR_RETURN(s3.policy, sched::ParsePolicy(f.sched_policy));
   OC_ASSIGN_OR_RETURN(uint64_t io_buffer, ParseByteSize(f.io_buffer));
-  s3.io_buffer_bytes = static_cast<size_t>(std::clamp<uint64_t>(io_buffer, 4096, 64 << 20));
+  if (io_buffer < 4096 || io_buffer > (64 << 20)) {
+    return InvalidArgumentError("--io-buffer " + f.io_buffer + ": from 4KiB to 64MiB");
+  }
+  s3.io_buffer_bytes = static_cast<size_t>(io_buffer);
   // A budget that cannot hold one upload's buffer, or one layerwise response's two windows,
   // would answer every such request 503 SlowDown however long its client retried.
   const uint64_t one_request =
@@ -341,7 +344,7 @@ void AddServeCommand(CLI::App* app) {
   cmd->add_flag("--no-sendfile", f->no_sendfile,
                 "Copy object bytes through a buffer even over plain HTTP (as over TLS) instead "
                 "of sendfile(2) from the local store's files");
-  cmd->add_option("--io-buffer", f->io_buffer, "Streaming buffer per request");
+  cmd->add_option("--io-buffer", f->io_buffer, "Streaming buffer per request, 4KiB to 64MiB");
   cmd->add_option("--log-level", f->log_level, "debug, info, warn or error");
   cmd->add_option("--log-format", f->log_format, "text, or json: one JSON object a line");
   cmd->add_option("--port-file", f->port_file, "Write the port actually listened on to this file");
