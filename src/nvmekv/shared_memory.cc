@@ -9,7 +9,9 @@
 
 #include <atomic>
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
+#include <ctime>
 #include <mutex>
 #include <utility>
 
@@ -31,6 +33,20 @@ constexpr int kGuardSlots = 256;
 GuardSlot guard_slots[kGuardSlots];
 struct sigaction previous_sigbus;
 
+// True when the segment's status changed (st_ctime: a resize) in the last second. A fault past a
+// cut that finds the size intact means that another thread or process gave the size back
+// between the faulting access and this handler's look (the controller's idle check, a second
+// worker that faulted too, or a host); the access is retried. A fault that a retry cannot cure
+// (no memory for the page) finds no recent change and ends the process, after at most a second
+// of retries when it follows a resize.
+bool ResizedJustNow(const struct stat& st) {
+  struct timespec now {};
+  if (clock_gettime(CLOCK_REALTIME, &now) != 0) return false;
+  const int64_t age_ns = (int64_t{now.tv_sec} - st.st_ctim.tv_sec) * 1'000'000'000 +
+                         (now.tv_nsec - st.st_ctim.tv_nsec);
+  return age_ns >= -1'000'000'000 && age_ns < 1'000'000'000;  // a clock step back: still recent
+}
+
 // A fault in a guarded mapping whose segment a host shrank: the segment gets its size back and
 // the access is retried. Anything else ends the process as it would have without the guard.
 void OnSigbus(int sig, siginfo_t* info, void* context) {
@@ -42,15 +58,16 @@ void OnSigbus(int sig, siginfo_t* info, void* context) {
     if (base == 0 || addr < base || addr - base >= size) continue;
     const int fd = slot.fd.load(std::memory_order_acquire);
     struct stat st {};
-    // Only a segment cut short: a fault with the size intact (no memory for the page) would
-    // only fault again.
-    if (fstat(fd, &st) == 0 && static_cast<uint64_t>(st.st_size) < size &&
-        ftruncate(fd, static_cast<off_t>(size)) == 0) {
+    if (info->si_code != BUS_ADRERR || fstat(fd, &st) != 0) break;  // a memory error, say
+    if (static_cast<uint64_t>(st.st_size) < size) {
+      if (ftruncate(fd, static_cast<off_t>(size)) != 0) break;
       slot.resizes.fetch_add(1, std::memory_order_release);
       errno = saved_errno;
       return;
     }
-    break;
+    if (!ResizedJustNow(st)) break;
+    errno = saved_errno;
+    return;
   }
   if (previous_sigbus.sa_flags & SA_SIGINFO) {
     previous_sigbus.sa_sigaction(sig, info, context);
