@@ -44,7 +44,8 @@ bool ResizedJustNow(const struct stat& st) {
   if (clock_gettime(CLOCK_REALTIME, &now) != 0) return false;
   const int64_t age_ns = (int64_t{now.tv_sec} - st.st_ctim.tv_sec) * 1'000'000'000 +
                          (now.tv_nsec - st.st_ctim.tv_nsec);
-  return age_ns >= -1'000'000'000 && age_ns < 1'000'000'000;  // a clock step back: still recent
+  // A ctime up to a second ahead of the clock (the clock stepped back) counts as recent too.
+  return age_ns >= -1'000'000'000 && age_ns < 1'000'000'000;
 }
 
 // A fault in a guarded mapping whose segment a host shrank: the segment gets its size back and
