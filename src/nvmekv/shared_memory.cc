@@ -33,19 +33,20 @@ constexpr int kGuardSlots = 256;
 GuardSlot guard_slots[kGuardSlots];
 struct sigaction previous_sigbus;
 
-// True when the segment's status changed (st_ctime: a resize) in the last second. A fault past a
-// cut that finds the size intact means that another thread or process gave the size back
-// between the faulting access and this handler's look (the controller's idle check, a second
-// worker that faulted too, or a host); the access is retried. A fault that a retry cannot cure
-// (no memory for the page) finds no recent change and ends the process, after at most a second
-// of retries when it follows a resize.
+// True when the segment's status changed (st_ctime: a resize) less than kResizeRetryNs ago. A
+// fault past a cut that finds the size intact means that another thread or process gave the
+// size back between the faulting access and this handler's look (the controller's idle check, a
+// second worker that faulted too, or a host); the access is retried. A fault that a retry cannot
+// cure (no memory for the page) finds no recent change and ends the process, after at most
+// kResizeRetryNs of retries when it follows a resize.
 bool ResizedJustNow(const struct stat& st) {
+  constexpr int64_t kWindow = SharedMemory::kResizeRetryNs;
   struct timespec now {};
   if (clock_gettime(CLOCK_REALTIME, &now) != 0) return false;
   const int64_t age_ns = (int64_t{now.tv_sec} - st.st_ctim.tv_sec) * 1'000'000'000 +
                          (now.tv_nsec - st.st_ctim.tv_nsec);
-  // A ctime up to a second ahead of the clock (the clock stepped back) counts as recent too.
-  return age_ns >= -1'000'000'000 && age_ns < 1'000'000'000;
+  // A ctime as far ahead of the clock (the clock stepped back) counts as recent too.
+  return age_ns > -kWindow && age_ns < kWindow;
 }
 
 // A fault in a guarded mapping whose segment a host shrank: the segment gets its size back and

@@ -109,8 +109,11 @@ class SharedMemory {
   // A host can resize the segment (ftruncate) under the mappings of everyone else; a read or
   // write past its new end would raise SIGBUS and end the process. Every mapping is guarded
   // instead: the fault gives the segment its size back (zeros past the cut) and the access
-  // goes on, counted here. The controller then calls Restore and fails the host.
+  // goes on, counted here. The controller then calls Restore and fails the host. A fault that
+  // finds the size already given back (by another thread or process) is retried while the
+  // segment changed (st_ctime) less than kResizeRetryNs ago; after that it ends the process.
   uint64_t resizes() const;
+  static constexpr int64_t kResizeRetryNs = 1'000'000'000;
   // Gives the segment back its size (when a host shrank or grew it) and, in the controller's
   // mapping, its descriptor. True when anything had changed.
   bool Restore();

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cstring>
 #include <optional>
@@ -90,7 +91,10 @@ TEST_F(SharedMemoryTest, ThreadsFaultingOnACutSegmentTogetherAllGoOn) {
   constexpr int kCuts = 200;
   int repaired = 0;
   for (int cut = 0; cut < kCuts; ++cut) {
-    ASSERT_EQ(::ftruncate(controller_->fd(), kRegisterBytes), 0);
+    if (::ftruncate(controller_->fd(), kRegisterBytes) != 0) {
+      ADD_FAILURE() << "ftruncate: " << std::strerror(errno);
+      break;  // the writers are still to be stopped and joined
+    }
     const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(30);
     while (SegmentSize(controller_->fd()) != size && std::chrono::steady_clock::now() < give_up) {
       std::this_thread::yield();
@@ -107,8 +111,7 @@ TEST_F(SharedMemoryTest, ThreadsFaultingOnACutSegmentTogetherAllGoOn) {
 
 // The fault as the kernel reports an access past a segment's end (BUS_ADRERR at `addr`), sent to
 // this thread: what a thread sees when its access faulted and the size was given back before its
-// handler looked.
-// False when it could not be sent.
+// handler looked. False when it could not be sent.
 bool FaultAt(const std::byte* addr) {
   siginfo_t info{};
   info.si_signo = SIGBUS;
@@ -135,7 +138,8 @@ TEST_F(SharedMemoryTest, AFaultWithTheSizeIntactIsRetriedOnlyAfterAResize) {
       ::testing::ExitedWithCode(0), "");
   EXPECT_EXIT(
       {
-        std::this_thread::sleep_for(std::chrono::milliseconds(1100));
+        std::this_thread::sleep_for(std::chrono::nanoseconds(SharedMemory::kResizeRetryNs) +
+                                    std::chrono::milliseconds(100));
         std::_Exit(FaultAt(inside) ? 0 : 3);
       },
       DidNotGoOn, "");
