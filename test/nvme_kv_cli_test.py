@@ -8,18 +8,16 @@ stops the controller and removes its segment. Then `bench nvme-kv` on a small ru
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
-import time
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from support import objectcache_binary  # noqa: E402
-from support.s3_server import free_port  # noqa: E402
+from support import s3_server  # noqa: E402
 
-BIN = objectcache_binary()
+BIN = s3_server.OC = objectcache_binary()
 
 
 def run(*args, stdin=None, check=True):
@@ -107,25 +105,17 @@ def main():
         assert r.returncode != 0 and "no NVMe-KV controller" in r.stderr.decode(), r.stderr
 
         # The gateway's objects of bucket kvbucket are the controller's keys under --prefix kvbucket/.
-        port = free_port()
-        gw_store = os.path.join(tmp, "gw-store")
-        gw = subprocess.Popen([BIN, "serve", "--anonymous", "--listen", "127.0.0.1:%d" % port,
-                               "--store", gw_store], stderr=subprocess.DEVNULL)
+        gw_root = os.path.join(tmp, "gw")
+        os.mkdir(gw_root)
+        gw = s3_server.Server(gw_root, "--anonymous")
         try:
-            for _ in range(200):
-                try:
-                    socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                    break
-                except OSError:
-                    time.sleep(0.05)
-            url = "http://127.0.0.1:%d/kvbucket" % port
+            url = gw.endpoint + "/kvbucket"
             urllib.request.urlopen(urllib.request.Request(url, data=b"", method="PUT")).read()
             body = os.urandom(5000)
             urllib.request.urlopen(urllib.request.Request(url + "/" + key, data=body, method="PUT")).read()
         finally:
-            gw.send_signal(signal.SIGTERM)
-            gw.wait(timeout=30)
-        p = start_controller("file://" + gw_store, shm, "--prefix", "kvbucket/")
+            assert gw.stop() == 0, gw.log_text()
+        p = start_controller("file://" + gw.store, shm, "--prefix", "kvbucket/")
         try:
             assert run("nvme-kv", "retrieve", "--shm", shm, key).stdout == body
         finally:

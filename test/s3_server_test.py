@@ -35,7 +35,7 @@ from botocore.credentials import Credentials
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from support import s3_server as base  # noqa: E402
 from support.s3_server import (ACCESS, AWS, S3CMD, SECRET, Server, ServerCase,  # noqa: E402,F401
-                               client, free_port, raw_http, send, signed_request)
+                               client, raw_http, send, signed_request)
 
 
 class S3ServerTest(unittest.TestCase):

@@ -44,9 +44,9 @@ class HealthTest(unittest.TestCase):
 
     def test_on_the_metrics_port_too(self):
         with tempfile.TemporaryDirectory() as root:
-            port = base.free_port()
-            server = base.Server(root, "--metrics-listen", f"127.0.0.1:{port}")
+            server = base.Server(root, "--metrics-listen", "127.0.0.1:0")
             try:
+                port = server.metrics_port()
                 ops = f"http://127.0.0.1:{port}"
                 self.assertEqual(fetch(ops + "/healthz"), (200, b"ok\n"))
                 self.assertEqual(fetch(ops + "/readyz"), (200, b"ready\n"))

@@ -415,8 +415,8 @@ class CreateBucketRaceTest(ServerCase):
 
 class MetricsPortTest(ServerCase):
     def test_metrics_move_to_their_own_port(self):
-        port = base.free_port()
-        server = self.start("--metrics-listen", f"127.0.0.1:{port}")
+        server = self.start("--metrics-listen", "127.0.0.1:0")
+        port = server.metrics_port()
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:
             self.assertIn(b"objectcache_", r.read())
         reply = base.raw_http(server.port, b"GET /metrics HTTP/1.1\r\nHost: x\r\n"

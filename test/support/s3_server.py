@@ -6,6 +6,7 @@ the command line every test script takes (main: --objectcache PATH).
 """
 import hashlib
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -56,6 +57,13 @@ class Server:
         self.port = int(open(port_file).read())
         scheme = "https" if "--tls-cert" in extra else "http"
         self.endpoint = f"{scheme}://127.0.0.1:{self.port}"
+
+    def metrics_port(self):
+        """The port of `--metrics-listen HOST:0`, which the kernel chose and the log names."""
+        found = re.search(r"metrics on http://[^ ]*:(\d+)/metrics", self.log_text())
+        if not found:
+            raise AssertionError("no metrics port in the server log: " + self.log_text())
+        return int(found.group(1))
 
     def wait_for_log(self, text, count=1):
         """Waits (at most 10 s) until `text` is in the log `count` times; AssertionError else."""
@@ -147,12 +155,6 @@ def read_reply(sock, done=None):
     except (socket.timeout, ConnectionResetError):
         pass
     return reply
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def main():
