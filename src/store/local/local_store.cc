@@ -311,13 +311,12 @@ Result<ObjectInfo> LocalStore::Stat(std::string_view key) {
 
 Result<OpenObjectRef> LocalStore::OpenForRead(std::string_view key) {
   OC_RETURN_IF_ERROR(ValidateKey(key));
-  const std::string what = Doing("reading", key);
   IndexShard& s = index_[IndexShardOf(key)];
   uint64_t mutations_seen;
   {
     std::lock_guard lock(s.mu);
     const EntryId id = s.Find(key);
-    if (id == kNoEntry) return NotFoundError(what + ": no such object");
+    if (id == kNoEntry) return NotFoundError(Doing("reading", key) + ": no such object");
     s.objects.Touch(id, ++clock_);
     if (auto open = s.open_files.find(key); open != s.open_files.end()) return open->second;
     mutations_seen = s.mutations;
@@ -327,16 +326,16 @@ Result<OpenObjectRef> LocalStore::OpenForRead(std::string_view key) {
   obj.fd = Fd(OpenForReading(DirFor(key), LocalStoreFileName(key).c_str()));
   if (!obj.fd.valid()) {
     // Deleted or evicted since the lookup: a miss like any other.
-    if (errno == ENOENT) return NotFoundError(what + ": no such object");
-    return ErrnoError(what, errno);
+    if (errno == ENOENT) return NotFoundError(Doing("reading", key) + ": no such object");
+    return ErrnoError(Doing("reading", key), errno);
   }
   struct stat st;
-  if (::fstat(obj.fd.get(), &st) != 0) return ErrnoError(what, errno);
+  if (::fstat(obj.fd.get(), &st) != 0) return ErrnoError(Doing("reading", key), errno);
   obj.inode = st.st_ino;
   Result<Trailer> t = ReadTrailer(obj.fd.get(), static_cast<uint64_t>(st.st_size), key);
   if (!t.has_value()) {
-    if (t.error().code() != StatusCode::kDataLoss) return t.error().Annotate(what);
-    return DropDamaged(key, obj.inode, t.error().Annotate(what));
+    if (t.error().code() != StatusCode::kDataLoss) return t.error().Annotate(Doing("reading", key));
+    return DropDamaged(key, obj.inode, t.error().Annotate(Doing("reading", key)));
   }
   obj.size = t->payload_len;
   obj.checksum = t->payload_checksum;
@@ -345,9 +344,9 @@ Result<OpenObjectRef> LocalStore::OpenForRead(std::string_view key) {
   if (Result<std::string> attrs = GetAttributes(obj.fd.get(), key); attrs.has_value()) {
     obj.attributes = std::move(*attrs);
   } else if (attrs.error().code() == StatusCode::kDataLoss) {
-    return DropDamaged(key, obj.inode, attrs.error().Annotate(what));
+    return DropDamaged(key, obj.inode, attrs.error().Annotate(Doing("reading", key)));
   } else {
-    return attrs.error().Annotate(what);
+    return attrs.error().Annotate(Doing("reading", key));
   }
   std::lock_guard lock(s.mu);
   if (s.mutations == mutations_seen && open_files_per_shard_ > 0) {
@@ -373,18 +372,21 @@ Status LocalStore::DropDamaged(std::string_view key, ino_t inode, const Status& 
 Result<size_t> LocalStore::Retrieve(std::string_view key, std::span<std::byte> dest) {
   OC_ASSIGN_OR_RETURN(OpenObjectRef ref, OpenForRead(key));
   const OpenObject& obj = *ref;
-  const std::string what = Doing("reading", key);
   if (dest.size() < obj.size) {
-    return ResourceExhaustedError(what + ": object is " + std::to_string(obj.size) +
-                                  " bytes, buffer " + std::to_string(dest.size()));
+    return ResourceExhaustedError(Doing("reading", key) + ": object is " +
+                                  std::to_string(obj.size) + " bytes, buffer " +
+                                  std::to_string(dest.size()));
   }
   std::span<std::byte> out = dest.first(obj.size);
   if (int e = PreadAll(obj.fd.get(), out, 0); e != 0) {
-    if (e > 0) return ErrnoError(what, e);
-    return DropDamaged(key, obj.inode, DataLossError(what + ": file shorter than its footer says"));
+    if (e > 0) return ErrnoError(Doing("reading", key), e);
+    return DropDamaged(
+        key, obj.inode,
+        DataLossError(Doing("reading", key) + ": file shorter than its footer says"));
   }
   if (Xxh3(out.data(), out.size()) != obj.checksum) {
-    return DropDamaged(key, obj.inode, DataLossError(what + ": payload checksum mismatch"));
+    return DropDamaged(key, obj.inode,
+                       DataLossError(Doing("reading", key) + ": payload checksum mismatch"));
   }
   return obj.size;
 }
