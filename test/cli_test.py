@@ -226,6 +226,14 @@ class CliTest(unittest.TestCase):
                             ("127.0.0.1:90000", "must be HOST:PORT"),
                             ("localhost:0", "is not an IP address")]:
             self.assertFailsCleanly(signed + ["--store", "mem://", "--listen", listen], why)
+        # A token id is a whole decimal number in 0..2^32-1, quoted alone when it is not one.
+        sixteen = [str(t) for t in range(1, 16)]
+        for token in ["-1", "4294967296", "18446744073709551615", "12abc", "0x10", "1.5"]:
+            self.assertFailsCleanly(["kv", "keys", "--layout", layout, "--", token, *sixteen],
+                                    f"token 0 ('{token}') is not an integer in 0..4294967295")
+        # A layout file is read up to 64 KiB: /dev/zero is refused, not loaded.
+        self.assertFailsCleanly(["kv", "keys", "--layout", "/dev/zero", "1"],
+                                "layout file '/dev/zero' is over 65536 bytes")
         self.assertEqual(run("kv", "ls", "--store", self.store, "-l").stdout, before)
         p = run("kv", "frobnicate", check=False)
         self.assertEqual(p.returncode, 2)

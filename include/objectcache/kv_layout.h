@@ -107,7 +107,8 @@ Result<ModelPreset> ParseModelJson(std::string_view json);
 std::string ModelToJson(const ModelPreset& model);
 
 // Resolves what a user typed for --layout: a preset name, or a path to a JSON file
-// (anything containing '/' or ending in ".json").
+// (anything containing '/' or ending in ".json") of at most kMaxLayoutFileBytes.
+inline constexpr size_t kMaxLayoutFileBytes = 64 << 10;
 Result<ModelPreset> ResolveModel(std::string_view name_or_path);
 
 }  // namespace objectcache

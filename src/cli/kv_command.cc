@@ -15,23 +15,21 @@ namespace {
 
 // Token ids separated by whitespace or commas.
 Result<std::vector<uint32_t>> ParseTokens(std::string_view text) {
+  constexpr std::string_view kSeparators = " \n\t\r,";
   std::vector<uint32_t> tokens;
   size_t i = 0;
-  while (i < text.size()) {
-    char c = text[i];
-    if (c == ' ' || c == '\n' || c == '\t' || c == '\r' || c == ',') {
-      ++i;
-      continue;
-    }
+  while ((i = text.find_first_not_of(kSeparators, i)) != std::string_view::npos) {
+    const std::string_view token = text.substr(i, text.find_first_of(kSeparators, i) - i);
     uint32_t v = 0;
-    auto [end, ec] = std::from_chars(text.data() + i, text.data() + text.size(), v);
-    if (ec != std::errc() || end == text.data() + i) {
+    auto [end, ec] = std::from_chars(token.data(), token.data() + token.size(), v);
+    if (ec != std::errc() || end != token.data() + token.size()) {
+      const bool cut = token.size() > 24;
       return InvalidArgumentError("token " + std::to_string(tokens.size()) + " ('" +
-                                  std::string(text.substr(i, 12)) +
-                                  "') is not an integer in 0..4294967295");
+                                  std::string(token.substr(0, 24)) + (cut ? "...'" : "'") +
+                                  ") is not an integer in 0..4294967295");
     }
     tokens.push_back(v);
-    i = static_cast<size_t>(end - text.data());
+    i += token.size();
   }
   return tokens;
 }

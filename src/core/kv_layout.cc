@@ -4,7 +4,6 @@
 
 #include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
 #include "core/byte_order.h"
 #include "core/name_table.h"
@@ -180,11 +179,19 @@ Result<ModelPreset> ResolveModel(std::string_view name_or_path) {
   bool is_path =
       name_or_path.find('/') != std::string_view::npos || name_or_path.ends_with(".json");
   if (!is_path) return FindModelPreset(name_or_path);
-  std::ifstream in{std::string(name_or_path)};
-  if (!in) return NotFoundError("cannot open layout file '" + std::string(name_or_path) + "'");
-  std::stringstream text;
-  text << in.rdbuf();
-  Result<ModelPreset> model = ParseModelJson(text.str());
+  const std::string path(name_or_path);
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return NotFoundError("cannot open layout file '" + path + "'");
+  // Read one byte past the bound, so that a larger file (or /dev/zero) is refused, not loaded.
+  std::string text(kMaxLayoutFileBytes + 1, '\0');
+  in.read(text.data(), static_cast<std::streamsize>(text.size()));
+  if (in.bad()) return ErrnoError("reading layout file '" + path + "'", errno);
+  text.resize(static_cast<size_t>(in.gcount()));
+  if (text.size() > kMaxLayoutFileBytes) {
+    return InvalidArgumentError("layout file '" + path + "' is over " +
+                                std::to_string(kMaxLayoutFileBytes) + " bytes");
+  }
+  Result<ModelPreset> model = ParseModelJson(text);
   if (!model) return model.error().Annotate("layout file '" + std::string(name_or_path) + "'");
   return model;
 }

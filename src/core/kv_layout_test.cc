@@ -1,5 +1,7 @@
 #include "objectcache/kv_layout.h"
 
+#include <fstream>
+
 #include <gtest/gtest.h>
 
 namespace objectcache {
@@ -95,6 +97,29 @@ TEST(KvLayoutTest, BadJsonIsInvalidArgument) {
     ASSERT_FALSE(m.has_value()) << text;
     EXPECT_EQ(m.error().code(), StatusCode::kInvalidArgument) << text;
   }
+}
+
+TEST(KvLayoutTest, LayoutFilesAreReadUpToTheirBound) {
+  const std::string dir = ::testing::TempDir();
+  const std::string json = R"({"layers": 4, "kv_heads": 2, "head_dim": 64, "dtype": "fp16"})";
+  const std::string fits = dir + "/fits.json";
+  std::ofstream(fits) << json << std::string(kMaxLayoutFileBytes - json.size(), ' ');
+  Result<ModelPreset> m = ResolveModel(fits);
+  ASSERT_TRUE(m.has_value()) << m.error().ToString();
+  EXPECT_EQ(m->layout.num_layers, 4u);
+
+  const std::string over = dir + "/over.json";
+  std::ofstream(over) << json << std::string(kMaxLayoutFileBytes - json.size() + 1, ' ');
+  for (const std::string& path : {over, std::string("/dev/zero")}) {
+    m = ResolveModel(path);
+    ASSERT_FALSE(m.has_value()) << path;
+    EXPECT_EQ(m.error().code(), StatusCode::kInvalidArgument) << path;
+    EXPECT_NE(m.error().message().find("is over 65536 bytes"), std::string::npos)
+        << m.error().message();
+  }
+  m = ResolveModel(dir + "/absent.json");
+  ASSERT_FALSE(m.has_value());
+  EXPECT_EQ(m.error().code(), StatusCode::kNotFound);
 }
 
 }  // namespace
