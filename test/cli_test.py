@@ -231,9 +231,17 @@ class CliTest(unittest.TestCase):
         for token in ["-1", "4294967296", "18446744073709551615", "12abc", "0x10", "1.5"]:
             self.assertFailsCleanly(["kv", "keys", "--layout", layout, "--", token, *sixteen],
                                     f"token 0 ('{token}') is not an integer in 0..4294967295")
-        # A layout file is read up to 64 KiB: /dev/zero is refused, not loaded.
+        # Files are read up to a bound (a layout 64 KiB, keys and tokens 64 MiB, a chunk its
+        # size): /dev/zero is refused, not loaded.
         self.assertFailsCleanly(["kv", "keys", "--layout", "/dev/zero", "1"],
                                 "layout file '/dev/zero' is over 65536 bytes")
+        self.assertFailsCleanly(["kv", "keys", "--layout", layout, "--tokens", "/dev/zero"],
+                                "/dev/zero is over 67108864 bytes")
+        self.assertFailsCleanly(["kv", "get-layers", "--store", self.store, "--layout", layout,
+                                 "--keys", "/dev/zero", "--layers", "0:1"],
+                                "/dev/zero is over 67108864 bytes")
+        self.assertFailsCleanly(["kv", "put-chunk", "--store", self.store, "--layout", layout,
+                                 "--key", key, "/dev/zero"], "/dev/zero is over 2097152 bytes")
         self.assertEqual(run("kv", "ls", "--store", self.store, "-l").stdout, before)
         p = run("kv", "frobnicate", check=False)
         self.assertEqual(p.returncode, 2)

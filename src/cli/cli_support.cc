@@ -36,17 +36,28 @@ sigset_t BlockSignals(std::initializer_list<int> signals) {
   return set;
 }
 
-Result<std::string> ReadFile(const std::string& path) {
-  std::ostringstream out;
-  if (path == "-") {
-    out << std::cin.rdbuf();
-    return out.str();
+Result<std::string> ReadFile(const std::string& path, uint64_t max_bytes) {
+  std::ifstream file;
+  if (path != "-") {
+    file.open(path, std::ios::binary);
+    if (!file) return ErrnoError("opening " + path, errno);
   }
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return ErrnoError("opening " + path, errno);
-  out << in.rdbuf();
+  std::istream& in = path == "-" ? std::cin : file;
+  constexpr size_t kPiece = 1 << 20;
+  std::string text;
+  for (;;) {
+    if (text.size() > max_bytes) {
+      return InvalidArgumentError((path == "-" ? "stdin" : path) + " is over " +
+                                  std::to_string(max_bytes) + " bytes");
+    }
+    if (!in) break;
+    const size_t had = text.size();
+    text.resize(had + kPiece);
+    in.read(text.data() + had, kPiece);
+    text.resize(had + static_cast<size_t>(in.gcount()));
+  }
   if (in.bad()) return ErrnoError("reading " + path, errno);
-  return out.str();
+  return text;
 }
 
 Result<std::unique_ptr<OutputFile>> OutputFile::Open(const std::string& path) {

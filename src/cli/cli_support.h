@@ -50,8 +50,14 @@ CLI::App* AddCommand(CLI::App* parent, std::string name, std::string description
 // set returned.
 sigset_t BlockSignals(std::initializer_list<int> signals);
 
-// Reads a whole file ("-" = stdin).
-Result<std::string> ReadFile(const std::string& path);
+// Reads a whole file ("-" = stdin). InvalidArgument once it passes `max_bytes`: what is read
+// stops one piece past the bound, so a mistaken /dev/zero or disk image is refused, not loaded.
+Result<std::string> ReadFile(const std::string& path, uint64_t max_bytes);
+
+// The bounds of the files the commands read whole.
+inline constexpr uint64_t kMaxKeysFileBytes = 64 << 20;    // 2 million keys, hex, a line each
+inline constexpr uint64_t kMaxTokensFileBytes = 64 << 20;  // several million token ids
+inline constexpr uint64_t kMaxCredentialsFileBytes = 16 << 20;
 
 // Writes `bytes` to `path` atomically (temporary file, then rename); "-" = stdout.
 Status WriteFileAtomically(const std::string& path, std::string_view bytes);

@@ -32,7 +32,7 @@ ClientOptions ClientOptionsFor(const ServerFlags& s) {
 }
 
 Result<std::vector<ChunkKey>> ReadKeys(const ServerFlags& s) {
-  OC_ASSIGN_OR_RETURN(std::string text, ReadFile(s.keys_file));
+  OC_ASSIGN_OR_RETURN(std::string text, ReadFile(s.keys_file, kMaxKeysFileBytes));
   return ParseKeyList(text, s.keys_file);
 }
 

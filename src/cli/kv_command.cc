@@ -40,7 +40,8 @@ struct PutFlags {
 
 Status Put(const PutFlags& f) {
   OC_RETURN_IF_ERROR(ValidateKey(f.key));
-  OC_ASSIGN_OR_RETURN(std::string value, ReadFile(f.file));
+  // Any size: the value is held whole in memory to store it (docs/cli.md).
+  OC_ASSIGN_OR_RETURN(std::string value, ReadFile(f.file, UINT64_MAX));
   OC_ASSIGN_OR_RETURN(auto s, OpenStoreFlag(f.store));
   return s->Put(f.key, AsBytes(value)).Annotate("storing " + f.key);
 }
@@ -129,7 +130,7 @@ struct PutChunkFlags {
 Status PutChunk(const PutChunkFlags& f) {
   OC_ASSIGN_OR_RETURN(ModelPreset m, ResolveLayoutFlags(f.layout));
   OC_ASSIGN_OR_RETURN(ChunkKey k, ChunkKey::FromHex(f.key));
-  OC_ASSIGN_OR_RETURN(std::string kv_bytes, ReadFile(f.file));
+  OC_ASSIGN_OR_RETURN(std::string kv_bytes, ReadFile(f.file, m.layout.ChunkKvBytes()));
   if (kv_bytes.size() != m.layout.ChunkKvBytes()) {
     return InvalidArgumentError(f.file + " is " + std::to_string(kv_bytes.size()) +
                                 " bytes; a chunk of " + m.layout.ToString() + " is " +
@@ -149,7 +150,7 @@ struct GetLayersFlags {
 Status GetLayers(const GetLayersFlags& f) {
   OC_ASSIGN_OR_RETURN(ModelPreset m, ResolveLayoutFlags(f.layout));
   OC_ASSIGN_OR_RETURN(LayerRange range, LayerRange::Parse(f.layers, m.layout.num_layers));
-  OC_ASSIGN_OR_RETURN(std::string text, ReadFile(f.keys_file));
+  OC_ASSIGN_OR_RETURN(std::string text, ReadFile(f.keys_file, kMaxKeysFileBytes));
   OC_ASSIGN_OR_RETURN(std::vector<ChunkKey> keys, ParseKeyList(text, f.keys_file));
   OC_ASSIGN_OR_RETURN(auto s, OpenStoreFlag(f.store));
   OC_ASSIGN_OR_RETURN(std::unique_ptr<OutputFile> output, OutputFile::Open(f.out));
@@ -170,7 +171,7 @@ Status Keys(const KeysFlags& f) {
   OC_ASSIGN_OR_RETURN(ModelPreset m, ResolveLayoutFlags(f.layout));
   std::string text;
   if (!f.tokens_file.empty()) {
-    OC_ASSIGN_OR_RETURN(text, ReadFile(f.tokens_file));
+    OC_ASSIGN_OR_RETURN(text, ReadFile(f.tokens_file, kMaxTokensFileBytes));
   }
   for (const std::string& t : f.tokens) text += " " + t;
   OC_ASSIGN_OR_RETURN(std::vector<uint32_t> ids, ParseTokens(text));

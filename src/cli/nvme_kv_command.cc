@@ -143,8 +143,8 @@ struct StoreFlags : HostFlags {
 
 Status StoreValue(const StoreFlags& f) {
   OC_ASSIGN_OR_RETURN(Key k, ParseKey(f.key));
-  OC_ASSIGN_OR_RETURN(std::string value, ReadFile(f.file));
-  if (value.size() > UINT32_MAX) return InvalidArgumentError("values are at most 4 GiB - 1");
+  OC_ASSIGN_OR_RETURN(std::string value,
+                      ReadFile(f.file, UINT32_MAX));  // a value's length is 32 bits
   OC_ASSIGN_OR_RETURN(auto host, Attach(f));
   OC_ASSIGN_OR_RETURN(nvmekv::DataBuffer buf, host->Allocate(value.size()));
   std::memcpy(buf.bytes().data(), value.data(), value.size());

@@ -166,7 +166,7 @@ Status RunServe(const ServeFlags& f) {
         "--access-key/--secret-key (nor OBJECTCACHE_ACCESS_KEY/OBJECTCACHE_SECRET_KEY)");
   }
   auto read_tenants = [&]() -> Result<std::vector<TenantConfig>> {
-    OC_ASSIGN_OR_RETURN(std::string text, ReadFile(f.credentials_file));
+    OC_ASSIGN_OR_RETURN(std::string text, ReadFile(f.credentials_file, kMaxCredentialsFileBytes));
     return ParseTenantsFile(text, f.credentials_file);
   };
   std::vector<TenantConfig> tenant_configs;
