@@ -224,6 +224,7 @@ Result<ServerChild> StartServer(const fs::path& dir, bool fresh,
     return UnavailableError("objectcache serve did not start (see " + (dir / "serve.log").string() +
                             ")");
   }
+  s.port = port;
   s.endpoint = "http://127.0.0.1:" + std::to_string(port);
   return s;
 }

@@ -83,6 +83,7 @@ Status CreateBucket(const std::string& endpoint, const std::string& bucket,
 
 struct ServerChild {
   std::unique_ptr<ChildProcess> process;
+  uint16_t port = 0;
   std::string endpoint;  // http://127.0.0.1:PORT
 };
 

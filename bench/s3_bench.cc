@@ -171,19 +171,15 @@ Status RunS3Bench(const S3BenchFlags& f) {
   OC_ASSIGN_OR_RETURN(ScratchRoot scratch, ScratchRoot::Make(f.dir, "objectcache-bench-s3"));
   const fs::path& root = scratch.path();
   OC_ASSIGN_OR_RETURN(const fs::path nginx_dir, scratch.FreshSubdir("nginx"));
-  OC_ASSIGN_OR_RETURN(const fs::path store_dir, scratch.FreshSubdir("store"));
   std::error_code ec;
   fs::create_directories(nginx_dir / "www" / "bench", ec);
   fs::create_directories(nginx_dir / "tmp", ec);
   fs::create_directories(nginx_dir / "logs", ec);
   if (ec) return ErrnoError("creating " + nginx_dir.string(), ec.value());
-  const std::string self = fs::read_symlink("/proc/self/exe").string();
 
-  const uint16_t ours_port = FreePort();
-  ChildProcess ours(
-      {self, "serve", "--anonymous", "--listen", "127.0.0.1:" + std::to_string(ours_port),
-       "--store", store_dir.string(), "--log-level", "warn"},
-      (root / "serve.log").string());
+  OC_ASSIGN_OR_RETURN(ServerChild ours_server, StartServer(root, /*fresh=*/true));
+  ChildProcess& ours = *ours_server.process;
+  const uint16_t ours_port = ours_server.port;
   const uint16_t nginx_port = FreePort();
   {
     std::ofstream conf(nginx_dir / "nginx.conf");
@@ -203,8 +199,6 @@ Status RunS3Bench(const S3BenchFlags& f) {
   ChildProcess nginx(
       {f.nginx, "-p", (nginx_dir).string(), "-c", (nginx_dir / "nginx.conf").string()},
       (root / "nginx.log").string());
-  if (!WaitForPort(ours_port))
-    return UnavailableError("objectcache serve did not start (see serve.log)");
   if (!WaitForPort(nginx_port)) return UnavailableError("nginx did not start (see nginx.log)");
 
   Report report("s3");

@@ -134,27 +134,17 @@ Status RunTlsBench(const TlsBenchFlags& f) {
     return UnavailableError("openssl made no certificate (see " + (root / "openssl.log").string() +
                             ")");
   }
-  const std::string self = fs::read_symlink("/proc/self/exe").string();
   std::vector<Side> sides(2);
   std::vector<std::unique_ptr<ChildProcess>> servers;
   for (int s = 0; s < 2; ++s) {
     const bool tls = s == 1;
-    const uint16_t port = FreePort();
-    std::vector<std::string> argv = {self,
-                                     "serve",
-                                     "--anonymous",
-                                     "--listen",
-                                     "127.0.0.1:" + std::to_string(port),
-                                     "--store",
-                                     (root / (tls ? "store-tls" : "store-plain")).string(),
-                                     "--log-level",
-                                     "warn"};
-    if (tls) argv.insert(argv.end(), {"--tls-cert", cert, "--tls-key", key});
-    servers.push_back(std::make_unique<ChildProcess>(
-        argv, (root / (tls ? "serve-tls.log" : "serve-plain.log")).string()));
-    if (!WaitForPort(port)) return UnavailableError("objectcache serve did not start");
+    std::vector<std::string> extra;
+    if (tls) extra = {"--tls-cert", cert, "--tls-key", key};
+    OC_ASSIGN_OR_RETURN(ServerChild server,
+                        StartServer(root / (tls ? "https" : "http"), /*fresh=*/true, extra));
+    servers.push_back(std::move(server.process));
     sides[s] = {tls ? "https" : "http",
-                {.host = "127.0.0.1", .port = port, .tls = tls, .ca_file = cert}};
+                {.host = "127.0.0.1", .port = server.port, .tls = tls, .ca_file = cert}};
   }
   OC_ASSIGN_OR_RETURN(uint64_t size, ParseByteSize(f.size));
   std::vector<std::string> bodies;
