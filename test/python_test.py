@@ -224,6 +224,8 @@ class PackageTest(PackageCase):
             ([torch.zeros(4, 2, 16, 2, 8)] * 3, {"block_table": [0, 0]}, ValueError),
             ([torch.zeros(4, 2, 16, 2, 8)] * 3, {"block_table": [0, 4]}, ValueError),
             ([torch.zeros(4, 2, 16, 2, 8)] * 3, {"block_table": [-1, 2]}, ValueError),
+            ([torch.zeros(4, 2, 16, 2, 8)] * 3, {"block_table": [2 ** 64, 2]}, ValueError),
+            ([torch.zeros(4, 2, 16, 2, 8)] * 3, {"block_table": [0.5, 2]}, TypeError),
             ([torch.zeros(4, 2, 8, 2, 8)] * 3, {"block_table": [0, 1]}, ValueError),
             ([torch.zeros(2, floats)] * 3, {"mode": "S3-XX"}, ValueError),
         ]
@@ -231,16 +233,24 @@ class PackageTest(PackageCase):
             with self.assertRaises(error, msg=(kw, error)):
                 c.retrieve_layerwise(keys, 3, dest, **kw)
         self.assertEqual(big.sum().item(), 7.0 * big.numel())  # nothing written past
-        for bad_layers in [(2, 1), (0, 4), 0, (-1, 2)]:
-            with self.assertRaises(ValueError):
+        # Every Python int is judged by its value (-1 and 2**64 too); what is no int is a TypeError.
+        for bad_layers in [(2, 1), (0, 4), 0, (-1, 2), -1, 2 ** 64, (0, 2 ** 64), [1, 0]]:
+            with self.assertRaises(ValueError, msg=bad_layers):
+                c.retrieve_layerwise(keys, bad_layers, [torch.zeros(2, floats)] * 3)
+        for bad_layers in ["03", (0, 1.5), (0, 1, 2), None]:
+            with self.assertRaises(TypeError, msg=bad_layers):
                 c.retrieve_layerwise(keys, bad_layers, [torch.zeros(2, floats)] * 3)
         for bad_key in [b"short", "zz" * 16, 7]:
             with self.assertRaises((ValueError, TypeError)):
                 c.lookup([bad_key])
         with self.assertRaises(ValueError):
             objectcache.chunk_keys([-1] * 16, self.layout)
-        with self.assertRaises(ValueError):
-            objectcache.chunk_keys([2 ** 32] * 16, self.layout)
+        for token in [2 ** 32, 2 ** 64, -2 ** 70]:
+            with self.assertRaises(ValueError) as e:
+                objectcache.chunk_keys([token] * 16, self.layout)
+            self.assertIn(f"token id {token} is outside 0..4294967295", str(e.exception))
+        with self.assertRaises(TypeError):
+            objectcache.chunk_keys(["1"] * 16, self.layout)
         with self.assertRaises(ValueError):
             c.store(keys[0], torch.zeros(3))
         # Keys of another layout: the server finds objects, but not of this layout: no hits.
@@ -404,6 +414,9 @@ class DeviceTest(PackageCase):
         wide = CudaStandIn.empty(self.dev, (2, self.BLOCKS, 16, 2, 16), torch.float32)
         fails(ValueError, "not contiguous", caches=[CudaStandIn(wide.host[..., ::2])] * 3)
         fails(ValueError, "outside the cache", block_ids=[0, 12])
+        fails(ValueError, "block -1 is outside the cache's 12 blocks", block_ids=[-1])
+        fails(ValueError, f"block {2 ** 64} is outside the cache", block_ids=[2 ** 64])
+        fails(TypeError, "block must be an integer, not str", block_ids=["1"])
         fails(ValueError, "named twice", block_ids=[1, 1])
         fails(ValueError, "expected 3 layer tensors", caches=caches[:2])
         fails(ValueError, "do not hold", block_ids=[3])

@@ -242,12 +242,12 @@ DeviceCaches ReadDeviceCaches(py::handle caches, size_t expect, const KvLayout& 
     out.target.layer_bases.push_back(t.base);
   }
   std::set<uint32_t> seen;
+  // Block ids are 32 bits; a cache of no blocks holds none.
+  const uint64_t n = std::min<uint64_t>(out.target.paged.num_blocks, uint64_t{1} << 32);
+  const std::string range = "the cache's " + std::to_string(n) + " blocks";
   for (py::handle h : block_ids) {
-    const int64_t b = h.cast<int64_t>();
-    if (b < 0 || static_cast<uint64_t>(b) >= out.target.paged.num_blocks) {
-      throw py::value_error("block " + std::to_string(b) + " is outside the cache's " +
-                            std::to_string(out.target.paged.num_blocks) + " blocks");
-    }
+    const uint64_t b = IntInRange(h, n == 0 ? 0 : n - 1, "block", range);
+    if (b >= n) throw py::value_error("block " + std::to_string(b) + " is outside " + range);
     if (!seen.insert(static_cast<uint32_t>(b)).second) {
       throw py::value_error("block " + std::to_string(b) + " is named twice");
     }

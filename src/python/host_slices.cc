@@ -77,8 +77,7 @@ SliceMap MapSlices(py::handle layers_obj, size_t chunks, const KvLayout& layout,
   if (block_table) {
     std::set<uint64_t> seen;
     for (py::handle h : *block_table) {
-      const long long b = h.cast<long long>();
-      if (b < 0) throw py::value_error("block ids are not negative");
+      const uint64_t b = IntInRange(h, INT64_MAX, "block", "0..2**63-1");
       if (!seen.insert(b).second) {
         throw py::value_error("block " + std::to_string(b) + " is named twice in the block table");
       }

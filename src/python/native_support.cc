@@ -65,14 +65,25 @@ std::vector<uint32_t> ToTokens(py::handle tokens) {
                                                  : py::reinterpret_borrow<py::object>(tokens);
   std::vector<uint32_t> out;
   for (py::handle h : py::iterable(seq)) {
-    if (!py::isinstance<py::int_>(h)) throw py::type_error("token ids are integers");
-    const long long v = h.cast<long long>();
-    if (v < 0 || v > UINT32_MAX) {
-      throw py::value_error("token id " + std::to_string(v) + " is outside 0..4294967295");
-    }
-    out.push_back(static_cast<uint32_t>(v));
+    out.push_back(static_cast<uint32_t>(IntInRange(h, UINT32_MAX, "token id", "0..4294967295")));
   }
   return out;
+}
+
+uint64_t IntInRange(py::handle h, uint64_t max, const std::string& what, const std::string& range) {
+  if (!py::isinstance<py::int_>(h)) {
+    throw py::type_error(what + " must be an integer, not " +
+                         std::string(py::str(h.get_type().attr("__name__"))));
+  }
+  int overflow = 0;
+  const long long v = PyLong_AsLongLongAndOverflow(h.ptr(), &overflow);
+  if (v == -1 && PyErr_Occurred()) throw py::error_already_set();
+  if (overflow == 0 && v >= 0 && static_cast<unsigned long long>(v) <= max) {
+    return static_cast<uint64_t>(v);
+  }
+  std::string text = py::str(h);
+  if (text.size() > 40) text = text.substr(0, 40) + "...";
+  throw py::value_error(what + " " + text + " is outside " + range);
 }
 
 std::string ScopeText(const std::optional<std::string>& s, const char* what) {
@@ -108,14 +119,15 @@ bool DtypeMatches(const std::string& torch_dtype, KvDtype dtype) {
 
 LayerRange ToRange(py::handle layers, const KvLayout& layout) {
   uint64_t first = 0, last = 0;
+  const std::string range = "the layout's 0.." + std::to_string(layout.num_layers);
   if (py::isinstance<py::int_>(layers)) {
-    first = 0;
-    last = layers.cast<uint64_t>();
+    last = IntInRange(layers, layout.num_layers, "layers", range);
+  } else if (py::isinstance<py::sequence>(layers) && !py::isinstance<py::str>(layers) &&
+             !py::isinstance<py::bytes>(layers) && py::len(layers) == 2) {
+    first = IntInRange(layers[py::int_(0)], layout.num_layers, "first layer", range);
+    last = IntInRange(layers[py::int_(1)], layout.num_layers, "last layer", range);
   } else {
-    auto pair = layers.cast<std::pair<long long, long long>>();
-    if (pair.first < 0 || pair.second < 0) throw py::value_error("layers are not negative");
-    first = pair.first;
-    last = pair.second;
+    throw py::type_error("layers must be a count or a (first, last) pair");
   }
   if (first >= last || last > layout.num_layers) {
     throw py::value_error("layers [" + std::to_string(first) + ", " + std::to_string(last) +
