@@ -359,6 +359,15 @@ class DeviceTest(PackageCase):
             self.assertEqual(stats["layers"], 3)
             self.assertEqual(stats["staging_bytes"], 2 * 5 * self.layout.layer_slice_bytes)
 
+    def test_torch_integers_serve_as_block_ids_and_layers(self):
+        # An engine's block table may be a tensor: its elements are integers (__index__).
+        keys, kv = self.stored_chunks(3, seed=46)
+        caches = self.caches()
+        r = self.client().retrieve_to_device(keys, (torch.tensor(0), torch.tensor(3)), caches,
+                                             torch.tensor(self.blocks), device=self.dev)
+        r.wait()
+        self.expect_blocks(caches, kv, 3, "2BNHD")
+
     def test_strided_views_into_one_shared_buffer(self):
         # vLLM's per-layer views into one buffer: [blocks, layers, 2, tokens, heads, dim].
         lay = self.layout

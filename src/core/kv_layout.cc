@@ -192,7 +192,7 @@ Result<ModelPreset> ResolveModel(std::string_view name_or_path) {
                                 std::to_string(kMaxLayoutFileBytes) + " bytes");
   }
   Result<ModelPreset> model = ParseModelJson(text);
-  if (!model) return model.error().Annotate("layout file '" + std::string(name_or_path) + "'");
+  if (!model) return model.error().Annotate("layout file '" + path + "'");
   return model;
 }
 

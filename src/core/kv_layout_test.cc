@@ -1,5 +1,8 @@
 #include "objectcache/kv_layout.h"
 
+#include <stdlib.h>
+
+#include <filesystem>
 #include <fstream>
 
 #include <gtest/gtest.h>
@@ -100,7 +103,8 @@ TEST(KvLayoutTest, BadJsonIsInvalidArgument) {
 }
 
 TEST(KvLayoutTest, LayoutFilesAreReadUpToTheirBound) {
-  const std::string dir = ::testing::TempDir();
+  std::string dir = ::testing::TempDir() + "/kv-layout-XXXXXX";  // this test's own
+  ASSERT_NE(::mkdtemp(dir.data()), nullptr);
   const std::string json = R"({"layers": 4, "kv_heads": 2, "head_dim": 64, "dtype": "fp16"})";
   const std::string fits = dir + "/fits.json";
   std::ofstream(fits) << json << std::string(kMaxLayoutFileBytes - json.size(), ' ');
@@ -120,6 +124,7 @@ TEST(KvLayoutTest, LayoutFilesAreReadUpToTheirBound) {
   m = ResolveModel(dir + "/absent.json");
   ASSERT_FALSE(m.has_value());
   EXPECT_EQ(m.error().code(), StatusCode::kNotFound);
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

@@ -71,17 +71,20 @@ std::vector<uint32_t> ToTokens(py::handle tokens) {
 }
 
 uint64_t IntInRange(py::handle h, uint64_t max, const std::string& what, const std::string& range) {
-  if (!py::isinstance<py::int_>(h)) {
+  // An int, or what stands for one (__index__: a numpy or torch integer).
+  if (!PyIndex_Check(h.ptr())) {
     throw py::type_error(what + " must be an integer, not " +
                          std::string(py::str(h.get_type().attr("__name__"))));
   }
+  const py::object i = py::reinterpret_steal<py::object>(PyNumber_Index(h.ptr()));
+  if (!i) throw py::error_already_set();
   int overflow = 0;
-  const long long v = PyLong_AsLongLongAndOverflow(h.ptr(), &overflow);
+  const long long v = PyLong_AsLongLongAndOverflow(i.ptr(), &overflow);
   if (v == -1 && PyErr_Occurred()) throw py::error_already_set();
   if (overflow == 0 && v >= 0 && static_cast<unsigned long long>(v) <= max) {
     return static_cast<uint64_t>(v);
   }
-  std::string text = py::str(h);
+  std::string text = py::str(i);
   if (text.size() > 40) text = text.substr(0, 40) + "...";
   throw py::value_error(what + " " + text + " is outside " + range);
 }

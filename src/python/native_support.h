@@ -66,8 +66,9 @@ std::vector<ChunkKey> ToKeys(py::iterable keys);
 py::bytes KeyBytes(const ChunkKey& k);
 py::list KeyList(const std::vector<ChunkKey>& keys);
 std::vector<uint32_t> ToTokens(py::handle tokens);
-// A Python int `h` in 0..max. TypeError if it is no int; else ValueError "WHAT VALUE is outside
-// RANGE" (the value cut to 40 digits) for any other int, -1 and 2**64 included.
+// A Python int `h` (or a numpy or torch integer) in 0..max. TypeError if it is no integer; else
+// ValueError "WHAT VALUE is outside RANGE" (the value cut to 40 digits) for any other value, -1
+// and 2**64 included.
 uint64_t IntInRange(py::handle h, uint64_t max, const std::string& what, const std::string& range);
 std::string ScopeText(const std::optional<std::string>& s, const char* what);
 
