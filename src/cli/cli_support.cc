@@ -11,6 +11,7 @@
 #include <sstream>
 #include <vector>
 
+#include "core/bounded_read.h"
 #include "objectcache/store_registry.h"
 
 namespace objectcache::cli {
@@ -37,27 +38,10 @@ sigset_t BlockSignals(std::initializer_list<int> signals) {
 }
 
 Result<std::string> ReadFile(const std::string& path, uint64_t max_bytes) {
-  std::ifstream file;
-  if (path != "-") {
-    file.open(path, std::ios::binary);
-    if (!file) return ErrnoError("opening " + path, errno);
-  }
-  std::istream& in = path == "-" ? std::cin : file;
-  constexpr size_t kPiece = 1 << 20;
-  std::string text;
-  for (;;) {
-    if (text.size() > max_bytes) {
-      return InvalidArgumentError((path == "-" ? "stdin" : path) + " is over " +
-                                  std::to_string(max_bytes) + " bytes");
-    }
-    if (!in) break;
-    const size_t had = text.size();
-    text.resize(had + kPiece);
-    in.read(text.data() + had, kPiece);
-    text.resize(had + static_cast<size_t>(in.gcount()));
-  }
-  if (in.bad()) return ErrnoError("reading " + path, errno);
-  return text;
+  if (path == "-") return ReadBounded(std::cin, max_bytes, "stdin");
+  std::ifstream file(path, std::ios::binary);
+  if (!file) return ErrnoError("opening " + path, errno);
+  return ReadBounded(file, max_bytes, path);
 }
 
 Result<std::unique_ptr<OutputFile>> OutputFile::Open(const std::string& path) {

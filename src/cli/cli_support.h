@@ -50,8 +50,7 @@ CLI::App* AddCommand(CLI::App* parent, std::string name, std::string description
 // set returned.
 sigset_t BlockSignals(std::initializer_list<int> signals);
 
-// Reads a whole file ("-" = stdin). InvalidArgument once it passes `max_bytes`: what is read
-// stops one piece past the bound, so a mistaken /dev/zero or disk image is refused, not loaded.
+// Reads a whole file ("-" = stdin) of at most `max_bytes` (core/bounded_read.h).
 Result<std::string> ReadFile(const std::string& path, uint64_t max_bytes);
 
 // The bounds of the files the commands read whole.

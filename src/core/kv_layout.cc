@@ -5,6 +5,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "core/bounded_read.h"
 #include "core/byte_order.h"
 #include "core/name_table.h"
 
@@ -182,15 +183,8 @@ Result<ModelPreset> ResolveModel(std::string_view name_or_path) {
   const std::string path(name_or_path);
   std::ifstream in(path, std::ios::binary);
   if (!in) return NotFoundError("cannot open layout file '" + path + "'");
-  // Read one byte past the bound, so that a larger file (or /dev/zero) is refused, not loaded.
-  std::string text(kMaxLayoutFileBytes + 1, '\0');
-  in.read(text.data(), static_cast<std::streamsize>(text.size()));
-  if (in.bad()) return ErrnoError("reading layout file '" + path + "'", errno);
-  text.resize(static_cast<size_t>(in.gcount()));
-  if (text.size() > kMaxLayoutFileBytes) {
-    return InvalidArgumentError("layout file '" + path + "' is over " +
-                                std::to_string(kMaxLayoutFileBytes) + " bytes");
-  }
+  OC_ASSIGN_OR_RETURN(std::string text,
+                      ReadBounded(in, kMaxLayoutFileBytes, "layout file '" + path + "'"));
   Result<ModelPreset> model = ParseModelJson(text);
   if (!model) return model.error().Annotate("layout file '" + path + "'");
   return model;

@@ -132,7 +132,7 @@ LayerRange ToRange(py::handle layers, const KvLayout& layout) {
   } else {
     throw py::type_error("layers must be a count or a (first, last) pair");
   }
-  if (first >= last || last > layout.num_layers) {
+  if (first >= last) {
     throw py::value_error("layers [" + std::to_string(first) + ", " + std::to_string(last) +
                           ") are not inside the layout's " + std::to_string(layout.num_layers));
   }
