@@ -231,6 +231,10 @@ class CliTest(unittest.TestCase):
         for token in ["-1", "4294967296", "18446744073709551615", "12abc", "0x10", "1.5"]:
             self.assertFailsCleanly(["kv", "keys", "--layout", layout, "--", token, *sixteen],
                                     f"token 0 ('{token}') is not an integer in 0..4294967295")
+        # Control bytes in a token are quoted as \xNN: the message stays one printable line.
+        self.write("nul-tokens", b"1 \x00\x00\x7f\\ 2")
+        self.assertFailsCleanly(["kv", "keys", "--layout", layout, "--tokens",
+                                 self.path("nul-tokens")], "token 1 ('\\x00\\x00\\x7f\\\\')")
         # Files are read up to a bound (a layout 64 KiB, keys and tokens 64 MiB, a chunk its
         # size): /dev/zero is refused, not loaded.
         self.assertFailsCleanly(["kv", "keys", "--layout", "/dev/zero", "1"],

@@ -3,7 +3,7 @@
 metrics"): /healthz and /readyz unauthenticated on the S3 port and on --metrics-listen's port,
 a signed request to those paths is an ordinary bucket request, /readyz turns 503 when the store
 stops answering (an s3:// store whose upstream is stopped) while /healthz stays 200, and
---log-format json writes one JSON object a line.
+--log-format json writes one JSON object a line, and a text line cannot be forged by a request.
 
   server_health_test.py --objectcache PATH [unittest args]
 """
@@ -12,6 +12,7 @@ import os
 import sys
 import tempfile
 import unittest
+import urllib.parse
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from support import s3_server as base  # noqa: E402
@@ -79,6 +80,30 @@ class HealthTest(unittest.TestCase):
             finally:
                 if not stopped:
                     upstream.stop()
+
+    def test_a_request_cannot_forge_a_text_log_line(self):
+        # The presigned credential is quoted into a debug line of the log; its newline is
+        # written as \x0a, so the line after it is not an event of the server's.
+        forged = "AKIA/x\n2026-12-01T00:00:00.000Z ERROR forged\x00by a client"
+        query = urllib.parse.urlencode({
+            "X-Amz-Algorithm": "AWS4-HMAC-SHA256", "X-Amz-Credential": forged,
+            "X-Amz-Date": "20261201T000000Z", "X-Amz-Expires": "60",
+            "X-Amz-SignedHeaders": "host", "X-Amz-Signature": "0" * 64},
+            quote_via=urllib.parse.quote)
+        with tempfile.TemporaryDirectory() as root:
+            server = base.Server(root, "--log-level", "debug")
+            try:
+                status, body = fetch(f"{server.endpoint}/bucket/key?{query}")
+                self.assertEqual((status, code_of(body)),
+                                 (400, "AuthorizationQueryParametersError"))
+                server.wait_for_log("ERROR forged")
+            finally:
+                self.assertEqual(server.stop(), 0)
+            log = server.log_text()
+            self.assertIn("AKIA/x\\x0a2026-12-01T00:00:00.000Z ERROR forged\\x00by a client", log)
+            event = r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z (DEBUG|INFO|WARN|ERROR) "
+            for line in log.splitlines():
+                self.assertRegex(line, event)
 
     def test_a_bad_log_format_is_refused(self):
         p = base.subprocess.run([base.OC, "serve", "--anonymous", "--log-format", "xml"],

@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "cli/cli_support.h"
+#include "core/hex.h"
 #include "objectcache/chunk_key.h"
 #include "objectcache/chunk_object.h"
 #include "objectcache/layer_reader.h"
@@ -25,7 +26,7 @@ Result<std::vector<uint32_t>> ParseTokens(std::string_view text) {
     if (ec != std::errc() || end != token.data() + token.size()) {
       const bool cut = token.size() > 24;
       return InvalidArgumentError("token " + std::to_string(tokens.size()) + " ('" +
-                                  std::string(token.substr(0, 24)) + (cut ? "...'" : "'") +
+                                  EscapeControlBytes(token.substr(0, 24)) + (cut ? "...'" : "'") +
                                   ") is not an integer in 0..4294967295");
     }
     tokens.push_back(v);

@@ -51,4 +51,23 @@ bool DecodeHex(std::string_view hex, uint8_t* out) {
   return true;
 }
 
+std::string EscapeControlBytes(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (char c : text) {
+    const auto b = static_cast<uint8_t>(c);
+    if (c == '\\') {
+      out += "\\\\";
+    } else if (b < 0x20 || b == 0x7f) {
+      out += "\\x";
+      char digits[2];
+      EncodeHexTo(&b, 1, digits);
+      out.append(digits, 2);
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
 }  // namespace objectcache

@@ -7,6 +7,7 @@
 #include <mutex>
 #include <string>
 
+#include "core/hex.h"
 #include "core/name_table.h"
 #include "core/utc_time.h"
 #include "s3/s3_request.h"
@@ -78,8 +79,10 @@ void Log(LogLevel level, std::string_view message) {
     std::fprintf(stderr, "{\"time\": \"%s.%03dZ\", \"level\": \"%s\", \"msg\": \"%s\"}\n",
                  stamp.c_str(), ms, NameIn(kLevelNames, level).data(), msg.c_str());
   } else {
+    // A message can name what a client sent (a key, a credential): one line, whatever it holds.
+    const std::string msg = EscapeControlBytes(message);
     std::fprintf(stderr, "%s.%03dZ %-5s %.*s\n", stamp.c_str(), ms, kNames[static_cast<int>(level)],
-                 static_cast<int>(message.size()), message.data());
+                 static_cast<int>(msg.size()), msg.data());
   }
   std::fflush(stderr);
 }

@@ -1,6 +1,6 @@
-// Process log: one line per event on stderr, with time and level; as text, or as one JSON object
-// a line ({"time": "2026-12-01T05:37:02.123Z", "level": "info", "msg": "..."}) for log
-// collectors. Thread-safe.
+// Process log: one line per event on stderr, with time and level; as text (control bytes of the
+// message written as \xNN), or as one JSON object a line ({"time": "2026-12-01T05:37:02.123Z",
+// "level": "info", "msg": "..."}) for log collectors. Thread-safe.
 #pragma once
 
 #include <string>

@@ -44,9 +44,10 @@ class Server:
         if "--credentials" in extra:  # every key is a tenant's
             del env["OBJECTCACHE_ACCESS_KEY"], env["OBJECTCACHE_SECRET_KEY"]
         store = [] if "--store" in extra else ["--store", self.store]  # extra's replaces it
+        level = [] if "--log-level" in extra else ["--log-level", "info"]  # so does this one
         self.proc = subprocess.Popen(
             [OC, "serve", "--listen", "127.0.0.1:0", *store, "--port-file",
-             port_file, "--log-level", "info", *extra],
+             port_file, *level, *extra],
             stdout=self.log, stderr=self.log, env=env)
         for _ in range(200):
             if os.path.exists(port_file):
