@@ -272,6 +272,20 @@ class PackageTest(PackageCase):
                     {"retries": -1}, {"parallel_requests": 0}):
             with self.assertRaises(ValueError, msg=bad):
                 objectcache.Client([self.server.endpoint], "kvs", self.layout, **bad)
+        # Counts past their C type are named, not a signature dump; so is a count of another
+        # type. A torch integer is a count like any other.
+        for name, value, exc, text in [
+                ("retries", 2 ** 31, ValueError, f"retries {2 ** 31} is outside 0..100"),
+                ("parallel_requests", 2 ** 64, ValueError, f"parallel_requests {2 ** 64} is"),
+                ("aggregated_streams", -2 ** 63, ValueError, f"aggregated_streams {-2 ** 63} is"),
+                ("dram_tier_bytes", -1, ValueError, "dram_tier_bytes -1 is outside 0..2**64-1"),
+                ("write_behind_bytes", 2 ** 64, ValueError, f"write_behind_bytes {2 ** 64} is"),
+                ("retries", 1.0, TypeError, "retries must be an integer, not float")]:
+            with self.assertRaises(exc, msg=name) as e:
+                objectcache.Client([self.server.endpoint], "kvs", self.layout, **{name: value})
+            self.assertIn(text, str(e.exception))
+        objectcache.Client([self.server.endpoint], "kvs", self.layout, retries=torch.tensor(2),
+                           parallel_requests=torch.tensor(4))
         # Errors of the server side carry the code.
         unsigned = objectcache.Client([self.server.endpoint], "kvs", self.layout,
                                       access_key="nobody", secret_key="wrong-secret", retries=0)
@@ -426,6 +440,13 @@ class DeviceTest(PackageCase):
         fails(ValueError, "block -1 is outside the cache's 12 blocks", block_ids=[-1])
         fails(ValueError, f"block {2 ** 64} is outside the cache", block_ids=[2 ** 64])
         fails(TypeError, "block must be an integer, not str", block_ids=["1"])
+        fails(ValueError, "first_token -1 is outside 0..2**64-1", first_token=-1)
+        fails(ValueError, f"first_token {2 ** 64} is outside", first_token=2 ** 64)
+        fails(ValueError, f"do not hold 2 chunks from token {2 ** 64 - 1}", first_token=2 ** 64 - 1)
+        fails(ValueError, f"staging_layers {2 ** 32} is outside 1..4294967295",
+              staging_layers=2 ** 32)
+        fails(ValueError, "staging needs at least one layer", staging_layers=0)
+        fails(TypeError, "staging_layers must be an integer, not str", staging_layers="4")
         fails(ValueError, "named twice", block_ids=[1, 1])
         fails(ValueError, "expected 3 layer tensors", caches=caches[:2])
         fails(ValueError, "do not hold", block_ids=[3])

@@ -49,5 +49,23 @@ TEST(HexTest, DecodeHexRefusesOddLengthsAndNonDigits) {
   EXPECT_FALSE(DecodeHex("zz00", out));
 }
 
+TEST(HexTest, EscapeControlBytesLeavesOneLineOfPrintableText) {
+  using namespace std::string_literals;
+  EXPECT_EQ(EscapeControlBytes("plain name/ok"), "plain name/ok");
+  EXPECT_EQ(EscapeControlBytes("a\nb\r\tc"), "a\\x0ab\\x0d\\x09c");
+  EXPECT_EQ(EscapeControlBytes("\0\0"s), "\\x00\\x00");
+  EXPECT_EQ(EscapeControlBytes("\x7f\x1f"), "\\x7f\\x1f");
+  // A backslash is doubled, so an escape in the output always stands for a byte of the input.
+  EXPECT_EQ(EscapeControlBytes("\\x0a"), "\\\\x0a");
+  EXPECT_EQ(EscapeControlBytes("caf\xc3\xa9 \xe4\xb8\xad"), "caf\xc3\xa9 \xe4\xb8\xad");
+  for (int b = 0; b < 256; ++b) {
+    const std::string out = EscapeControlBytes(std::string(1, static_cast<char>(b)));
+    for (char c : out) {
+      const auto u = static_cast<uint8_t>(c);
+      EXPECT_TRUE(u >= 0x20 && u != 0x7f) << b;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace objectcache

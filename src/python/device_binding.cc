@@ -215,7 +215,7 @@ void PyDevice::Synchronize(uintptr_t handle) {
 
 DeviceCaches ReadDeviceCaches(py::handle caches, size_t expect, const KvLayout& kv,
                               const std::string& order, py::iterable block_ids,
-                              uint64_t first_token, py::object device, bool writable) {
+                              py::handle first_token, py::object device, bool writable) {
   DeviceCaches out;
   if (IsTensor(caches)) {
     out.owners.append(caches);
@@ -253,7 +253,7 @@ DeviceCaches ReadDeviceCaches(py::handle caches, size_t expect, const KvLayout& 
     }
     out.target.block_ids.push_back(static_cast<uint32_t>(b));
   }
-  out.target.first_token = first_token;
+  out.target.first_token = IntInRange(first_token, UINT64_MAX, "first_token", "0..2**64-1");
   out.device_index = index;
   if (!device.is_none()) {
     out.target.device = device.cast<PyDevice&>().device();

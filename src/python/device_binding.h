@@ -89,7 +89,7 @@ class PyDeviceSave : public PyDeviceTransfer<DeviceSave> {
 // standing in when `device` is given).
 DeviceCaches ReadDeviceCaches(py::handle caches, size_t expect, const KvLayout& kv,
                               const std::string& order, py::iterable block_ids,
-                              uint64_t first_token, py::object device, bool writable);
+                              py::handle first_token, py::object device, bool writable);
 
 void BindDevices(py::module_& m);
 

@@ -84,6 +84,14 @@ uint64_t IntInRange(py::handle h, uint64_t max, const std::string& what, const s
   if (overflow == 0 && v >= 0 && static_cast<unsigned long long>(v) <= max) {
     return static_cast<uint64_t>(v);
   }
+  if (overflow > 0) {  // past 2**63 - 1: up to 2**64 - 1 it is still a u64
+    const unsigned long long u = PyLong_AsUnsignedLongLong(i.ptr());
+    if (PyErr_Occurred()) {
+      PyErr_Clear();  // past 2**64 - 1 too: refused below
+    } else if (u <= max) {
+      return static_cast<uint64_t>(u);
+    }
+  }
   std::string text = py::str(i);
   if (text.size() > 40) text = text.substr(0, 40) + "...";
   throw py::value_error(what + " " + text + " is outside " + range);

@@ -35,6 +35,11 @@ namespace {
 
 // ---- the Python-facing classes ---------------------------------------------------------------
 
+// The pinned staging of a device transfer, in layers (the transfer refuses 0).
+uint32_t StagingLayers(py::handle h) {
+  return static_cast<uint32_t>(IntInRange(h, UINT32_MAX, "staging_layers", "1..4294967295"));
+}
+
 class PyClient;
 
 class PyRetrieval {
@@ -92,9 +97,9 @@ class PyClient {
  public:
   PyClient(std::vector<std::string> endpoints, std::string bucket, ModelPreset model,
            std::optional<std::string> access_key, std::optional<std::string> secret_key,
-           uint64_t dram_tier_bytes, std::optional<std::string> ca_file, double timeout_seconds,
-           int retries, uint64_t write_behind_bytes, int parallel_requests, int aggregated_streams,
-           bool failover)
+           py::handle dram_tier_bytes, std::optional<std::string> ca_file, double timeout_seconds,
+           py::handle retries, py::handle write_behind_bytes, py::handle parallel_requests,
+           py::handle aggregated_streams, bool failover)
       : model_(std::move(model)) {
     // Checked before it becomes a duration (NaN passes any comparison but this one); the other
     // numbers are checked by Client::Create.
@@ -106,13 +111,18 @@ class PyClient {
     o.bucket = std::move(bucket);
     o.access_key = access_key.value_or("");
     o.secret_key = secret_key.value_or("");
-    o.dram_tier_bytes = dram_tier_bytes;
+    // Each count is read whole and named when it is out of range; Client::Create checks the
+    // lower bounds.
+    o.dram_tier_bytes = IntInRange(dram_tier_bytes, UINT64_MAX, "dram_tier_bytes", "0..2**64-1");
     o.ca_file = ca_file.value_or("");
     o.timeout = std::chrono::seconds(static_cast<int64_t>(timeout_seconds + 0.999));
-    o.retries = retries;
-    o.write_behind_bytes = write_behind_bytes;
-    o.parallel_requests = parallel_requests;
-    o.aggregated_streams = aggregated_streams;
+    o.retries = static_cast<int>(IntInRange(retries, 100, "retries", "0..100"));
+    o.write_behind_bytes =
+        IntInRange(write_behind_bytes, UINT64_MAX, "write_behind_bytes", "0..2**64-1");
+    o.parallel_requests =
+        static_cast<int>(IntInRange(parallel_requests, 1024, "parallel_requests", "1..1024"));
+    o.aggregated_streams =
+        static_cast<int>(IntInRange(aggregated_streams, 8, "aggregated_streams", "0..8"));
     o.failover = failover;
     Result<std::unique_ptr<Client>> client = Client::Create(o);
     client_ = std::shared_ptr<Client>(TakeArgument(client).release());
@@ -236,9 +246,9 @@ class PyClient {
 
   std::unique_ptr<PyDeviceRetrieval> RetrieveDevice(py::iterable keys_obj, py::handle layers_obj,
                                                     py::handle caches, py::iterable block_ids,
-                                                    const std::string& order, uint64_t first_token,
-                                                    const std::string& mode, py::object device,
-                                                    uint32_t staging_layers,
+                                                    const std::string& order,
+                                                    py::handle first_token, const std::string& mode,
+                                                    py::object device, py::handle staging_layers,
                                                     double compute_seconds_per_layer) {
     LayerwiseRequest base = NewRequest(keys_obj, layers_obj, mode, compute_seconds_per_layer);
     DeviceCaches on = ReadDeviceCaches(caches, base.layers.last - base.layers.first, model_.layout,
@@ -249,7 +259,7 @@ class PyClient {
                                .layers = base.layers,
                                .target = on.target,
                                .mode = base.mode,
-                               .staging_layers = staging_layers,
+                               .staging_layers = StagingLayers(staging_layers),
                                .compute_seconds_per_layer = base.compute_seconds_per_layer};
     Result<std::unique_ptr<DeviceRetrieval>> r =
         Released([&] { return RetrieveToDevice(*client_, std::move(req)); });
@@ -258,8 +268,8 @@ class PyClient {
 
   std::unique_ptr<PyDeviceSave> SaveDevice(py::iterable keys_obj, py::handle caches,
                                            py::iterable block_ids, const std::string& order,
-                                           uint64_t first_token, py::object device,
-                                           uint32_t staging_layers) {
+                                           py::handle first_token, py::object device,
+                                           py::handle staging_layers) {
     std::vector<ChunkKey> keys = ToKeys(keys_obj);
     if (keys.empty()) throw py::value_error("no keys to save");
     DeviceCaches on = ReadDeviceCaches(caches, model_.layout.num_layers, model_.layout, order,
@@ -267,7 +277,7 @@ class PyClient {
     DeviceSaveRequest req{.model = model_,
                           .keys = std::move(keys),
                           .source = on.target,
-                          .staging_layers = staging_layers};
+                          .staging_layers = StagingLayers(staging_layers)};
     Result<std::unique_ptr<DeviceSave>> s =
         Released([&] { return SaveFromDevice(*client_, std::move(req)); });
     return std::make_unique<PyDeviceSave>(TakeArgument(s), std::move(on));
@@ -428,8 +438,8 @@ Client(endpoints, bucket, layout, access_key=None, secret_key=None, dram_tier_by
 failover=True: every endpoint serves the same store (gateways over one Ceph pool); a request
 that fails for transport reasons is retried at the next endpoint.)doc")
       .def(py::init<std::vector<std::string>, std::string, ModelPreset, std::optional<std::string>,
-                    std::optional<std::string>, uint64_t, std::optional<std::string>, double, int,
-                    uint64_t, int, int, bool>(),
+                    std::optional<std::string>, py::handle, std::optional<std::string>, double,
+                    py::handle, py::handle, py::handle, py::handle, bool>(),
            py::arg("endpoints"), py::arg("bucket"), py::arg("layout"),
            py::arg("access_key") = py::none(), py::arg("secret_key") = py::none(),
            py::arg("dram_tier_bytes") = 0, py::arg("ca_file") = py::none(),
