@@ -93,7 +93,10 @@ struct S3Connection::Impl {
   std::optional<beast::tcp_stream> plain;
   std::optional<TlsStream> secure;
   std::shared_ptr<asio::ssl::context> tls_context;  // outlives `secure`
-  beast::flat_buffer buffer;
+  // Bounded: Beast holds a chunk-size line or a trailer section whole here until its CRLF, and
+  // a response body that is not read directly (an error's) goes through its parser.
+  static constexpr size_t kMaxBufferedBytes = 1 << 20;
+  beast::flat_buffer buffer{kMaxBufferedBytes};
   // Beast's timeouts apply to asynchronous calls only; this one bounds the blocking ones.
   SocketDeadline deadline;
   // Where a body that has no receiver lands before on_body sees it: made once a connection and

@@ -199,6 +199,24 @@ TEST(S3ConnectionBodyTest, TooManyTrailerFieldsAreAnError) {
   EXPECT_EQ(r.error().code(), StatusCode::kUnavailable);
 }
 
+TEST(S3ConnectionBodyTest, AnErrorBodysEndlessTrailerOrChunkLineIsAnError) {
+  // Read by Beast's parser (not the direct reader): its buffer is bounded, so neither 4 MiB of
+  // trailer fields nor a 4 MiB chunk extension is held.
+  const std::string head = "HTTP/1.1 503 Slow Down\r\nTransfer-Encoding: chunked\r\n\r\n";
+  std::string trailers;
+  while (trailers.size() < (4u << 20)) trailers += "X-T: " + std::string(1000, 't') + "\r\n";
+  const std::string extension = ";a=" + std::string(4u << 20, 'e');
+  for (const std::string& response : {head + "3\r\nabc\r\n0\r\n" + trailers + "\r\n",
+                                      head + "3" + extension + "\r\nabc\r\n0\r\n\r\n"}) {
+    CannedServer server({response}, 65536);
+    S3Connection conn(server.endpoint(), {}, std::chrono::seconds(5));
+    StringReceiver receiver(4096);
+    Result<S3Response> r = Get(conn, &receiver);
+    ASSERT_FALSE(r.ok()) << r->status;
+    EXPECT_EQ(r.error().code(), StatusCode::kUnavailable) << r.error().ToString();
+  }
+}
+
 TEST(S3ConnectionBodyTest, AReceiverThatFailsGetsNoMoreAndTheConnectionIsReused) {
   const std::string body = Body(200000);
   CannedServer server(

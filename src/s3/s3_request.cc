@@ -1,5 +1,7 @@
 #include "s3/s3_request.h"
 
+#include <optional>
+
 #include "core/hex.h"
 #include "core/query_string.h"
 
@@ -97,12 +99,49 @@ std::string UriEncode(std::string_view in, bool keep_slash) {
   return out;
 }
 
+namespace {
+
+bool IsChunked(std::string_view coding) {
+  constexpr std::string_view kChunked = "chunked";
+  if (coding.size() != kChunked.size()) return false;
+  for (size_t i = 0; i < coding.size(); ++i) {
+    if ((coding[i] | 0x20) != kChunked[i]) return false;
+  }
+  return true;
+}
+
+// The headers that frame and route a request, each at most once: two Host headers could name
+// two buckets (virtual-hosted style) and RFC 9112 answers them 400; a Transfer-Encoding other
+// than chunked alone ("gzip, chunked", "identity") is a coding this server does not undo, and
+// Beast, which reads a body as chunked whenever chunked comes last, would store the coded bytes
+// as the object.
+std::optional<S3Error> CheckFraming(const S3Request& r) {
+  int hosts = 0, codings = 0;
+  for (const auto& [name, value] : r.headers) {
+    if (name == "host") ++hosts;
+    if (name != "transfer-encoding") continue;
+    ++codings;
+    if (!IsChunked(value)) {
+      return MakeS3Error("NotImplemented", "Transfer-Encoding '" + value.substr(0, 64) +
+                                               "' is not implemented; only chunked is");
+    }
+  }
+  if (hosts > 1) return MakeS3Error("InvalidRequest", "the request has more than one Host header");
+  if (codings > 1) {
+    return MakeS3Error("InvalidRequest", "the request has more than one Transfer-Encoding header");
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
 S3Result<S3Request> ParseS3Request(std::string_view method, std::string_view target,
                                    std::vector<std::pair<std::string, std::string>> headers,
                                    const std::vector<std::string>& virtual_host_domains) {
   S3Request r;
   r.method = std::string(method);
   r.headers = std::move(headers);
+  if (std::optional<S3Error> framing = CheckFraming(r)) return std::unexpected(*framing);
   if (target.empty() || target[0] != '/') {
     return std::unexpected(MakeS3Error("InvalidRequest", "request target must be a path"));
   }

@@ -46,7 +46,9 @@ std::string UriEncode(std::string_view in, bool keep_slash);
 
 // Splits a request target ("/bucket/key?x=1") and resolves the bucket and key. A Host ending in
 // ".<domain>" for one of `virtual_host_domains` names the bucket (virtual-hosted style);
-// otherwise the first path segment does (path style).
+// otherwise the first path segment does (path style). A request with two Host headers, or two
+// Transfer-Encoding headers, is InvalidRequest; one whose Transfer-Encoding is not `chunked`
+// alone is NotImplemented (501), as S3 answers it.
 S3Result<S3Request> ParseS3Request(std::string_view method, std::string_view target,
                                    std::vector<std::pair<std::string, std::string>> headers,
                                    const std::vector<std::string>& virtual_host_domains);

@@ -31,6 +31,24 @@ TEST(S3RequestTest, MalformedTargetsAreErrors) {
   EXPECT_FALSE(ParseS3Request("GET", "http://evil/", {}, {}).has_value());
 }
 
+TEST(S3RequestTest, FramingHeadersComeOnceAndChunkedIsTheOnlyCoding) {
+  using Headers = std::vector<std::pair<std::string, std::string>>;
+  auto code = [](Headers h) {
+    auto r = ParseS3Request("PUT", "/bkt/k", std::move(h), {"localhost"});
+    return r ? std::string("ok") : r.error().code;
+  };
+  EXPECT_EQ(code({{"host", "x"}, {"transfer-encoding", "chunked"}}), "ok");
+  EXPECT_EQ(code({{"host", "x"}, {"transfer-encoding", "Chunked"}}), "ok");
+  EXPECT_EQ(code({{"host", "x"}, {"transfer-encoding", "gzip, chunked"}}), "NotImplemented");
+  EXPECT_EQ(code({{"host", "x"}, {"transfer-encoding", "identity"}}), "NotImplemented");
+  EXPECT_EQ(code({{"host", "x"}, {"transfer-encoding", "chunked, chunked"}}), "NotImplemented");
+  EXPECT_EQ(code({{"host", "x"}, {"transfer-encoding", ""}}), "NotImplemented");
+  EXPECT_EQ(code({{"transfer-encoding", "chunked"}, {"transfer-encoding", "chunked"}}),
+            "InvalidRequest");
+  EXPECT_EQ(code({{"host", "a.localhost"}, {"host", "b.localhost"}}), "InvalidRequest");
+  EXPECT_EQ(code({}), "ok");  // HTTP/1.0 has no Host; SigV4 refuses an unsigned one
+}
+
 TEST(S3RequestTest, UriEncodingIsTheAwsOne) {
   EXPECT_EQ(UriEncode("a b/c~d_e.f-g+h*", true), "a%20b/c~d_e.f-g%2Bh%2A");
   EXPECT_EQ(UriEncode("a/b", false), "a%2Fb");

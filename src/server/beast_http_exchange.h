@@ -62,6 +62,10 @@ inline Status FromError(const beast::error_code& ec, const char* what) {
   if (ec == http::error::body_limit) {
     return ResourceExhaustedError(std::string(what) + ": body exceeds the limit");
   }
+  if (ec == http::error::buffer_overflow) {  // the connection's read buffer (http_server.cc)
+    return InvalidArgumentError(std::string(what) +
+                                ": a chunk-size line or the trailer section is too long");
+  }
   return UnavailableError(std::string(what) + ": " + ec.message());
 }
 

@@ -248,11 +248,14 @@ asio::awaitable<void> HttpServer::ServeRequests(Worker* w, Stream& stream) {
   beast::tcp_stream& lowest = beast::get_lowest_layer(stream);
   Session session{&lowest, true};
   auto registered = w->sessions.insert(w->sessions.end(), &session);
-  // Beast reads at most the buffer's spare capacity per system call (512 bytes when it has
-  // none): give it room, or a 2 MiB body takes 4000 reads.
-  beast::flat_buffer buffer;
-  buffer.reserve(kReadBufferBytes);
   const HttpLimits& limits = options_.limits;
+  // Beast reads at most the buffer's spare capacity per system call (512 bytes when it has
+  // none): give it room, or a 2 MiB body takes 4000 reads. And a bound: Beast keeps a chunk's
+  // size line and the trailer section whole in this buffer until their CRLF arrives, and neither
+  // counts against the header or the body limit, so without one a client's 100 MB chunk
+  // extension or trailer section was held in memory (the request then fails, 400 IncompleteBody).
+  beast::flat_buffer buffer(kReadBufferBytes + limits.header_bytes);
+  buffer.reserve(kReadBufferBytes);
   while (!stopping_) {
     http::request_parser<http::buffer_body> parser;
     parser.header_limit(static_cast<std::uint32_t>(limits.header_bytes));
