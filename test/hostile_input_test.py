@@ -912,6 +912,19 @@ def copy_from_missing_source(ctx):
                        headers={"x-amz-copy-source": "/hostile/../../etc/passwd"})
 
 
+@case
+def copy_metadata_directive_unknown(ctx):
+    return send_signed(ctx, "PUT", f"/{BUCKET}/evil-copy-directive",
+                       headers={"x-amz-copy-source": f"/{BUCKET}/keep/one",
+                                "x-amz-metadata-directive": "REPLCE"})
+
+
+@case
+def response_header_injection(ctx):
+    return send_signed(ctx, "GET", f"/{BUCKET}/keep/one?response-content-type="
+                       "text%2Fhtml%0D%0ASet-Cookie%3A%20session%3Dstolen")
+
+
 # ---------------------------------------------------------------------------------------------
 
 def load_table():

@@ -1,5 +1,7 @@
 #include "server/object_attributes.h"
 
+#include <algorithm>
+
 #include <nlohmann/json.hpp>
 
 #include "core/utc_time.h"
@@ -135,6 +137,43 @@ void ObjectAttributes::AddTo(Headers* response) const {
   response->emplace_back("Content-Type", content_type);
   for (const auto& [k, v] : user_metadata) response->emplace_back("x-amz-meta-" + k, v);
   for (const auto& [k, v] : stored_headers) response->emplace_back(k, v);
+}
+
+std::optional<std::string> ObjectAttributes::OverrideFromQuery(
+    const std::vector<std::pair<std::string, std::string>>& query) {
+  constexpr std::string_view kPrefix = "response-";
+  auto header_of = [&](const std::string& name) -> std::optional<std::string_view> {
+    if (!name.starts_with(kPrefix)) return std::nullopt;
+    const std::string_view header = std::string_view(name).substr(kPrefix.size());
+    if (header == "content-type" ||
+        std::ranges::find(kStoredHeaders, header) != std::end(kStoredHeaders)) {
+      return header;
+    }
+    return std::nullopt;
+  };
+  for (const auto& [name, value] : query) {
+    const bool control = std::ranges::any_of(value, [](char c) {
+      const auto u = static_cast<unsigned char>(c);
+      return (u < 0x20 && c != '\t') || u == 0x7f;
+    });
+    if (header_of(name) && control) return name;
+  }
+  for (const auto& [name, value] : query) {
+    const std::optional<std::string_view> header = header_of(name);
+    if (!header) continue;
+    if (*header == "content-type") {
+      content_type = value;
+      continue;
+    }
+    auto it =
+        std::ranges::find_if(stored_headers, [&](const auto& h) { return h.first == *header; });
+    if (it != stored_headers.end()) {
+      it->second = value;
+    } else {
+      stored_headers.emplace_back(*header, value);
+    }
+  }
+  return std::nullopt;
 }
 
 size_t ObjectAttributes::UserMetadataBytes() const {

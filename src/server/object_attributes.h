@@ -27,6 +27,13 @@ struct ObjectAttributes {
   static ObjectAttributes FromRequest(const Headers& headers);
   // Adds ETag, Content-Type, x-amz-meta-* and stored headers to a response.
   void AddTo(Headers* response) const;
+  // GetObject's and HeadObject's response-* query parameters, as S3 takes them:
+  // response-content-type replaces the content type, response-cache-control,
+  // -content-disposition, -content-encoding, -content-language and -expires their stored
+  // header, for this response. Returns the name of a parameter whose value holds a control
+  // character (it would end the header line), after which nothing is replaced; else nullopt.
+  std::optional<std::string> OverrideFromQuery(
+      const std::vector<std::pair<std::string, std::string>>& query);
   // Bytes of user metadata as S3 counts them (names and values).
   size_t UserMetadataBytes() const;
 };

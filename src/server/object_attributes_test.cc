@@ -81,6 +81,30 @@ TEST(ObjectAttributesTest, EntriesOfTheWrongShapeAreSkipped) {
   EXPECT_EQ(a->stored_headers, (Pairs{{"expires", "0"}}));
 }
 
+TEST(ObjectAttributesTest, ResponseParametersReplaceTheirHeaderOrNone) {
+  ObjectAttributes a;
+  a.content_type = "a/b";
+  a.stored_headers = {{"cache-control", "no-cache"}};
+  EXPECT_EQ(a.OverrideFromQuery({{"response-content-type", "text/plain"},
+                                 {"response-cache-control", "max-age=1"},
+                                 {"response-content-language", "en\tfr"},
+                                 {"response-x-amz-meta-k", "v"},
+                                 {"content-type", "not/a-response-parameter"}}),
+            std::nullopt);
+  EXPECT_EQ(a.content_type, "text/plain");
+  EXPECT_EQ(a.stored_headers,
+            (Pairs{{"cache-control", "max-age=1"}, {"content-language", "en\tfr"}}));
+  EXPECT_TRUE(a.user_metadata.empty());
+  // One value with a control character, and nothing is replaced.
+  const ObjectAttributes before = a;
+  EXPECT_EQ(a.OverrideFromQuery({{"response-content-type", "text/html"},
+                                 {"response-expires", "0\r\nSet-Cookie: s=1"}}),
+            "response-expires");
+  ExpectSame(a, before);
+  EXPECT_EQ(a.OverrideFromQuery({{"response-content-encoding", std::string(1, '\x7f')}}),
+            "response-content-encoding");
+}
+
 TEST(HttpTimeTest, MatchesStrftimeOverFourDigitYears) {
   auto reference = [](std::time_t t) {
     std::tm tm{};

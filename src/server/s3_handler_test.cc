@@ -225,6 +225,45 @@ TEST_F(S3HandlerTest, CopyKeepsOrReplacesMetadata) {
   EXPECT_EQ(Answer("PUT", "/cpy/src", "", {{"x-amz-copy-source", "/cpy/src"}}),
             "400 InvalidRequest");
   EXPECT_EQ(Answer("PUT", "/cpy/x", "", {{"x-amz-copy-source", "/cpy/none"}}), "404 NoSuchKey");
+  // A directive is COPY or REPLACE; any other (a typo of REPLACE) is refused, not taken as COPY.
+  for (const char* directive : {"replace", "BOGUS", ""}) {
+    EXPECT_EQ(Answer("PUT", "/cpy/typo", "",
+                     {{"x-amz-copy-source", "/cpy/src"}, {"x-amz-metadata-directive", directive}}),
+              "400 InvalidArgument")
+        << directive;
+  }
+  EXPECT_EQ(Answer("GET", "/cpy/typo"), "404 NoSuchKey");
+  EXPECT_EQ(Answer("PUT", "/cpy/typo", "",
+                   {{"x-amz-copy-source", "/cpy/src"}, {"x-amz-metadata-directive", "COPY"}}),
+            "200");
+}
+
+TEST_F(S3HandlerTest, ResponseParametersOverrideTheStoredHeadersOfOneResponse) {
+  Put("/rsp", "");
+  EXPECT_EQ(Answer("PUT", "/rsp/o", "bytes",
+                   {{"content-type", "text/x-a"}, {"cache-control", "no-cache"}}),
+            "200");
+  for (const char* method : {"GET", "HEAD"}) {
+    auto r = Call(method,
+                  "/rsp/o?response-content-type=text%2Fplain&response-cache-control=max-age%3D60"
+                  "&response-content-disposition=attachment%3B%20filename%3D%22o.bin%22"
+                  "&response-expires=Thu%2C%2001%20Dec%202026%2016%3A00%3A00%20GMT");
+    EXPECT_EQ(r->status(), 200u) << method;
+    EXPECT_EQ(r->ResponseHeader("Content-Type"), "text/plain");
+    EXPECT_EQ(r->ResponseHeader("cache-control"), "max-age=60");
+    EXPECT_EQ(r->ResponseHeader("content-disposition"), "attachment; filename=\"o.bin\"");
+    EXPECT_EQ(r->ResponseHeader("expires"), "Thu, 01 Dec 2026 16:00:00 GMT");
+  }
+  // Stored as they were: the overrides were for those responses only.
+  auto plain = Call("HEAD", "/rsp/o");
+  EXPECT_EQ(plain->ResponseHeader("Content-Type"), "text/x-a");
+  EXPECT_EQ(plain->ResponseHeader("cache-control"), "no-cache");
+  EXPECT_EQ(plain->ResponseHeader("content-disposition"), std::nullopt);
+  // A value that would end the header line (a second header smuggled in) is refused.
+  EXPECT_EQ(Answer("GET", "/rsp/o?response-content-type=text%2Fhtml%0D%0ASet-Cookie%3A%20s%3D1"),
+            "400 InvalidArgument");
+  EXPECT_EQ(Answer("GET", "/rsp/o?response-expires=%00"), "400 InvalidArgument");
+  EXPECT_EQ(Get("/rsp/o?response-unknown=x"), "bytes");
 }
 
 TEST_F(S3HandlerTest, KvBucketsTakeOnlyChunkObjectsOfTheirLayout) {

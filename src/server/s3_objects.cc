@@ -88,6 +88,9 @@ asio::awaitable<S3Result<void>> S3Handler::GetObject(Ctx& c, bool head) {
   const ObjectReader& obj = **reader;
   std::optional<ObjectAttributes> attrs = ObjectAttributes::Decode(obj.attributes());
   if (!attrs) co_return Fail("InternalError", "object metadata is damaged");
+  if (std::optional<std::string> bad = attrs->OverrideFromQuery(r.query)) {
+    co_return Fail("InvalidArgument", *bad + " holds a control character");
+  }
   const uint64_t size = obj.size();
   const std::time_t mtime = obj.mtime();
 
@@ -254,6 +257,9 @@ asio::awaitable<S3Result<void>> S3Handler::CopyObject(Ctx& c) {
   auto sb = co_await FindBucket(src_bucket);
   if (!sb) co_return std::unexpected(sb.error());
   const std::string* directive = r.Header("x-amz-metadata-directive");
+  if (directive && *directive != "COPY" && *directive != "REPLACE") {
+    co_return Fail("InvalidArgument", "Unknown metadata directive.");  // S3's words
+  }
   const bool replace = directive && *directive == "REPLACE";
   if (src_bucket == r.bucket && src_key == r.key && !replace) {
     co_return Fail("InvalidRequest",
