@@ -920,6 +920,18 @@ def copy_metadata_directive_unknown(ctx):
 
 
 @case
+def put_with_server_side_encryption(ctx):
+    return send_signed(ctx, "PUT", f"/{BUCKET}/evil-sse", b"secret",
+                       headers={"x-amz-server-side-encryption": "aws:kms"})
+
+
+@case
+def put_object_public_read(ctx):
+    return send_signed(ctx, "PUT", f"/{BUCKET}/evil-public", b"x",
+                       headers={"x-amz-acl": "public-read"})
+
+
+@case
 def response_header_injection(ctx):
     return send_signed(ctx, "GET", f"/{BUCKET}/keep/one?response-content-type="
                        "text%2Fhtml%0D%0ASet-Cookie%3A%20session%3Dstolen")

@@ -82,6 +82,32 @@ s3::S3Error NotImplemented(std::string_view method, std::string_view sub, Scope 
                                                " is not implemented");
 }
 
+// A request header that asks for what no object here gets: a grant or a canned ACL other than
+// private (access is by credentials), server-side encryption with S3's or the client's keys (the
+// store's disk or Ceph encrypts, not this server), object lock, tags. Taken silently, a client
+// would believe an object public, encrypted or locked that is none of these.
+std::optional<s3::S3Error> UnkeptHeader(const s3::S3Request& r) {
+  for (const auto& [name, value] : r.headers) {
+    std::string_view what;
+    if (name.starts_with("x-amz-grant-") || (name == "x-amz-acl" && value != "private")) {
+      what = "an ACL other than private";
+    } else if (name.starts_with("x-amz-server-side-encryption") ||
+               name.starts_with("x-amz-copy-source-server-side-encryption")) {
+      what = "server-side encryption";
+    } else if (name.starts_with("x-amz-object-lock-") ||
+               (name == "x-amz-bucket-object-lock-enabled" && value != "false")) {
+      what = "object lock";
+    } else if (name == "x-amz-tagging") {
+      what = "tags";
+    }
+    if (!what.empty()) {
+      return s3::MakeS3Error("NotImplemented", name + " asks for " + std::string(what) +
+                                                   ", which objectcache does not keep");
+    }
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
 bool IsSubResource(std::string_view name) {
@@ -95,6 +121,7 @@ bool IsSubResource(std::string_view name) {
 }
 
 s3::S3Result<S3Route> RouteS3Request(const s3::S3Request& r) {
+  if (std::optional<s3::S3Error> unkept = UnkeptHeader(r)) return std::unexpected(*unkept);
   const Scope scope = r.bucket.empty() ? Scope::kService
                       : r.key.empty()  ? Scope::kBucket
                                        : Scope::kObject;

@@ -54,8 +54,10 @@ enum class S3Route {
 };
 
 // The operation `request` names. Errors: NotImplemented (501) for a sub-resource S3 defines that
-// is not implemented for this method and scope, MethodNotAllowed (405) for a method the resource
-// does not take, InvalidRequest for two sub-resources that name different operations.
+// is not implemented for this method and scope, or for a header that asks for what no object
+// here gets (an ACL other than private, server-side encryption, object lock, tags),
+// MethodNotAllowed (405) for a method the resource does not take, InvalidRequest for two
+// sub-resources that name different operations.
 s3::S3Result<S3Route> RouteS3Request(const s3::S3Request& request);
 
 // True for the query parameter names S3 defines as sub-resources (all of the table).

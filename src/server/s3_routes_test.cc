@@ -94,5 +94,34 @@ TEST(S3RoutesTest, SubResourcesNeverFallThroughToTheBaseOperation) {
   EXPECT_EQ(Route("POST", "/bkt?delete&lookup").error().code, "InvalidRequest");
 }
 
+TEST(S3RoutesTest, HeadersAskingForWhatNoObjectGetsAreNotImplemented) {
+  // Taken silently, the writer would believe the object public, encrypted, locked or tagged.
+  const std::vector<std::pair<std::string, std::string>> unkept[] = {
+      {{"x-amz-acl", "public-read"}},
+      {{"x-amz-grant-read", "uri=\"http://acs.amazonaws.com/groups/global/AllUsers\""}},
+      {{"x-amz-server-side-encryption", "aws:kms"}},
+      {{"x-amz-server-side-encryption", "AES256"}},
+      {{"x-amz-server-side-encryption-customer-algorithm", "AES256"}},
+      {{"x-amz-copy-source", "/a/b"},
+       {"x-amz-copy-source-server-side-encryption-customer-key", "k"}},
+      {{"x-amz-object-lock-mode", "GOVERNANCE"}},
+      {{"x-amz-bucket-object-lock-enabled", "true"}},
+      {{"x-amz-tagging", "a=b"}},
+  };
+  for (const auto& headers : unkept) {
+    for (const char* target : {"/bkt", "/bkt/k", "/bkt/k?uploads"}) {
+      const char* method = std::string_view(target).ends_with("uploads") ? "POST" : "PUT";
+      auto r = Route(method, target, headers);
+      ASSERT_FALSE(r.has_value()) << headers[0].first << " " << target;
+      EXPECT_EQ(r.error().code, "NotImplemented") << headers[0].first;
+    }
+  }
+  EXPECT_EQ(*Route("PUT", "/bkt/k", {{"x-amz-acl", "private"}}), S3Route::kPutObject);
+  EXPECT_EQ(*Route("PUT", "/bkt", {{"x-amz-bucket-object-lock-enabled", "false"}}),
+            S3Route::kCreateBucket);
+  EXPECT_EQ(*Route("PUT", "/bkt/k?acl", {{"x-amz-acl", "private"}}), S3Route::kPutObjectAcl);
+  EXPECT_EQ(*Route("PUT", "/bkt/k", {{"x-amz-storage-class", "STANDARD_IA"}}), S3Route::kPutObject);
+}
+
 }  // namespace
 }  // namespace objectcache::server
