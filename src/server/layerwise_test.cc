@@ -103,12 +103,14 @@ std::string PutSlowChunks(Store& store, const ModelPreset& model) {
 }
 
 // A layerwise request for `body` of `bucket` (created bound to `model` if it is not yet)
-// through `handler`: status and body.
-std::pair<unsigned, std::string> RespondLayerwise(S3Handler& handler, const std::string& bucket,
+// through `handler`, on `io`: status and body. `io` must outlive the handler: a thread of the
+// handler's pool may still be in its post to `io` when the request is done (TSan saw `io`
+// destroyed under it), and the handler's destructor joins that pool.
+std::pair<unsigned, std::string> RespondLayerwise(asio::io_context& io, S3Handler& handler,
+                                                  const std::string& bucket,
                                                   const ModelPreset& model, const std::string& body,
                                                   bool sends_files = false,
                                                   uint64_t* file_bytes = nullptr) {
-  asio::io_context io;
   MemoryHttpExchange put("PUT", "/" + bucket,
                          {{"host", "127.0.0.1"}, {"x-objectcache-kv-layout", ModelToJson(model)}},
                          "");
@@ -130,9 +132,10 @@ TEST(S3HandlerLayerwiseTest, TheFirstLayerIsReadAlone) {
   ServerMetrics metrics;
   S3Options options;
   options.anonymous = true;  // windows of layer 0, then layers 1-2, then 3
+  asio::io_context io;       // outlives the handler (RespondLayerwise)
   S3Handler handler(&store, &metrics, options);
   for (int i = 0; i < 3; ++i) {
-    const auto [status, response] = RespondLayerwise(handler, "slow", model, body);
+    const auto [status, response] = RespondLayerwise(io, handler, "slow", model, body);
     ASSERT_EQ(status, 200u) << response;
     EXPECT_GT(response.size(), 4 * 4 * model.layout.LayerSliceBytes());
   }
@@ -182,8 +185,9 @@ TEST(S3HandlerLayerwiseTest, AHeaderTheStoreCouldNotReadIsAnErrorNotTheEndOfTheP
   ServerMetrics metrics;
   S3Options options;
   options.anonymous = true;
+  asio::io_context io;  // outlives the handler (RespondLayerwise)
   S3Handler handler(&store, &metrics, options);
-  const auto [status, response] = RespondLayerwise(handler, "slow", model, body);
+  const auto [status, response] = RespondLayerwise(io, handler, "slow", model, body);
   EXPECT_EQ(status, 503u) << response.substr(0, 200);
   EXPECT_NE(response.find("ServiceUnavailable"), std::string::npos) << response.substr(0, 200);
 }
@@ -199,10 +203,11 @@ TEST(S3HandlerLayerwiseTest, AStoreWithoutFilesIsNotAskedWhichChunksArePresent) 
   ServerMetrics metrics;
   S3Options options;
   options.anonymous = true;
+  asio::io_context io;  // outlives the handler (RespondLayerwise)
   S3Handler handler(&store, &metrics, options);
   uint64_t file_bytes = 1;
   const auto [status, response] =
-      RespondLayerwise(handler, "slow", model, body, /*sends_files=*/true, &file_bytes);
+      RespondLayerwise(io, handler, "slow", model, body, /*sends_files=*/true, &file_bytes);
   ASSERT_EQ(status, 200u) << response;
   EXPECT_EQ(file_bytes, 0u);
   EXPECT_GT(response.size(), 4 * 4 * model.layout.LayerSliceBytes());
@@ -269,9 +274,9 @@ TEST(S3HandlerLayerwiseTest, AStoppedServerOutlivesItsHandlersStoreCalls) {
   options.anonymous = true;
   options.blocking_threads = 1;
   options.layerwise_window_bytes = model.layout.LayerSliceBytes();  // 16 reads, one at a time
+  asio::io_context io;  // outlives the handler (RespondLayerwise)
   S3Handler handler(&store, &metrics, options);
   {
-    asio::io_context io;
     MemoryHttpExchange put("PUT", "/slow",
                            {{"host", "127.0.0.1"}, {"x-objectcache-kv-layout", ModelToJson(model)}},
                            "");
@@ -343,8 +348,9 @@ TEST(S3HandlerLayerwiseTest, ABudgetShortOfLargeWindowsServesWithSmallOnes) {
     options.anonymous = true;
     options.layerwise_window_bytes = 64 << 20;  // all four layers in a window: 32 MiB
     options.request_memory_bytes = budget;
+    asio::io_context io;  // outlives the handler (RespondLayerwise)
     S3Handler handler(store.get(), &metrics, options);
-    return RespondLayerwise(handler, "budget", kWideModel, body);
+    return RespondLayerwise(io, handler, "budget", kWideModel, body);
   };
   const auto [large_status, large] = respond(1ull << 30);  // two windows of 32 MiB
   ASSERT_EQ(large_status, 200u) << large;
@@ -367,13 +373,14 @@ TEST(S3HandlerLayerwiseTest, KeptWindowsCountInTheBudgetAndGiveWayToAResponse) {
   options.anonymous = true;
   options.layerwise_window_bytes = 64 << 20;  // two windows of 32 MiB a response
   options.request_memory_bytes = 80 << 20;    // not room for those beside two kept ones
+  asio::io_context io;                        // outlives the handler (RespondLayerwise)
   S3Handler handler(store.get(), &metrics, options);
-  const auto [first_status, first] = RespondLayerwise(handler, "budget", kWideModel, body);
+  const auto [first_status, first] = RespondLayerwise(io, handler, "budget", kWideModel, body);
   ASSERT_EQ(first_status, 200u) << first;
   EXPECT_EQ(handler.request_memory_used(), 64u << 20);  // its two windows, kept
   // The kept windows are dropped for the next response rather than halving its windows: it
   // then keeps its own two of 32 MiB, not 64 MiB beside two of 8 MiB.
-  const auto [second_status, second] = RespondLayerwise(handler, "budget", kWideModel, body);
+  const auto [second_status, second] = RespondLayerwise(io, handler, "budget", kWideModel, body);
   ASSERT_EQ(second_status, 200u);
   EXPECT_EQ(second, first);
   EXPECT_EQ(handler.request_memory_used(), 64u << 20);

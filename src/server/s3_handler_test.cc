@@ -85,8 +85,8 @@ class S3HandlerTest : public ::testing::Test {
   bool sends_files_ = false;  // what each exchange offers (HttpExchange::sends_files)
   ServerMetrics metrics_;
   std::unique_ptr<Store> store_;
+  asio::io_context io_;  // outlives the handler, whose pool may still be posting to it
   S3Handler handler_;
-  asio::io_context io_;
 };
 
 TEST_F(S3HandlerTest, NewBucketNamesFollowAwsRules) {
