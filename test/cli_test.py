@@ -97,6 +97,15 @@ class CliTest(unittest.TestCase):
         self.assertFailsCleanly(["kv", "rm", "--store", self.store, "a"], "NotFound")
         run("kv", "rm", "--store", self.store, "-f", "a")
 
+    def test_ls_writes_one_name_a_line_whatever_it_holds(self):
+        # Names are bytes: a newline would split one into two lines, an escape sequence would
+        # reach the terminal.
+        for name in ["two\nlines", "esc\x1b[31mred", "back\\slash", "plain é"]:
+            run("kv", "put", "--store", self.store, name, self.write("v", b"x"))
+        self.assertEqual(run("kv", "ls", "--store", self.store).stdout.decode().splitlines(),
+                         ["back\\\\slash", "esc\\x1b[31mred", "plain é", "two\\x0alines"])
+        self.assertEqual(run("kv", "get", "--store", self.store, "two\nlines").stdout, b"x")
+
     def chunk_keys(self, layout, count):
         tokens = [str(self.rng.randrange(128256)) for _ in range(16 * count)]
         out = run("kv", "keys", "--layout", layout, *tokens).stdout.decode().split()

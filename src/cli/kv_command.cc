@@ -114,7 +114,7 @@ Status Ls(const LsFlags& f) {
     OC_ASSIGN_OR_RETURN(ListPage page, s->List(options));
     for (const ObjectInfo& o : page.objects) {
       if (f.long_format) std::cout << o.size << "\t";
-      std::cout << o.key << "\n";
+      std::cout << EscapeControlBytes(o.key) << "\n";  // one name a line, whatever it holds
     }
     if (!page.truncated) break;
     options.start_after = page.objects.back().key;
@@ -218,7 +218,10 @@ void AddKvCommands(CLI::App* app) {
   cmd->add_flag("--force,-f", rm->force, "A missing object is not an error");
 
   auto ls = std::make_shared<LsFlags>();
-  cmd = AddCommand(kv, "ls", "List object names in byte order", ls, Ls);
+  cmd = AddCommand(kv, "ls",
+                   "List object names in byte order, one a line (control bytes as \\xNN, a "
+                   "backslash as \\\\)",
+                   ls, Ls);
   AddStoreFlag(cmd, &ls->store);
   cmd->add_option("--prefix", ls->prefix, "Only names starting with this");
   cmd->add_flag("--long,-l", ls->long_format, "Print SIZE<tab>NAME");
