@@ -568,7 +568,7 @@ void AddBackendsBenchCommand(CLI::App* bench) {
       ->required();
   s->add_option("--context", f->contexts, "Prompt lengths in tokens (Llama-3.1-8B, G=16)")
       ->delimiter(',');
-  s->add_option("--repeats", f->repeats, "Runs per path, interleaved");
+  s->add_option("--repeats,--rounds", f->repeats, "Runs per path, interleaved");
   s->add_option("--hit", f->hit, "Cached share of the prompt in the TTFT runs");
   s->add_option("--parallel", f->parallel, "Concurrent requests of the plain S3 paths");
   s->add_flag("--no-ttft", f->no_ttft, "Throughput only");

@@ -390,7 +390,7 @@ void AddBenchCommands(CLI::App* app) {
   CLI::App* k =
       AddBench(bench, "keys", "Chunk-key hashing throughput for a long prompt", keys, RunKeys);
   k->add_option("--tokens", keys->tokens, "Prompt length in tokens");
-  k->add_option("--repeats", keys->repeats, "Timed repetitions");
+  k->add_option("--repeats,--rounds", keys->repeats, "Timed repetitions");
   k->add_option("--layout", keys->layout, "Model preset");
 
   auto store = std::make_shared<StoreFlags>();

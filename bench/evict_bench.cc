@@ -153,7 +153,7 @@ void AddEvictBenchCommand(CLI::App* bench) {
   e->add_option("--capacity", f->capacity, "Namespace capacity");
   e->add_option("--object", f->object, "Object size");
   e->add_option("--writers", f->writers, "Writer threads");
-  e->add_option("--rounds", f->rounds, "Cost runs per side (interleaved)");
+  e->add_option("--rounds,--repeats", f->rounds, "Cost runs per side (interleaved)");
 }
 
 }  // namespace objectcache::bench

@@ -300,7 +300,7 @@ void AddGpuBenchCommand(CLI::App* bench) {
   g->add_option("--staging-layers", f->staging_layers, "Layers of pinned staging");
   g->add_option("--streams", f->streams, "Connections a retrieval uses (0: one per 4 cores, 1-8)")
       ->check(CLI::Range(0, 64));
-  g->add_option("--repeats", f->repeats, "Timed retrievals");
+  g->add_option("--repeats,--rounds", f->repeats, "Timed retrievals");
   AddScratchDir(g, &f->dir);
 }
 

@@ -488,7 +488,7 @@ void AddNvmeKvBenchCommand(CLI::App* bench) {
   s->add_option("--controller-busy-poll-us", f->controller_busy_poll_us,
                 "The controller's --busy-poll-us: how long it spins after a command");
   s->add_option("--seconds", f->seconds, "Seconds per measurement");
-  s->add_option("--rounds", f->rounds, "Interleaved rounds (medians are reported)");
+  s->add_option("--rounds,--repeats", f->rounds, "Interleaved rounds (medians are reported)");
 }
 
 }  // namespace objectcache::bench

@@ -479,7 +479,7 @@ void AddPathBenchCommand(CLI::App* bench) {
       f, RunPathBench);
   AddScratchDir(p, &f->dir);
   p->add_option("--chunks", f->chunks, "Chunks of llama-3.1-8b in the prefix (2 MiB each)");
-  p->add_option("--rounds", f->rounds, "Repeats of each case (interleaved)");
+  p->add_option("--rounds,--repeats", f->rounds, "Repeats of each case (interleaved)");
   p->add_option("--concurrency", f->concurrency,
                 "Retrievals in flight (agg_gbps_cN); each level runs as many as the largest");
   p->add_option("--concurrency-chunks", f->concurrency_chunks,

@@ -358,7 +358,7 @@ void AddS3BenchCommand(CLI::App* bench) {
   s->add_option("--sizes", f->sizes, "Object sizes");
   s->add_option("--connections", f->connections, "Concurrent connections");
   s->add_option("--seconds", f->seconds, "Seconds per run");
-  s->add_option("--rounds", f->rounds, "Runs per server per cell (interleaved)");
+  s->add_option("--rounds,--repeats", f->rounds, "Runs per server per cell (interleaved)");
   s->add_option("--objects", f->objects, "Distinct objects");
   s->add_option("--nginx", f->nginx, "nginx binary");
   s->add_option("--wrk", f->wrk, "wrk binary for the plain-GET rows (empty: skip them)");

@@ -320,7 +320,7 @@ void AddSchedBenchCommand(CLI::App* bench) {
       "Bandwidth scheduling: three multi-tenant workloads under caps standing for 80 and 50 "
       "Gbit/s, each under the equal, bytes and compute-aware policies; added TTFT per request",
       f, RunSched);
-  s->add_option("--repeats", f->repeats, "Runs per policy, interleaved");
+  s->add_option("--repeats,--rounds", f->repeats, "Runs per policy, interleaved");
   AddGpuProfile(s, &f->gpu);
   s->add_option("--workload", f->workloads,
                 "crowd, mixed, burst, staggered, long-and-short, hot-and-cool (default: these), "

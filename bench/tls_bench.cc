@@ -245,7 +245,7 @@ void AddTlsBenchCommand(CLI::App* bench) {
   t->add_option("--size", f->size, "Object size");
   t->add_option("--connections", f->connections, "Concurrent connections (tls_ratio: the last)");
   t->add_option("--seconds", f->seconds, "Seconds per run");
-  t->add_option("--rounds", f->rounds, "Runs per side per cell (interleaved)");
+  t->add_option("--rounds,--repeats", f->rounds, "Runs per side per cell (interleaved)");
   t->add_option("--objects", f->objects, "Distinct objects");
   t->add_option("--openssl", f->openssl, "openssl binary");
 }

@@ -64,7 +64,8 @@ void AddTtftBenchCommand(CLI::App* bench) {
   t->add_option("--testbed", f->config.testbed,
                 "paper: slow the emulated GPU so link : compute is the paper's (100 Gbit/s : "
                 "H100), measured in this run; native: the raw profile against the raw link");
-  t->add_option("--repeats", f->repeats, "Runs per mode and cell, interleaved (default: preset's)")
+  t->add_option("--repeats,--rounds", f->repeats,
+                "Runs per mode and cell, interleaved (default: preset's)")
       ->default_str("");
   t->add_option("--endpoint", f->config.endpoint,
                 "Use this server instead of starting one (objects stay there)");

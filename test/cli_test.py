@@ -106,6 +106,12 @@ class CliTest(unittest.TestCase):
                          ["back\\\\slash", "esc\\x1b[31mred", "plain é", "two\\x0alines"])
         self.assertEqual(run("kv", "get", "--store", self.store, "two\nlines").stdout, b"x")
 
+    def test_every_repeating_benchmark_takes_rounds_and_repeats(self):
+        for name in ["keys", "s3", "ttft", "sched", "backends", "tls", "path", "nvme-kv", "evict",
+                     "gpu"]:
+            usage = run("bench", name, "--help").stdout.decode()
+            self.assertRegex(usage, r"--(rounds,--repeats|repeats,--rounds) INT", name)
+
     def chunk_keys(self, layout, count):
         tokens = [str(self.rng.randrange(128256)) for _ in range(16 * count)]
         out = run("kv", "keys", "--layout", layout, *tokens).stdout.decode().split()

@@ -338,7 +338,7 @@ def main(argv=None) -> int:
     p.add_argument("--layers", type=int, default=4)
     p.add_argument("--heads", type=int, default=16)
     p.add_argument("--kv-heads", type=int, default=4)
-    p.add_argument("--reps", type=int, default=5)
+    p.add_argument("--reps", "--repeats", "--rounds", dest="reps", type=int, default=5)
     p.add_argument("--save-pairs", type=int, default=6,
                    help="extra pairs of 0%%-cached prefills with and without saving")
     p.add_argument("--threads", type=int, default=os.cpu_count() or 1)
