@@ -293,6 +293,43 @@ class PackageTest(PackageCase):
             unsigned.lookup(keys)
         self.assertIn(e.exception.code, ("PermissionDenied", "Unauthenticated"))
 
+    def test_a_server_is_trusted_for_no_more_than_it_was_asked(self):
+        # A lookup's count past the keys sent (2^32 + 3 was read as 3) and a reply too large for
+        # what was asked (a pin's is at most 8192 keys) are DataLoss, not answers.
+        import http.server
+        import threading
+        replies = {"lookup": b'{"present_prefix": 4294967299}',
+                   "pin": b'{"missing": [' + b'"00",' * (1 << 19) + b'"00"]}'}
+
+        class Liar(http.server.BaseHTTPRequestHandler):
+            def do_POST(self):
+                self.rfile.read(int(self.headers["Content-Length"]))
+                body = replies[self.path.split("?")[1]]
+                self.send_response(200)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args):
+                pass
+        server = http.server.HTTPServer(("127.0.0.1", 0), Liar)
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        try:
+            c = objectcache.Client([f"http://127.0.0.1:{server.server_port}"], "kvs", self.layout,
+                                   access_key=base.ACCESS, secret_key=base.SECRET, retries=0)
+            keys = objectcache.chunk_keys(range(48), self.layout)
+            with self.assertRaises(objectcache.Error) as e:
+                c.lookup(keys)
+            self.assertEqual((e.exception.code, e.exception.message),
+                             ("DataLoss", "lookup: malformed reply"))
+            with self.assertRaises(objectcache.Error) as e:
+                c.pin(keys, 60)
+            self.assertEqual(e.exception.code, "DataLoss")
+            self.assertIn("pin: the reply is over 1048576 bytes", e.exception.message)
+        finally:
+            server.shutdown()
+            server.server_close()
+
 
 class CudaStandIn:
     """A CUDA tensor as the binding sees one (device cuda:0, data_ptr, shape, strides, dtype),

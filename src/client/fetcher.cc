@@ -187,6 +187,10 @@ Result<std::string> Fetcher::Call(
                         conn->Send(
                             method, "/" + bucket_, {{std::string(query), ""}}, body,
                             [&](std::span<const std::byte> b) {
+                              if (b.size() > kMaxCallReplyBytes - reply.size()) {
+                                return DataLossError(std::string(query) + ": the reply is over " +
+                                                     std::to_string(kMaxCallReplyBytes) + " bytes");
+                              }
                               reply.append(reinterpret_cast<const char*>(b.data()), b.size());
                               return Status();
                             },
@@ -416,8 +420,10 @@ Result<size_t> Fetcher::Lookup(std::span<const ChunkKey> keys) const {
         Call(parts[p].first, "POST", "lookup", wire::PutChunkKeys(parts.size() > 1 ? part : keys),
              {{"content-type", std::string(wire::kChunkKeysContentType)}}));
     nlohmann::json j = nlohmann::json::parse(reply, nullptr, false);
+    // A count of the keys sent: a larger one (2^32 + 3 read as 3, say) is no answer to them.
     if (!j.is_object() || !j.contains("present_prefix") ||
-        !j["present_prefix"].is_number_unsigned()) {
+        !j["present_prefix"].is_number_unsigned() ||
+        j["present_prefix"].get<uint64_t>() > parts[p].second.size()) {
       return DataLossError("lookup: malformed reply");
     }
     part_hits[p] = j["present_prefix"].get<uint32_t>();

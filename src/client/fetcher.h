@@ -95,7 +95,10 @@ class Fetcher {
   // Keys grouped by endpoint: for each endpoint with keys, their positions in `keys`.
   std::vector<std::pair<size_t, std::vector<size_t>>> SplitByEndpoint(
       std::span<const ChunkKey> keys) const;
-  // A request whose whole reply body is wanted; retried; non-2xx statuses become errors.
+  // A request whose whole reply body is wanted; retried; non-2xx statuses become errors. A
+  // reply is a lookup's count or a pin's missing keys (8192 at most, about 300 KiB of JSON): one
+  // over kMaxCallReplyBytes is DataLoss, not held.
+  static constexpr size_t kMaxCallReplyBytes = 1 << 20;
   Result<std::string> Call(
       size_t home, std::string_view method, std::string_view query, const std::string& body,
       const std::vector<std::pair<std::string, std::string>>& headers = {}) const;
