@@ -300,6 +300,7 @@ class PackageTest(PackageCase):
         import threading
         replies = {"lookup": b'{"present_prefix": 4294967299}',
                    "pin": b'{"missing": [' + b'"00",' * (1 << 19) + b'"00"]}'}
+        stranger = "ab" * 16  # a key the pin did not send
 
         class Liar(http.server.BaseHTTPRequestHandler):
             def do_POST(self):
@@ -326,6 +327,13 @@ class PackageTest(PackageCase):
                 c.pin(keys, 60)
             self.assertEqual(e.exception.code, "DataLoss")
             self.assertIn("pin: the reply is over 1048576 bytes", e.exception.message)
+            replies["pin"] = b'{"missing": ["%s"]}' % stranger.encode()
+            with self.assertRaises(objectcache.Error) as e:
+                c.pin(keys, 60)
+            self.assertEqual(e.exception.message,
+                             "pin: the reply names a key that was not sent: " + stranger)
+            replies["pin"] = b'{"missing": ["%s"]}' % keys[1].hex().encode()
+            self.assertEqual(c.pin(keys, 60), [keys[1]])
         finally:
             server.shutdown()
             server.server_close()

@@ -8,6 +8,7 @@
 #include <numeric>
 #include <optional>
 #include <thread>
+#include <unordered_set>
 
 #include "client/layer_stream.h"
 #include "core/byte_order.h"
@@ -445,10 +446,16 @@ Result<std::vector<ChunkKey>> Fetcher::Pin(std::span<const ChunkKey> keys,
     if (!j.is_object() || !j.contains("missing") || !j["missing"].is_array()) {
       return DataLossError("pin: malformed reply");
     }
+    // Only keys of this request can be missing from it.
+    std::unordered_set<ChunkKey> sent;
+    for (size_t i : positions) sent.insert(keys[i]);
     for (const auto& m : j["missing"]) {
       Result<ChunkKey> k = m.is_string() ? ChunkKey::FromHex(m.get<std::string>())
                                          : Result<ChunkKey>(DataLossError("pin: not a key"));
       if (!k) return DataLossError("pin: malformed reply: " + k.error().message());
+      if (!sent.contains(*k)) {
+        return DataLossError("pin: the reply names a key that was not sent: " + k->ToHex());
+      }
       missing.push_back(*k);
     }
   }
