@@ -14,6 +14,7 @@ import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from support import argument_parser  # noqa: E402
+from support.canned_http import canned_server  # noqa: E402
 
 OC = None
 REFERENCE = None
@@ -273,9 +274,7 @@ class CliTest(unittest.TestCase):
     def test_fetch_trusts_no_response_header_beyond_its_request(self):
         # A server that claims what was not asked for (a 1 TiB slice, more layers, more keys,
         # another first layer) gets a clear error; nothing is sized from its claim.
-        import http.server
         import struct
-        import threading
         keys = run("kv", "keys", "--layout", "llama-3.1-8b", *[str(t) for t in range(16)]).stdout
         keys_file = self.write("keys", keys)
         slice_bytes = 16 * 2 * 8 * 128 * 2
@@ -284,30 +283,14 @@ class CliTest(unittest.TestCase):
         for name, (hits, first, count, slice_claim, nkeys) in claims.items():
             header = b"OCLWRSP1" + struct.pack("<HHIIIQII", 2, 0, hits, first, count,
                                                slice_claim, nkeys, 0)
-
-            class Liar(http.server.BaseHTTPRequestHandler):
-                def do_POST(self):
-                    self.rfile.read(int(self.headers["Content-Length"]))
-                    self.send_response(200)
-                    self.send_header("Content-Length", str(len(header)))
-                    self.end_headers()
-                    self.wfile.write(header)
-
-                def log_message(self, *args):
-                    pass
-            server = http.server.HTTPServer(("127.0.0.1", 0), Liar)
-            threading.Thread(target=server.serve_forever, daemon=True).start()
-            try:
+            with canned_server(lambda target: header) as port:
                 out = self.path("out-" + name)
-                p = run("fetch", "--endpoint", f"http://127.0.0.1:{server.server_port}",
+                p = run("fetch", "--endpoint", f"http://127.0.0.1:{port}",
                         "--bucket", "kvb", "--layout", "llama-3.1-8b", "--keys", keys_file,
                         "--layers", "3:4", "--out", out, check=False)
                 self.assertEqual(p.returncode, 1, (name, p.stderr))
                 self.assertIn(b"does not match the request", p.stderr, name)
                 self.assertFalse(os.path.exists(out), name)
-            finally:
-                server.shutdown()
-                server.server_close()
 
     def test_damaged_chunk_is_refused(self):
         layout, key, raw = self.put_llama_chunk()

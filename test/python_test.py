@@ -20,6 +20,7 @@ import unittest
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from support import argument_parser  # noqa: E402
 from support import s3_server as base  # noqa: E402
+from support.canned_http import canned_server  # noqa: E402
 
 objectcache = torch = engine = connector = None
 PYTHON_DIR = None
@@ -296,27 +297,11 @@ class PackageTest(PackageCase):
     def test_a_server_is_trusted_for_no_more_than_it_was_asked(self):
         # A lookup's count past the keys sent (2^32 + 3 was read as 3) and a reply too large for
         # what was asked (a pin's is at most 8192 keys) are DataLoss, not answers.
-        import http.server
-        import threading
         replies = {"lookup": b'{"present_prefix": 4294967299}',
                    "pin": b'{"missing": [' + b'"00",' * (1 << 19) + b'"00"]}'}
         stranger = "ab" * 16  # a key the pin did not send
-
-        class Liar(http.server.BaseHTTPRequestHandler):
-            def do_POST(self):
-                self.rfile.read(int(self.headers["Content-Length"]))
-                body = replies[self.path.split("?")[1]]
-                self.send_response(200)
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, *args):
-                pass
-        server = http.server.HTTPServer(("127.0.0.1", 0), Liar)
-        threading.Thread(target=server.serve_forever, daemon=True).start()
-        try:
-            c = objectcache.Client([f"http://127.0.0.1:{server.server_port}"], "kvs", self.layout,
+        with canned_server(lambda target: replies[target.split("?")[1]]) as port:
+            c = objectcache.Client([f"http://127.0.0.1:{port}"], "kvs", self.layout,
                                    access_key=base.ACCESS, secret_key=base.SECRET, retries=0)
             keys = objectcache.chunk_keys(range(48), self.layout)
             with self.assertRaises(objectcache.Error) as e:
@@ -334,9 +319,6 @@ class PackageTest(PackageCase):
                              "pin: the reply names a key that was not sent: " + stranger)
             replies["pin"] = b'{"missing": ["%s"]}' % keys[1].hex().encode()
             self.assertEqual(c.pin(keys, 60), [keys[1]])
-        finally:
-            server.shutdown()
-            server.server_close()
 
 
 class CudaStandIn:

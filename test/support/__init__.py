@@ -1,5 +1,6 @@
-"""What the test scripts share: their arguments, and a server with its clients
-(test/support/s3_server.py)."""
+"""What the test scripts share: their arguments, a server with its clients
+(test/support/s3_server.py), and a server that answers what a test tells it to
+(test/support/canned_http.py)."""
 
 import argparse
 import os
