@@ -111,6 +111,7 @@ class SubResourceTest(base.ServerCase):
         self.assertEqual(self.error_code(s3.head_object, Bucket="vnull", Key="k"), "404")
 
     def test_acls_are_the_owner_with_full_control_and_only_private_is_accepted(self):
+        # bucket-owner-full-control is private here too: the bucket's owner owns every object.
         s3 = self.s3
         s3.create_bucket(Bucket="acls")
         s3.put_object(Bucket="acls", Key="k", Body=b"v")
@@ -121,6 +122,10 @@ class SubResourceTest(base.ServerCase):
         # Regression: PUT ?acl was answered as CreateBucket (BucketAlreadyOwnedByYou).
         s3.put_bucket_acl(Bucket="acls", ACL="private")
         s3.put_object_acl(Bucket="acls", Key="k", ACL="private")
+        s3.put_object_acl(Bucket="acls", Key="k", ACL="bucket-owner-full-control")
+        s3.put_object(Bucket="acls", Key="k2", Body=b"v", ACL="bucket-owner-full-control")
+        self.assertEqual(self.error_code(s3.put_object, Bucket="acls", Key="k3", Body=b"v",
+                                         ACL="public-read"), "NotImplemented")
         owner = {"ID": "objectcache"}
         s3.put_bucket_acl(Bucket="acls", AccessControlPolicy={
             "Owner": owner,

@@ -1,5 +1,7 @@
 #include "s3/s3_request.h"
 
+#include <strings.h>
+
 #include <optional>
 
 #include "core/hex.h"
@@ -101,15 +103,6 @@ std::string UriEncode(std::string_view in, bool keep_slash) {
 
 namespace {
 
-bool IsChunked(std::string_view coding) {
-  constexpr std::string_view kChunked = "chunked";
-  if (coding.size() != kChunked.size()) return false;
-  for (size_t i = 0; i < coding.size(); ++i) {
-    if ((coding[i] | 0x20) != kChunked[i]) return false;
-  }
-  return true;
-}
-
 // The headers that frame and route a request, each at most once: two Host headers could name
 // two buckets (virtual-hosted style) and RFC 9112 answers them 400; a Transfer-Encoding other
 // than chunked alone ("gzip, chunked", "identity") is a coding this server does not undo, and
@@ -121,7 +114,7 @@ std::optional<S3Error> CheckFraming(const S3Request& r) {
     if (name == "host") ++hosts;
     if (name != "transfer-encoding") continue;
     ++codings;
-    if (!IsChunked(value)) {
+    if (value.size() != 7 || ::strncasecmp(value.data(), "chunked", 7) != 0) {
       return MakeS3Error("NotImplemented", "Transfer-Encoding '" + value.substr(0, 64) +
                                                "' is not implemented; only chunked is");
     }

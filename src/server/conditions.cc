@@ -1,5 +1,7 @@
 #include "server/conditions.h"
 
+#include <strings.h>
+
 #include <limits>
 
 #include "s3/s3_request.h"
@@ -38,8 +40,13 @@ s3::S3Result<std::optional<ByteRange>> EvaluateRange(std::string_view header, ui
         s3::MakeS3Error("InvalidRange", "The requested range is not satisfiable"));
   };
   header = TrimSpaces(header);
-  if (!header.starts_with("bytes=")) return Range();
-  const std::string_view spec = TrimSpaces(header.substr(6));
+  // The unit is named without regard to case (RFC 9110, 14.1): "BYTES=0-1" is a byte range.
+  constexpr std::string_view kUnit = "bytes=";
+  if (header.size() < kUnit.size() ||
+      ::strncasecmp(header.data(), kUnit.data(), kUnit.size()) != 0) {
+    return Range();
+  }
+  const std::string_view spec = TrimSpaces(header.substr(kUnit.size()));
   if (spec.find(',') != std::string_view::npos) return Range();  // several ranges: the whole
   const size_t dash = spec.find('-');
   if (dash == std::string_view::npos) return Range();

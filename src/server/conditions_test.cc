@@ -115,6 +115,14 @@ TEST(RangeTest, NumbersPastU64SaturateInsteadOfBeingIgnored) {
   EXPECT_EQ(**got, (ByteRange{0, 100}));
 }
 
+TEST(RangeTest, TheUnitIsNamedInAnyCase) {
+  for (const char* h : {"BYTES=2-4", "Bytes=2-4", " bytes=2-4 "}) {
+    auto got = EvaluateRange(h, 100);
+    ASSERT_TRUE(got.has_value() && got->has_value()) << h;
+    EXPECT_EQ(**got, (ByteRange{2, 5})) << h;
+  }
+}
+
 TEST(RangeTest, MalformedOrMultipleRangesServeTheWholeObject) {
   for (const char* h : {"bytes=", "bytes=-", "bytes=a-b", "bytes=1-2,4-5", "items=0-1", "bytes=1",
                         "bytes=+1-2", "bytes=1-+2", "bytes=5-2", "bytes=0x1-2"}) {

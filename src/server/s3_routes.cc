@@ -89,7 +89,7 @@ s3::S3Error NotImplemented(std::string_view method, std::string_view sub, Scope 
 std::optional<s3::S3Error> UnkeptHeader(const s3::S3Request& r) {
   for (const auto& [name, value] : r.headers) {
     std::string_view what;
-    if (name.starts_with("x-amz-grant-") || (name == "x-amz-acl" && value != "private")) {
+    if (name.starts_with("x-amz-grant-") || (name == "x-amz-acl" && !IsOwnerOnlyAcl(value))) {
       what = "an ACL other than private";
     } else if (name.starts_with("x-amz-server-side-encryption") ||
                name.starts_with("x-amz-copy-source-server-side-encryption")) {
@@ -109,6 +109,10 @@ std::optional<s3::S3Error> UnkeptHeader(const s3::S3Request& r) {
 }
 
 }  // namespace
+
+bool IsOwnerOnlyAcl(std::string_view canned) {
+  return canned == "private" || canned == "bucket-owner-full-control";
+}
 
 bool IsSubResource(std::string_view name) {
   for (const Implemented& i : kImplemented) {

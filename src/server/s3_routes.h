@@ -60,6 +60,10 @@ enum class S3Route {
 // sub-resources that name different operations.
 s3::S3Result<S3Route> RouteS3Request(const s3::S3Request& request);
 
+// The canned ACLs that grant nothing beyond the owner's FULL_CONTROL here, where the bucket's
+// owner owns every object: private and bucket-owner-full-control.
+bool IsOwnerOnlyAcl(std::string_view canned);
+
 // True for the query parameter names S3 defines as sub-resources (all of the table).
 bool IsSubResource(std::string_view query_name);
 

@@ -117,6 +117,8 @@ TEST(S3RoutesTest, HeadersAskingForWhatNoObjectGetsAreNotImplemented) {
     }
   }
   EXPECT_EQ(*Route("PUT", "/bkt/k", {{"x-amz-acl", "private"}}), S3Route::kPutObject);
+  EXPECT_EQ(*Route("PUT", "/bkt/k", {{"x-amz-acl", "bucket-owner-full-control"}}),
+            S3Route::kPutObject);
   EXPECT_EQ(*Route("PUT", "/bkt", {{"x-amz-bucket-object-lock-enabled", "false"}}),
             S3Route::kCreateBucket);
   EXPECT_EQ(*Route("PUT", "/bkt/k?acl", {{"x-amz-acl", "private"}}), S3Route::kPutObjectAcl);

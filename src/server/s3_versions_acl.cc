@@ -148,7 +148,8 @@ asio::awaitable<S3Result<void>> S3Handler::PutAcl(Ctx& c) {
   const auto refuse = [] {
     return Fail("NotImplemented",
                 "objectcache serves everything to its own credentials only: the only ACL it "
-                "honours is private (the owner with FULL_CONTROL)");
+                "honours is private (the owner with FULL_CONTROL; bucket-owner-full-control is "
+                "the same here)");
   };
   for (const auto& [name, value] : r.headers) {
     if (name.starts_with("x-amz-grant-")) co_return refuse();
@@ -156,7 +157,7 @@ asio::awaitable<S3Result<void>> S3Handler::PutAcl(Ctx& c) {
   auto body = co_await ReadSmallBody(c, 64 << 10);
   if (!body) co_return std::unexpected(body.error());
   if (const std::string* canned = r.Header("x-amz-acl")) {
-    if (*canned != "private" || !body->empty()) co_return refuse();
+    if (!IsOwnerOnlyAcl(*canned) || !body->empty()) co_return refuse();
   } else {
     XmlElement root;
     std::string why;
