@@ -6,6 +6,7 @@
 // conditions (If-Match, the last-modified time from If-Unmodified-Since's field, the size from
 // the Range field), are parsed and evaluated as the reference does: a size past u64 or a time
 // that is not one is refused, never ignored.
+#include <cctype>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -60,7 +61,9 @@ std::optional<uint64_t> Decimal(std::string_view s) {
 
 Ref ReferenceRange(std::string_view h, uint64_t size) {
   h = Strip(h);
-  if (h.substr(0, 6) != "bytes=") return {};
+  std::string unit(h.substr(0, 6));  // named in any case (RFC 9110, 14.1)
+  for (char& c : unit) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (unit != "bytes=") return {};
   std::string_view spec = Strip(h.substr(6));
   if (spec.find(',') != std::string_view::npos) return {};
   const size_t dash = spec.find('-');
