@@ -29,10 +29,12 @@
 #include <boost/asio/thread_pool.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <chrono>
+#include <exception>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -117,18 +119,28 @@ class HttpServer {
 };
 
 // Runs fn() on `pool` and resumes the calling coroutine on its own executor with the result.
-// Two posts and no coroutine frame: the cheapest hop Asio 1.74 offers.
+// Two posts and no coroutine frame: the cheapest hop Asio 1.74 offers. An exception fn throws
+// (std::bad_alloc) is rethrown in the coroutine, where the server ends that one request; left in
+// the pool's thread it would end the process.
 template <typename F>
 auto RunBlocking(asio::thread_pool& pool, F fn) {
   using R = std::invoke_result_t<F&>;
-  return asio::async_initiate<const asio::use_awaitable_t<>&, void(R)>(
+  static_assert(std::is_default_constructible_v<R>, "the value handed over beside an exception");
+  return asio::async_initiate<const asio::use_awaitable_t<>&, void(std::exception_ptr, R)>(
       [&pool](auto handler, F work) {
         auto home = asio::get_associated_executor(handler);
         asio::post(pool, [handler = std::move(handler), work = std::move(work), home]() mutable {
-          R result = work();
-          asio::post(home, [handler = std::move(handler), result = std::move(result)]() mutable {
-            std::move(handler)(std::move(result));
-          });
+          std::exception_ptr thrown;
+          R result{};
+          try {
+            result = work();
+          } catch (...) {
+            thrown = std::current_exception();
+          }
+          asio::post(home,
+                     [handler = std::move(handler), thrown, result = std::move(result)]() mutable {
+                       std::move(handler)(thrown, std::move(result));
+                     });
         });
       },
       asio::use_awaitable, std::move(fn));
