@@ -107,6 +107,45 @@ class CliTest(unittest.TestCase):
                          ["back\\\\slash", "esc\\x1b[31mred", "plain é", "two\\x0alines"])
         self.assertEqual(run("kv", "get", "--store", self.store, "two\nlines").stdout, b"x")
 
+    def test_ls_of_an_s3_store_pages_on_and_takes_no_page_that_would_loop_or_grow(self):
+        # `kv ls` pages from the last key of each page; a server that answers past the keys asked
+        # for, outside the prefix, out of order or cut short with nothing in it would have it
+        # page forever, and one that sends an endless page would have it hold it all.
+        def page(keys, truncated):
+            contents = "".join(f"<Contents><Key>{k}</Key><Size>1</Size></Contents>" for k in keys)
+            return (f'<?xml version="1.0" encoding="UTF-8"?><ListBucketResult><IsTruncated>'
+                    f'{"true" if truncated else "false"}</IsTruncated>{contents}'
+                    "</ListBucketResult>").encode()
+
+        def honest(target):
+            return page(["c"], False) if "start-after=b" in target else page(["a", "b"], True)
+
+        with canned_server(honest) as port:
+            self.assertEqual(run("kv", "ls", "--store", f"s3://127.0.0.1:{port}/b").stdout,
+                             b"a\nb\nc\n")
+        # name: (reply, the error, what was listed before it)
+        liars = {
+            "the same page again": (lambda t: page(["a"], True), "'a' does not come after 'a'",
+                                    b"a\n"),
+            "a key before the first": (lambda t: page(["b", "a"], False),
+                                       "'a' does not come after 'b'", b""),
+            "more keys than asked": (lambda t: page([f"k{i:04}" for i in range(1001)], False),
+                                     "more keys than the 1000 asked", b""),
+            "a key outside the prefix": (lambda t: page(["other"], False),
+                                         "'other' is outside the prefix", b""),
+            "cut short with no key": (lambda t: page([], True), "with no key in it", b""),
+            "endless": (lambda t: b"<ListBucketResult>" + b" " * (17 << 20),
+                        "a page of over 16777216 bytes", b""),
+        }
+        for name, (reply, message, listed) in liars.items():
+            with self.subTest(name), canned_server(reply) as port:
+                p = run("kv", "ls", "--store", f"s3://127.0.0.1:{port}/b",
+                        "--prefix", "a" if "prefix" in name else "", check=False)
+                self.assertEqual(p.returncode, 1, p.stderr)
+                self.assertEqual(p.stderr.decode().count("\n"), 1, p.stderr)
+                self.assertIn(message, p.stderr.decode())
+                self.assertEqual(p.stdout, listed)
+
     def test_every_repeating_benchmark_takes_rounds_and_repeats(self):
         for name in ["keys", "s3", "ttft", "sched", "backends", "tls", "path", "nvme-kv", "evict",
                      "gpu"]:

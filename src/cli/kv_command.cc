@@ -116,7 +116,7 @@ Status Ls(const LsFlags& f) {
       if (f.long_format) std::cout << o.size << "\t";
       std::cout << EscapeControlBytes(o.key) << "\n";  // one name a line, whatever it holds
     }
-    if (!page.truncated) break;
+    if (!page.truncated || page.objects.empty()) break;
     options.start_after = page.objects.back().key;
   }
   return Status();

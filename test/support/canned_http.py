@@ -1,5 +1,6 @@
-"""A server on 127.0.0.1 that answers every POST with the body a function gives for its
-request target: a server that lies, for the tests of what a client trusts.
+"""A server on 127.0.0.1 that answers every GET and POST with the body a function gives for
+its request target, and every HEAD with an empty 200: a server that lies, for the tests of what
+a client trusts.
 
   from support.canned_http import canned_server
   with canned_server(lambda target: b"...") as port: ...
@@ -12,16 +13,29 @@ import threading
 @contextlib.contextmanager
 def canned_server(reply):
     """Serves on a port the kernel picks, yielded; `reply(target)` is the 200 response's body
-    for a POST to `target` (path and query). Stopped on leaving the block."""
+    for a GET or POST of `target` (path and query). Stopped on leaving the block."""
 
     class Canned(http.server.BaseHTTPRequestHandler):
-        def do_POST(self):
-            self.rfile.read(int(self.headers["Content-Length"]))
-            body = reply(self.path)
+        def answer(self, body):
             self.send_response(200)
             self.send_header("Content-Length", str(len(body)))
             self.end_headers()
-            self.wfile.write(body)
+            try:
+                self.wfile.write(body)
+            except ConnectionError:
+                pass  # the client stopped reading: what some tests expect of it
+
+        def do_POST(self):
+            self.rfile.read(int(self.headers["Content-Length"]))
+            self.answer(reply(self.path))
+
+        def do_GET(self):
+            self.answer(reply(self.path))
+
+        def do_HEAD(self):
+            self.send_response(200)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
 
         def log_message(self, *args):
             pass

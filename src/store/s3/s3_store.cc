@@ -5,6 +5,7 @@
 #include <ctime>
 #include <map>
 
+#include "core/hex.h"
 #include "core/query_string.h"
 #include "objectcache/store_registry.h"
 #include "s3/connection_pool.h"
@@ -17,6 +18,10 @@ namespace objectcache {
 namespace {
 
 constexpr size_t kS3MaxKeyBytes = 1024;
+// S3's most keys a listing page; such a page of the longest names, each percent-encoded three
+// bytes a byte, is about 3.5 MB of XML: a larger reply is not a listing.
+constexpr size_t kMaxKeysPerPage = 1000;
+constexpr size_t kMaxListingBytes = size_t{16} << 20;
 constexpr char kAttrsHeader[] = "x-amz-meta-objectcache-attrs";
 using Query = std::vector<std::pair<std::string, std::string>>;
 using Headers = std::vector<std::pair<std::string, std::string>>;
@@ -217,21 +222,25 @@ class S3Store final : public Store {
   }
 
   Result<ListPage> List(const ListOptions& options) override {
-    Query q = {{"list-type", "2"},
-               {"encoding-type", "url"},
-               {"max-keys", std::to_string(std::min<size_t>(options.max_keys, 1000))}};
+    const size_t max_keys = std::min<size_t>(options.max_keys, kMaxKeysPerPage);
+    Query q = {
+        {"list-type", "2"}, {"encoding-type", "url"}, {"max-keys", std::to_string(max_keys)}};
     if (!options.prefix.empty()) q.emplace_back("prefix", options.prefix);
     if (!options.start_after.empty()) q.emplace_back("start-after", options.start_after);
+    const std::string what = "listing " + uri_;
     std::string xml;
     OC_ASSIGN_OR_RETURN(s3::S3Response r,
                         Request("GET", "", q, "", {}, [&](std::span<const std::byte> b) {
+                          if (b.size() > kMaxListingBytes - xml.size())
+                            return DataLossError(what + ": a page of over " +
+                                                 std::to_string(kMaxListingBytes) + " bytes");
                           xml.append(reinterpret_cast<const char*>(b.data()), b.size());
                           return Status();
                         }));
-    if (r.status != 200) return StatusFor(r, "listing " + uri_);
+    if (r.status != 200) return StatusFor(r, what);
     s3::XmlElement root;
     std::string why;
-    if (!s3::ParseXml(xml, &root, &why)) return DataLossError("listing " + uri_ + ": " + why);
+    if (!s3::ParseXml(xml, &root, &why)) return DataLossError(what + ": " + why);
     ListPage page;
     for (const s3::XmlElement& e : root.children) {
       if (e.name != "Contents") continue;
@@ -239,11 +248,24 @@ class S3Store final : public Store {
       const s3::XmlElement* size = e.Child("Size");
       std::string key;
       if (k == nullptr || !s3::PercentDecode(k->text, &key))
-        return DataLossError("listing: bad <Key>");
+        return DataLossError(what + ": bad <Key>");
+      // What the caller pages on next must be past what it asked from, or it would page forever.
+      const std::string_view after =
+          page.objects.empty() ? std::string_view(options.start_after) : page.objects.back().key;
+      if (page.objects.size() == max_keys)
+        return DataLossError(what + ": more keys than the " + std::to_string(max_keys) + " asked");
+      if (!key.starts_with(options.prefix))
+        return DataLossError(what + ": '" + EscapeControlBytes(key) + "' is outside the prefix");
+      if (key <= after) {
+        return DataLossError(what + ": '" + EscapeControlBytes(key) + "' does not come after '" +
+                             EscapeControlBytes(after) + "'");
+      }
       page.objects.push_back({std::move(key), size ? ParseU64(&size->text) : 0});
     }
     const s3::XmlElement* truncated = root.Child("IsTruncated");
-    page.truncated = truncated && truncated->text == "true" && options.max_keys > 0;
+    page.truncated = truncated && truncated->text == "true" && max_keys > 0;
+    if (page.truncated && page.objects.empty())
+      return DataLossError(what + ": a page cut short with no key in it");
     return page;
   }
 
