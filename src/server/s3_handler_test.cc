@@ -225,6 +225,11 @@ TEST_F(S3HandlerTest, CopyKeepsOrReplacesMetadata) {
   EXPECT_EQ(Answer("PUT", "/cpy/src", "", {{"x-amz-copy-source", "/cpy/src"}}),
             "400 InvalidRequest");
   EXPECT_EQ(Answer("PUT", "/cpy/x", "", {{"x-amz-copy-source", "/cpy/none"}}), "404 NoSuchKey");
+  // A source names a version as GetObject does: each object's one version is "null".
+  EXPECT_EQ(Answer("PUT", "/cpy/v", "", {{"x-amz-copy-source", "/cpy/src?versionId=null"}}), "200");
+  EXPECT_EQ(Answer("PUT", "/cpy/w", "", {{"x-amz-copy-source", "/cpy/src?versionId=3HL4kqtJlcp"}}),
+            "404 NoSuchVersion");
+  EXPECT_EQ(Answer("GET", "/cpy/w"), "404 NoSuchKey");
   // A directive is COPY or REPLACE; any other (a typo of REPLACE) is refused, not taken as COPY.
   for (const char* directive : {"replace", "BOGUS", ""}) {
     EXPECT_EQ(Answer("PUT", "/cpy/typo", "",

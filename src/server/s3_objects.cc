@@ -244,8 +244,13 @@ asio::awaitable<S3Result<void>> S3Handler::CopyObject(Ctx& c) {
   const S3Request& r = c.req;
   std::string source;
   std::string_view raw_source = *r.Header("x-amz-copy-source");
-  if (size_t q = raw_source.find('?'); q != std::string_view::npos)
+  if (size_t q = raw_source.find('?'); q != std::string_view::npos) {
+    // bucket/key?versionId=ID names one version; each object has one, "null", as on GetObject.
+    const std::string_view query = raw_source.substr(q + 1);
+    if (query.starts_with("versionId=") && query != "versionId=null")
+      co_return Fail("NoSuchVersion", "The specified version does not exist.");
     raw_source = raw_source.substr(0, q);
+  }
   if (!PercentDecode(raw_source, &source))
     co_return Fail("InvalidArgument", "bad x-amz-copy-source");
   if (source.starts_with("/")) source.erase(0, 1);
