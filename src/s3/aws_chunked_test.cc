@@ -102,7 +102,10 @@ TEST(PayloadChecksumTest, MatchesTheStandardCheckValues) {
   EXPECT_EQ(Checksum("x-amz-checksum-sha1", "abc"), "qZk+NkcGgWq6PiVxeFDCbJzQ2J0=");
   EXPECT_EQ(Checksum("x-amz-checksum-sha256", "abc"),
             "ungWv48Bz+pBQUDeXa4iI7ADYaOWF3qctBD/YfIAFa0=");
-  EXPECT_FALSE(PayloadChecksum::ForHeader("x-amz-checksum-crc64nvme").has_value());
+  // CRC-64/NVME's check value, 0xae8b14860a799888 (the AWS CLI's default checksum).
+  EXPECT_EQ(Checksum("x-amz-checksum-crc64nvme", "123456789"), "rosUhgp5mIg=");
+  EXPECT_EQ(Checksum("x-amz-checksum-crc64nvme", ""), "AAAAAAAAAAA=");
+  EXPECT_FALSE(PayloadChecksum::ForHeader("x-amz-checksum-crc64").has_value());
   EXPECT_FALSE(PayloadChecksum::ForHeader("x-amz-meta-a").has_value());
 }
 

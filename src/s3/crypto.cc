@@ -29,18 +29,27 @@ const EVP_MD* Md(Digest::Kind kind) {
   return EVP_sha256();
 }
 
-// Reflected CRC-32 tables: IEEE 802.3 (crc32) and Castagnoli (crc32c).
-constexpr std::array<uint32_t, 256> CrcTable(uint32_t polynomial) {
-  std::array<uint32_t, 256> t{};
-  for (uint32_t i = 0; i < 256; ++i) {
-    uint32_t c = i;
+// Reflected CRC tables: IEEE 802.3 (crc32), Castagnoli (crc32c), and NVMe's CRC-64 (crc64nvme,
+// polynomial 0xad93d23594c93659, reflected).
+template <typename Word>
+constexpr std::array<Word, 256> CrcTable(Word polynomial) {
+  std::array<Word, 256> t{};
+  for (Word i = 0; i < 256; ++i) {
+    Word c = i;
     for (int k = 0; k < 8; ++k) c = (c & 1) ? polynomial ^ (c >> 1) : c >> 1;
     t[i] = c;
   }
   return t;
 }
-constexpr std::array<uint32_t, 256> kCrc32Table = CrcTable(0xedb88320u);
-constexpr std::array<uint32_t, 256> kCrc32cTable = CrcTable(0x82f63b78u);
+constexpr std::array<uint32_t, 256> kCrc32Table = CrcTable<uint32_t>(0xedb88320u);
+constexpr std::array<uint32_t, 256> kCrc32cTable = CrcTable<uint32_t>(0x82f63b78u);
+constexpr std::array<uint64_t, 256> kCrc64NvmeTable = CrcTable<uint64_t>(0x9a6c9329ac4bc9b5u);
+
+template <typename Word>
+Word UpdateCrc(const std::array<Word, 256>& table, Word c, std::span<const std::byte> bytes) {
+  for (std::byte b : bytes) c = table[(c ^ static_cast<uint8_t>(b)) & 0xff] ^ (c >> 8);
+  return c;
+}
 }  // namespace
 
 PayloadChecksum::PayloadChecksum(Kind kind, std::string header)
@@ -52,29 +61,42 @@ PayloadChecksum::PayloadChecksum(Kind kind, std::string header)
 std::optional<PayloadChecksum> PayloadChecksum::ForHeader(std::string_view name) {
   if (name == "x-amz-checksum-crc32") return PayloadChecksum(Kind::kCrc32, std::string(name));
   if (name == "x-amz-checksum-crc32c") return PayloadChecksum(Kind::kCrc32c, std::string(name));
+  if (name == "x-amz-checksum-crc64nvme")
+    return PayloadChecksum(Kind::kCrc64Nvme, std::string(name));
   if (name == "x-amz-checksum-sha1") return PayloadChecksum(Kind::kSha1, std::string(name));
   if (name == "x-amz-checksum-sha256") return PayloadChecksum(Kind::kSha256, std::string(name));
   return std::nullopt;
 }
 
 void PayloadChecksum::Update(std::span<const std::byte> bytes) {
-  if (digest_) {
-    digest_->Update(bytes);
-    return;
+  switch (kind_) {
+    case Kind::kCrc32:
+      crc32_ = UpdateCrc(kCrc32Table, crc32_, bytes);
+      break;
+    case Kind::kCrc32c:
+      crc32_ = UpdateCrc(kCrc32cTable, crc32_, bytes);
+      break;
+    case Kind::kCrc64Nvme:
+      crc64_ = UpdateCrc(kCrc64NvmeTable, crc64_, bytes);
+      break;
+    case Kind::kSha1:
+    case Kind::kSha256:
+      digest_->Update(bytes);
+      break;
   }
-  const auto& table = kind_ == Kind::kCrc32 ? kCrc32Table : kCrc32cTable;
-  uint32_t c = crc_;
-  for (std::byte b : bytes) c = table[(c ^ static_cast<uint8_t>(b)) & 0xff] ^ (c >> 8);
-  crc_ = c;
 }
 
 std::string PayloadChecksum::FinishBase64() {
   if (digest_) return Base64Encode(digest_->Finish());
-  const uint32_t v = crc_ ^ 0xffffffffu;
-  crc_ = 0xffffffffu;
-  const char raw[4] = {static_cast<char>(v >> 24), static_cast<char>(v >> 16),
-                       static_cast<char>(v >> 8), static_cast<char>(v)};
-  return Base64Encode(std::string_view(raw, 4));
+  // The CRC, big-endian, in as many bytes as it has.
+  const bool wide = kind_ == Kind::kCrc64Nvme;
+  const uint64_t v = wide ? ~crc64_ : uint64_t{~crc32_};
+  crc32_ = ~uint32_t{0};
+  crc64_ = ~uint64_t{0};
+  const int bytes = wide ? 8 : 4;
+  std::string raw(bytes, '\0');
+  for (int i = 0; i < bytes; ++i) raw[i] = static_cast<char>(v >> (8 * (bytes - 1 - i)));
+  return Base64Encode(raw);
 }
 
 Digest::Digest(Kind kind) : ctx_(std::make_unique<Ctx>()), kind_(kind) {

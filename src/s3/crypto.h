@@ -36,13 +36,12 @@ class Digest {
   Kind kind_;
 };
 
-// S3's additional checksums (x-amz-checksum-crc32, -crc32c, -sha1, -sha256), sent as a header
-// or as a trailer of an aws-chunked body: the algorithm a header names, computed over the
-// payload, in the base64 form S3 compares (big-endian for the CRCs).
+// S3's additional checksums (x-amz-checksum-crc32, -crc32c, -crc64nvme, -sha1, -sha256), sent
+// as a header or as a trailer of an aws-chunked body: the algorithm a header names, computed
+// over the payload, in the base64 form S3 compares (big-endian for the CRCs).
 class PayloadChecksum {
  public:
-  // nullopt for a name that is not an x-amz-checksum-* header S3 defines and we compute
-  // (x-amz-checksum-crc64nvme is not computed: the caller refuses it).
+  // nullopt for a name that is not an x-amz-checksum-* header naming one of those.
   static std::optional<PayloadChecksum> ForHeader(std::string_view lowercase_name);
 
   void Update(std::span<const std::byte> bytes);
@@ -50,11 +49,12 @@ class PayloadChecksum {
   const std::string& header() const { return header_; }
 
  private:
-  enum class Kind { kCrc32, kCrc32c, kSha1, kSha256 };
+  enum class Kind { kCrc32, kCrc32c, kCrc64Nvme, kSha1, kSha256 };
   PayloadChecksum(Kind kind, std::string header);
   Kind kind_;
   std::string header_;
-  uint32_t crc_ = 0xffffffffu;
+  uint32_t crc32_ = ~uint32_t{0};   // crc32 and crc32c
+  uint64_t crc64_ = ~uint64_t{0};   // crc64nvme
   std::shared_ptr<Digest> digest_;  // for the SHA kinds
 };
 

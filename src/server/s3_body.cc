@@ -171,7 +171,10 @@ S3Result<std::unique_ptr<BodyPipeline>> BodyPipeline::ForRequest(
   // An x-amz-checksum-* header names a checksum of the whole payload: it is checked too.
   std::unique_ptr<BodyVerifier> header_checksum;
   for (const auto& [name, value] : r.headers) {
-    if (!name.starts_with("x-amz-checksum-") || name == "x-amz-checksum-algorithm") continue;
+    if (!name.starts_with("x-amz-checksum-") || name == "x-amz-checksum-algorithm" ||
+        name == "x-amz-checksum-type") {
+      continue;  // which checksum, and whether of the whole object: no checksum of their own
+    }
     std::optional<PayloadChecksum> checksum = PayloadChecksum::ForHeader(name);
     if (!checksum) return Fail("InvalidArgument", "unsupported checksum " + name);
     header_checksum = std::make_unique<HeaderChecksumVerifier>(std::move(*checksum), value);

@@ -66,6 +66,35 @@ TEST(BodyPipelineTest, EachConcernAnswersItsOwnError) {
             "AccessDenied");  // a signed stream without a signature
 }
 
+TEST(BodyPipelineTest, EveryChecksumTheAwsCliSendsIsChecked) {
+  // The AWS CLI v2 sends x-amz-checksum-crc64nvme on every upload by default; it was refused.
+  const std::string body = "123456789";
+  const Headers right[] = {
+      {{"x-amz-checksum-crc64nvme", "rosUhgp5mIg="}},  // 0xae8b14860a799888
+      {{"x-amz-checksum-crc32", "y/Q5Jg=="}},
+      {{"x-amz-checksum-crc32c", "4waSgw=="}},
+      {{"x-amz-sdk-checksum-algorithm", "CRC64NVME"},
+       {"x-amz-checksum-type", "FULL_OBJECT"},
+       {"x-amz-checksum-crc64nvme", "rosUhgp5mIg="}},
+  };
+  for (const Headers& h : right) {
+    EXPECT_EQ(Check(Request(h), body.size(), body).first, "") << h.back().first;
+  }
+  EXPECT_EQ(Check(Request({{"x-amz-checksum-crc64nvme", "rosUhgp5mIk="}}), body.size(), body).first,
+            "BadDigest");
+  EXPECT_EQ(Check(Request({{"x-amz-checksum-crc64nvme", "y/Q5Jg=="}}), body.size(), body).first,
+            "BadDigest");  // a CRC-32 under the CRC-64's name
+  // The same as the trailer of an unsigned aws-chunked body.
+  const std::string chunked =
+      "9\r\n123456789\r\n0\r\nx-amz-checksum-crc64nvme:rosUhgp5mIg=\r\n\r\n";
+  const Headers trailer = {{"x-amz-content-sha256", "STREAMING-UNSIGNED-PAYLOAD-TRAILER"},
+                           {"content-encoding", "aws-chunked"},
+                           {"x-amz-decoded-content-length", "9"},
+                           {"x-amz-trailer", "x-amz-checksum-crc64nvme"}};
+  EXPECT_EQ(Check(Request(trailer), chunked.size(), chunked),
+            std::make_pair(std::string(), s3::ToHex(s3::Md5(body))));
+}
+
 TEST(BodyPipelineTest, TheLengthIsAnsweredBeforeTheDigests) {
   const std::string body = "0123456789abcdef";
   EXPECT_EQ(Check(Request({{"content-md5", Md5Base64("other")}}), body.size() + 1, body).first,
