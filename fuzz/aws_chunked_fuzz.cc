@@ -1,5 +1,5 @@
-// The aws-chunked body decoder (signed streaming uploads): any body, with or without a
-// signature chain, decodes to at most the declared length or fails.
+// The aws-chunked body decoder (streaming uploads): any body, in each of its forms, decodes to at
+// most the declared length or fails.
 #include <cstdint>
 #include <cstdlib>
 #include <optional>
@@ -18,10 +18,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   id.amz_date = "20270101T000000Z";
   id.scope = "20270101/us-east-1/s3/aws4_request";
   id.signature = std::string(64, '0');
-  for (bool signed_chain : {false, true}) {
+  // Unsigned, unsigned with a checksum trailer, signed, signed with signed trailers.
+  for (int form = 0; form < 4; ++form) {
     std::optional<ChunkSignatureChain> chain;
-    if (signed_chain) chain.emplace(id);
-    AwsChunkedDecoder decoder(std::move(chain), declared);
+    if (form >= 2) chain.emplace(id);
+    std::optional<PayloadChecksum> trailer;
+    if (form % 2 == 1) trailer = PayloadChecksum::ForHeader("x-amz-checksum-crc32");
+    AwsChunkedDecoder decoder(std::move(chain), declared, std::move(trailer), form == 3);
     std::string out;
     bool ok = true;
     for (size_t at = 0; at < body.size() && ok; at += piece) {

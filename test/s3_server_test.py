@@ -24,6 +24,7 @@ import time
 import unittest
 import urllib.error
 import urllib.request
+import zlib
 
 import boto3
 import botocore
@@ -401,8 +402,11 @@ class S3ServerTest(unittest.TestCase):
         self.assertEqual(self.s3.get_object(Bucket=b, Key="k")["Body"].read(), b"original")
 
     def test_streaming_signed_chunk_upload(self):
+        # STREAMING-AWS4-HMAC-SHA256-PAYLOAD, and its -TRAILER form with a signed CRC-32 trailer
+        # (what the AWS SDK for Java v2 sends over plain HTTP), each signed as the SDKs sign.
         b = self.bucket()
         payload = self.rng.randbytes(200000)
+        crc = base64.b64encode(zlib.crc32(payload).to_bytes(4, "big")).decode()
         t = time.gmtime()
         amz_date = time.strftime("%Y%m%dT%H%M%SZ", t)
         date = amz_date[:8]
@@ -413,47 +417,66 @@ class S3ServerTest(unittest.TestCase):
 
         k = sign(sign(sign(sign(("AWS4" + SECRET).encode(), date), "us-east-1"), "s3"), "aws4_request")
         host = f"127.0.0.1:{self.server.port}"
-        headers = {"host": host, "x-amz-content-sha256": "STREAMING-AWS4-HMAC-SHA256-PAYLOAD",
-                   "x-amz-date": amz_date, "x-amz-decoded-content-length": str(len(payload)),
-                   "content-encoding": "aws-chunked"}
-        names = sorted(headers)
-        creq = "\n".join(["PUT", f"/{b}/streamed", ""] + [f"{n}:{headers[n]}" for n in names] +
-                         ["", ";".join(names), "STREAMING-AWS4-HMAC-SHA256-PAYLOAD"])
-        sts = "\n".join(["AWS4-HMAC-SHA256", amz_date, scope, hashlib.sha256(creq.encode()).hexdigest()])
-        seed = hmac.new(k, sts.encode(), hashlib.sha256).hexdigest()
+        for mode in ["STREAMING-AWS4-HMAC-SHA256-PAYLOAD",
+                     "STREAMING-AWS4-HMAC-SHA256-PAYLOAD-TRAILER"]:
+            key = mode.lower()
+            trailed = mode.endswith("TRAILER")
+            headers = {"host": host, "x-amz-content-sha256": mode,
+                       "x-amz-date": amz_date, "x-amz-decoded-content-length": str(len(payload)),
+                       "content-encoding": "aws-chunked"}
+            if trailed:
+                headers["x-amz-trailer"] = "x-amz-checksum-crc32"
+            names = sorted(headers)
+            creq = "\n".join(["PUT", f"/{b}/{key}", ""] + [f"{n}:{headers[n]}" for n in names] +
+                             ["", ";".join(names), mode])
+            sts = "\n".join(["AWS4-HMAC-SHA256", amz_date, scope,
+                             hashlib.sha256(creq.encode()).hexdigest()])
+            seed = hmac.new(k, sts.encode(), hashlib.sha256).hexdigest()
 
-        def encode(chunks, tamper=False):
-            out, prev = b"", seed
-            for c in chunks + [b""]:
-                s = "\n".join(["AWS4-HMAC-SHA256-PAYLOAD", amz_date, scope, prev,
-                               hashlib.sha256(b"").hexdigest(), hashlib.sha256(c).hexdigest()])
-                sig = hmac.new(k, s.encode(), hashlib.sha256).hexdigest()
-                body = bytes([c[0] ^ 1]) + c[1:] if tamper and c else c
-                out += f"{len(c):x};chunk-signature={sig}\r\n".encode() + body + b"\r\n"
-                prev = sig
-            return out
+            def encode(chunks, tamper=None):
+                out, prev = b"", seed
+                for c in chunks + [b""]:
+                    s = "\n".join(["AWS4-HMAC-SHA256-PAYLOAD", amz_date, scope, prev,
+                                   hashlib.sha256(b"").hexdigest(), hashlib.sha256(c).hexdigest()])
+                    sig = hmac.new(k, s.encode(), hashlib.sha256).hexdigest()
+                    body = bytes([c[0] ^ 1]) + c[1:] if tamper == "chunk" and c else c
+                    out += f"{len(c):x};chunk-signature={sig}\r\n".encode() + body
+                    prev = sig
+                    if c or not trailed:
+                        out += b"\r\n"
+                if trailed:  # the trailer, then its signature over "name:value\n"
+                    line = f"x-amz-checksum-crc32:{crc}\n"
+                    s = "\n".join(["AWS4-HMAC-SHA256-TRAILER", amz_date, scope, prev,
+                                   hashlib.sha256(line.encode()).hexdigest()])
+                    sig = hmac.new(k, s.encode(), hashlib.sha256).hexdigest()
+                    if tamper == "trailer":
+                        sig = sig[::-1]
+                    out += (line[:-1] + f"\r\nx-amz-trailer-signature:{sig}\r\n\r\n").encode()
+                return out
 
-        def put(body):
-            auth = (f"AWS4-HMAC-SHA256 Credential={ACCESS}/{scope}, "
-                    f"SignedHeaders={';'.join(names)}, Signature={seed}")
-            h = dict(headers, authorization=auth)
-            h["content-length"] = str(len(body))
-            del h["host"]
-            req = urllib.request.Request(f"http://{host}/{b}/streamed", data=body, method="PUT", headers=h)
-            try:
-                with urllib.request.urlopen(req) as r:
-                    return r.status, r.read()
-            except urllib.error.HTTPError as e:
-                return e.code, e.read()
+            def put(body):
+                auth = (f"AWS4-HMAC-SHA256 Credential={ACCESS}/{scope}, "
+                        f"SignedHeaders={';'.join(names)}, Signature={seed}")
+                h = dict(headers, authorization=auth)
+                h["content-length"] = str(len(body))
+                del h["host"]
+                req = urllib.request.Request(f"http://{host}/{b}/{key}", data=body, method="PUT",
+                                             headers=h)
+                try:
+                    with urllib.request.urlopen(req) as r:
+                        return r.status, r.read()
+                except urllib.error.HTTPError as e:
+                    return e.code, e.read()
 
-        chunks = [payload[i:i + 65536] for i in range(0, len(payload), 65536)]
-        status, body = put(encode(chunks, tamper=True))
-        self.assertEqual(status, 403, body)
-        with self.assertRaises(botocore.exceptions.ClientError):
-            self.s3.head_object(Bucket=b, Key="streamed")  # nothing stored
-        status, body = put(encode(chunks))
-        self.assertEqual(status, 200, body)
-        self.assertEqual(self.s3.get_object(Bucket=b, Key="streamed")["Body"].read(), payload)
+            chunks = [payload[i:i + 65536] for i in range(0, len(payload), 65536)]
+            for tamper in ["chunk", "trailer"] if trailed else ["chunk"]:
+                status, body = put(encode(chunks, tamper=tamper))
+                self.assertEqual(status, 403, (mode, tamper, body))
+                with self.assertRaises(botocore.exceptions.ClientError):
+                    self.s3.head_object(Bucket=b, Key=key)  # nothing stored
+            status, body = put(encode(chunks))
+            self.assertEqual(status, 200, (mode, body))
+            self.assertEqual(self.s3.get_object(Bucket=b, Key=key)["Body"].read(), payload)
 
     # ---- KV awareness ----------------------------------------------------------------------
 

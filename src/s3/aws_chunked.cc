@@ -6,30 +6,63 @@
 namespace objectcache::s3 {
 namespace {
 constexpr size_t kMaxLine = 4096;
+constexpr size_t kMaxTrailers = 16;
 
 S3Error Bad(std::string why) { return MakeS3Error("IncompleteBody", "aws-chunked body: " + why); }
 }  // namespace
 
 AwsChunkedDecoder::AwsChunkedDecoder(std::optional<ChunkSignatureChain> chain,
                                      uint64_t decoded_length,
-                                     std::optional<PayloadChecksum> trailer)
-    : chain_(std::move(chain)), decoded_length_(decoded_length), trailer_(std::move(trailer)) {}
+                                     std::optional<PayloadChecksum> trailer, bool signed_trailers)
+    : chain_(std::move(chain)),
+      decoded_length_(decoded_length),
+      trailer_(std::move(trailer)),
+      signed_trailers_(signed_trailers && chain_) {}
 
 S3Result<void> AwsChunkedDecoder::TrailerLine() {
-  // "name:value"; only the checksum the request announced is looked at.
+  // "name:value"; of the values, only the checksum the request announced is looked at.
   const size_t colon = line_.find(':');
   if (colon == std::string::npos) return std::unexpected(Bad("malformed trailer line"));
   std::string name = line_.substr(0, colon);
   for (char& ch : name) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
-  if (!trailer_ || name != trailer_->header()) return {};
   std::string_view value = std::string_view(line_).substr(colon + 1);
   while (!value.empty() && value.front() == ' ') value.remove_prefix(1);
   while (!value.empty() && value.back() == ' ') value.remove_suffix(1);
+  if (signed_trailers_) {
+    // The signature comes last and once; each line before it is covered by it.
+    if (trailer_signature_) return std::unexpected(Bad("a trailer after x-amz-trailer-signature"));
+    if (name == "x-amz-trailer-signature") {
+      trailer_signature_ = std::string(value);
+      return {};
+    }
+    if (trailers_.size() == kMaxTrailers || !trailers_.emplace(name, value).second) {
+      return std::unexpected(
+          Bad("more than " + std::to_string(kMaxTrailers) + " trailers, or one named twice"));
+    }
+  }
+  if (!trailer_ || name != trailer_->header()) return {};
   trailer_seen_ = true;
   if (value != trailer_->FinishBase64()) {
     return std::unexpected(MakeS3Error(
         "BadDigest", "The " + name + " you specified did not match the calculated checksum."));
   }
+  return {};
+}
+
+S3Result<void> AwsChunkedDecoder::EndTrailers() {
+  if (trailer_ && !trailer_seen_) {
+    return std::unexpected(Bad("the trailer " + trailer_->header() + " is missing"));
+  }
+  if (signed_trailers_) {
+    std::string canonical;
+    for (const auto& [name, value] : trailers_) canonical += name + ":" + value + "\n";
+    if (!trailer_signature_ || !chain_->VerifyTrailer(canonical, *trailer_signature_)) {
+      return std::unexpected(MakeS3Error(
+          "SignatureDoesNotMatch",
+          "the x-amz-trailer-signature of the streaming upload is missing or does not match"));
+    }
+  }
+  state_ = State::kDone;
   return {};
 }
 
@@ -94,12 +127,12 @@ S3Result<void> AwsChunkedDecoder::Feed(std::span<const std::byte> in, std::strin
         line_.resize(line_.size() - 2);
         if (state_ == State::kTrailer) {
           // Trailer lines (checksums) until an empty line.
-          if (line_.empty()) {
-            if (trailer_ && !trailer_seen_) {
-              return std::unexpected(Bad("the trailer " + trailer_->header() + " is missing"));
-            }
-            state_ = State::kDone;
-          } else if (auto r = TrailerLine(); !r) {
+          // With signed trailers, an empty line before any (as in AWS's own example) only
+          // separates them from the final chunk.
+          const bool separator = signed_trailers_ && trailers_.empty() && !trailer_signature_;
+          if (line_.empty() && separator && !separator_seen_) {
+            separator_seen_ = true;
+          } else if (auto r = line_.empty() ? EndTrailers() : TrailerLine(); !r) {
             return r;
           }
           line_.clear();
@@ -139,8 +172,10 @@ S3Result<void> AwsChunkedDecoder::Feed(std::span<const std::byte> in, std::strin
   return {};
 }
 
-S3Result<void> AwsChunkedDecoder::Finish() const {
+S3Result<void> AwsChunkedDecoder::Finish() {
   // The signed form ends "0;chunk-signature=..\r\n\r\n": the trailer state sees the empty line.
+  // AWS's own example of signed trailers ends at the signature's line, with no empty line.
+  if (state_ == State::kTrailer && line_.empty() && trailer_signature_) return EndTrailers();
   if (state_ != State::kDone) return std::unexpected(Bad("body ends inside a chunk"));
   return {};
 }

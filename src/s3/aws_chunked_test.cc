@@ -74,6 +74,70 @@ TEST(AwsChunkedTest, RejectsTamperingAndTruncation) {
   EXPECT_EQ(run(std::string(5000, '1'), 17), "IncompleteBody");  // endless header line
 }
 
+// AWS's documented example of STREAMING-AWS4-HMAC-SHA256-PAYLOAD-TRAILER
+// (sigv4-streaming-trailers): the same credentials and 66560 bytes of 'a', a CRC-32C trailer and
+// its signature.
+constexpr char kTrailerSeed[] = "106e2a8a18243abcf37539882f36619c00e2dfc72633413f02d3b74544bfeb8e";
+constexpr char kTrailerLine[] = "x-amz-checksum-crc32c:sOO8/Q==\r\n";
+constexpr char kTrailerSignature[] =
+    "x-amz-trailer-signature:d81f82fc3505edab99d459891051a732e8730629a2e4a59689829ca17fe2e435\r\n";
+
+// Decodes `body` as a signed-trailer upload of the example; "ok" or the error's code.
+std::string DecodeSignedTrailers(const std::string& body, std::string* out) {
+  SigV4Identity id = ExampleIdentity();
+  id.signature = kTrailerSeed;
+  AwsChunkedDecoder d(ChunkSignatureChain(id), 66560,
+                      PayloadChecksum::ForHeader("x-amz-checksum-crc32c"), true);
+  for (size_t off = 0; off < body.size(); off += 4093) {
+    if (auto r = d.Feed(B(std::string_view(body).substr(off, 4093)), out); !r) {
+      return r.error().code;
+    }
+  }
+  if (auto r = d.Finish(); !r) return r.error().code;
+  return "ok";
+}
+
+TEST(AwsChunkedTest, SignedTrailersMatchAwssDocumentedExample) {
+  SigV4Identity id = ExampleIdentity();
+  id.signature = kTrailerSeed;
+  std::string chunks = Encode({std::string(65536, 'a'), std::string(1024, 'a')}, id);
+  // The example's chunk signatures, the final one last.
+  for (const char* sig : {"b474d8862b1487a5145d686f57f013e54db672cee1c953b3010fb58501ef5aa2",
+                          "1c1344b170168f8e65b41376b44b20fe354e373826ccbbe2c1d40a8cae51e5c7",
+                          "2ca2aba2005185cf7159c6277faf83795951dd77a3a99e6e65d5c9f85863f992"}) {
+    EXPECT_NE(chunks.find(sig), std::string::npos) << sig;
+  }
+  chunks.resize(chunks.size() - 2);  // up to the final chunk's line, without the empty one
+  // As the SDKs frame it (trailers right after the final chunk, then an empty line), and as the
+  // example does (an empty line first, none after the signature).
+  const std::string sdk = chunks + kTrailerLine + kTrailerSignature + "\r\n";
+  const std::string doc = chunks + "\r\n" + kTrailerLine + kTrailerSignature;
+  for (const std::string& body : {sdk, doc}) {
+    std::string out;
+    EXPECT_EQ(DecodeSignedTrailers(body, &out), "ok");
+    EXPECT_EQ(out, std::string(66560, 'a'));
+  }
+  std::string out;
+  // The signature covers the trailer: another value (of the right checksum, even) is refused.
+  std::string forged = sdk;
+  forged.replace(forged.find("sOO8/Q=="), 8, "AAAAAA==");
+  EXPECT_EQ(DecodeSignedTrailers(forged, &out), "BadDigest");
+  std::string bad_signature = sdk;
+  bad_signature[bad_signature.find("d81f82fc") + 3] = '0';
+  EXPECT_EQ(DecodeSignedTrailers(bad_signature, &out), "SignatureDoesNotMatch");
+  EXPECT_EQ(DecodeSignedTrailers(chunks + kTrailerLine + "\r\n", &out), "SignatureDoesNotMatch");
+  // Nothing after the signature; one signature; a trailer named once.
+  EXPECT_EQ(DecodeSignedTrailers(
+                chunks + kTrailerLine + kTrailerSignature + "x-amz-meta-a:b\r\n\r\n", &out),
+            "IncompleteBody");
+  EXPECT_EQ(
+      DecodeSignedTrailers(chunks + kTrailerLine + kTrailerLine + kTrailerSignature + "\r\n", &out),
+      "IncompleteBody");
+  std::string many = chunks;
+  for (int i = 0; i < 20; ++i) many += "x-amz-meta-" + std::to_string(i) + ":v\r\n";
+  EXPECT_EQ(DecodeSignedTrailers(many, &out), "IncompleteBody");
+}
+
 TEST(AwsChunkedTest, UnsignedTrailerForm) {
   std::string body = "5\r\nhello\r\n0\r\nx-amz-checksum-crc32:AAAAAA==\r\n\r\n";
   AwsChunkedDecoder d(std::nullopt, 5);

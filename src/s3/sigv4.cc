@@ -345,6 +345,21 @@ bool ChunkSignatureChain::Verify(std::string_view chunk_sha256_hex, std::string_
   return true;
 }
 
+std::string TrailerSignature(std::string_view signing_key, std::string_view amz_date,
+                             std::string_view scope, std::string_view final_chunk_signature,
+                             std::string_view canonical_trailers) {
+  std::string to_sign = "AWS4-HMAC-SHA256-TRAILER\n" + std::string(amz_date) + "\n" +
+                        std::string(scope) + "\n" + std::string(final_chunk_signature) + "\n" +
+                        ToHex(Sha256(canonical_trailers));
+  return ToHex(HmacSha256(signing_key, to_sign));
+}
+
+bool ChunkSignatureChain::VerifyTrailer(std::string_view canonical_trailers,
+                                        std::string_view signature) const {
+  return ConstantTimeEquals(
+      TrailerSignature(signing_key_, amz_date_, scope_, previous_, canonical_trailers), signature);
+}
+
 std::string SignRequest(SigningInput* in) {
   const std::string amz_date = AmzDate(in->time);
   in->headers.emplace_back("x-amz-date", amz_date);

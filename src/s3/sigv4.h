@@ -21,6 +21,8 @@ namespace objectcache::s3 {
 
 inline constexpr std::string_view kUnsignedPayload = "UNSIGNED-PAYLOAD";
 inline constexpr std::string_view kStreamingPayload = "STREAMING-AWS4-HMAC-SHA256-PAYLOAD";
+inline constexpr std::string_view kStreamingPayloadTrailer =
+    "STREAMING-AWS4-HMAC-SHA256-PAYLOAD-TRAILER";
 inline constexpr std::string_view kEmptySha256 =
     "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855";
 
@@ -70,6 +72,9 @@ class ChunkSignatureChain {
         previous_(id.signature) {}
   // `chunk_sha256_hex` is the SHA-256 of the chunk's data; `signature` the one in its header.
   bool Verify(std::string_view chunk_sha256_hex, std::string_view signature);
+  // The x-amz-trailer-signature of STREAMING-AWS4-HMAC-SHA256-PAYLOAD-TRAILER, after the final
+  // chunk: `canonical_trailers` is each trailer but the signature, "name:value\n", by name.
+  bool VerifyTrailer(std::string_view canonical_trailers, std::string_view signature) const;
 
  private:
   std::string signing_key_, amz_date_, scope_, previous_;
@@ -79,6 +84,10 @@ class ChunkSignatureChain {
 std::string ChunkSignature(std::string_view signing_key, std::string_view amz_date,
                            std::string_view scope, std::string_view previous_signature,
                            std::string_view chunk_sha256_hex);
+// The signature of the trailer section, given the final chunk's (for clients and tests).
+std::string TrailerSignature(std::string_view signing_key, std::string_view amz_date,
+                             std::string_view scope, std::string_view final_chunk_signature,
+                             std::string_view canonical_trailers);
 
 struct SigningInput {
   std::string method;

@@ -148,13 +148,14 @@ S3Result<std::unique_ptr<BodyPipeline>> BodyPipeline::ForRequest(
       if (!trailer) return Fail("InvalidArgument", "unsupported x-amz-trailer '" + *t + "'");
     }
     std::optional<ChunkSignatureChain> chain;
-    if (payload_hash == kStreamingPayload) {
+    const bool signed_trailers = payload_hash == kStreamingPayloadTrailer;
+    if (payload_hash == kStreamingPayload || signed_trailers) {
       if (!id) return Fail("AccessDenied", "signed streaming upload without a signature");
       chain.emplace(*id);
     } else if (payload_hash != "STREAMING-UNSIGNED-PAYLOAD-TRAILER") {
       return Fail("InvalidArgument", "unsupported x-amz-content-sha256 '" + payload_hash + "'");
     }
-    p->chunked_.emplace(std::move(chain), expected_length, std::move(trailer));
+    p->chunked_.emplace(std::move(chain), expected_length, std::move(trailer), signed_trailers);
   } else {
     if (!content_length && r.Header("transfer-encoding") == nullptr) {
       return Fail("MissingContentLength", "Content-Length is required");
