@@ -1,5 +1,7 @@
 #include "server/object_attributes.h"
 
+#include <strings.h>
+
 #include <algorithm>
 
 #include <nlohmann/json.hpp>
@@ -116,11 +118,34 @@ std::optional<ObjectAttributes> ObjectAttributes::Decode(std::string_view text) 
   return a;
 }
 
+namespace {
+// A Content-Encoding without aws-chunked, which names how the request's body was framed, not a
+// coding of the object (S3 stores the rest). Empty when nothing else is named.
+std::string WithoutAwsChunked(std::string_view encoding) {
+  std::string out;
+  while (!encoding.empty()) {
+    const size_t comma = std::min(encoding.find(','), encoding.size());
+    std::string_view coding = encoding.substr(0, comma);
+    encoding.remove_prefix(std::min(comma + 1, encoding.size()));
+    while (!coding.empty() && (coding.front() == ' ' || coding.front() == '\t'))
+      coding.remove_prefix(1);
+    while (!coding.empty() && (coding.back() == ' ' || coding.back() == '\t'))
+      coding.remove_suffix(1);
+    const bool framing = coding.size() == 11 && strncasecmp(coding.data(), "aws-chunked", 11) == 0;
+    if (!coding.empty() && !framing) out += (out.empty() ? "" : ",") + std::string(coding);
+  }
+  return out;
+}
+}  // namespace
+
 ObjectAttributes ObjectAttributes::FromRequest(const Headers& headers) {
   ObjectAttributes a;
   for (const auto& [k, v] : headers) {
     if (k == "content-type") {
       a.content_type = v;
+    } else if (k == "content-encoding") {
+      if (std::string coding = WithoutAwsChunked(v); !coding.empty())
+        a.stored_headers.emplace_back(k, std::move(coding));
     } else if (k.starts_with("x-amz-meta-")) {
       a.user_metadata.emplace_back(k.substr(11), v);
     } else {

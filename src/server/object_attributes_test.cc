@@ -4,6 +4,7 @@
 
 #include <ctime>
 #include <limits>
+#include <optional>
 #include <random>
 
 namespace objectcache::server {
@@ -16,6 +17,27 @@ void ExpectSame(const ObjectAttributes& got, const ObjectAttributes& want) {
   EXPECT_EQ(got.content_type, want.content_type);
   EXPECT_EQ(got.user_metadata, want.user_metadata);
   EXPECT_EQ(got.stored_headers, want.stored_headers);
+}
+
+TEST(ObjectAttributesTest, AwsChunkedIsHowTheBodyCameNotACodingOfTheObject) {
+  // S3 stores Content-Encoding without aws-chunked; an object stored with it was answered
+  // "Content-Encoding: aws-chunked" on every GET, a coding no client can undo.
+  const std::pair<std::string, std::optional<std::string>> cases[] = {
+      {"aws-chunked", std::nullopt},
+      {"AWS-Chunked", std::nullopt},
+      {"aws-chunked,gzip", "gzip"},
+      {"gzip, aws-chunked", "gzip"},
+      {" aws-chunked , gzip, br ", "gzip,br"},
+      {"gzip", "gzip"},
+      {"aws-chunkedx", "aws-chunkedx"},
+      {",", std::nullopt}};
+  for (const auto& [sent, stored] : cases) {
+    const ObjectAttributes a =
+        ObjectAttributes::FromRequest({{"content-encoding", sent}, {"cache-control", "no-cache"}});
+    Pairs want = {{"cache-control", "no-cache"}};
+    if (stored) want.insert(want.begin(), {"content-encoding", *stored});
+    EXPECT_EQ(a.stored_headers, want) << sent;
+  }
 }
 
 TEST(ObjectAttributesTest, WhatIsEncodedDecodesTheSame) {
