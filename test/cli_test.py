@@ -146,6 +146,14 @@ class CliTest(unittest.TestCase):
                 self.assertIn(message, p.stderr.decode())
                 self.assertEqual(p.stdout, listed)
 
+    def test_get_from_an_s3_store_believes_no_size_it_cannot_hold(self):
+        # An upstream's Content-Length sized the buffer: u64 max aborted the process
+        # (std::length_error), 2^61 would too (std::bad_alloc). Each is now one line and exit 1.
+        for size, message in [(2**64 - 1, "bytes, over the"), (2**61, "unexpected failure")]:
+            with canned_server(lambda t: b"", head={"Content-Length": str(size)}) as port:
+                self.assertFailsCleanly(["kv", "get", "--store", f"s3://127.0.0.1:{port}/b", "k"],
+                                        message)
+
     def test_every_repeating_benchmark_takes_rounds_and_repeats(self):
         for name in ["keys", "s3", "ttft", "sched", "backends", "tls", "path", "nvme-kv", "evict",
                      "gpu"]:

@@ -2,8 +2,9 @@
 """Regression tests of the security review's findings that need a server of their own: the idle
 timeout, running out of file descriptors, the request memory budget, capacity eviction and
 the server's records, multipart expiry, caps, pagination and retried completes, metrics on their
-own port, and unsigned x-amz-* headers refused by every handler. Each starts
-`objectcache serve` on 127.0.0.1 with the options it needs and ends it by its PID.
+own port, unsigned x-amz-* headers refused by every handler; and an s3:// upstream that claims
+a record no process could hold. Each starts `objectcache serve` on 127.0.0.1 with the options
+it needs and ends it by its PID.
 
   server_limits_test.py --objectcache PATH [unittest args]
 """
@@ -22,6 +23,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from support import s3_server as base  # noqa: E402
+from support.canned_http import canned_server  # noqa: E402
 from botocore.auth import S3SigV4Auth  # noqa: E402
 from botocore.awsrequest import AWSRequest  # noqa: E402
 from botocore.credentials import Credentials  # noqa: E402
@@ -477,6 +479,22 @@ class UnsignedHeaderTest(ServerCase):
         names = [o["Key"] for o in s3.list_objects_v2(Bucket="bkt").get("Contents", [])]
         self.assertEqual(names, ["k"])
 
+
+
+class LyingUpstreamTest(ServerCase):
+    def test_a_record_size_no_process_could_hold_ends_the_request_not_the_server(self):
+        # Over an s3:// store, a bucket record's size is the upstream's Content-Length: 2^61
+        # threw std::bad_alloc in a blocking-pool thread, which ended the process.
+        with canned_server(lambda target: b"", head={"Content-Length": str(2**61)}) as port:
+            server = self.start("--store", f"s3://127.0.0.1:{port}/up")
+            for _ in range(3):
+                with self.assertRaises(ClientError) as e:
+                    self.s3.get_object(Bucket="bkt", Key="k")
+                self.assertEqual(e.exception.response["Error"]["Code"], "InsufficientStorage")
+            self.assertIsNone(server.proc.poll(), "the server is still serving")
+            self.assertIn("over the 4194304", server.log_text() + str(e.exception))
+            self.assertEqual(self.server.stop(), 0, self.server.log_text()[-2000:])
+            self.server = None
 
 if __name__ == "__main__":
     base.main()

@@ -260,9 +260,12 @@ Status ForEachObject(Store& store, const std::string& prefix,
 // InvalidArgument when attributes exceed kMaxAttributeBytes.
 Status ValidateAttributes(std::string_view attributes);
 
-// Reads a whole object of any size into a new buffer (Stat, then Retrieve; retried if the
-// object was replaced in between by a larger one).
-Result<std::string> ReadWholeObject(Store& store, std::string_view key);
+// Reads a whole object into a new buffer (Stat, then Retrieve; retried if the object was
+// replaced in between by a larger one). ResourceExhausted, before anything is allocated, for
+// an object larger than `max_bytes` (the size a store reports is not trusted further than that:
+// an s3:// upstream's Content-Length is the claim of another server).
+Result<std::string> ReadWholeObject(Store& store, std::string_view key,
+                                    uint64_t max_bytes = UINT64_MAX);
 
 inline std::span<const std::byte> AsBytes(std::string_view s) {
   return std::as_bytes(std::span(s.data(), s.size()));

@@ -22,7 +22,13 @@ int& ExitCode() {
 }
 
 void RunCommand(const std::function<Status()>& body) {
-  Status s = body();
+  Status s;
+  try {
+    s = body();
+  } catch (const std::exception& e) {
+    // A failed allocation or library call ends the command with its message, not an abort.
+    s = InternalError(std::string("unexpected failure: ") + e.what());
+  }
   if (!s.ok()) {
     std::cerr << "objectcache: error: " << s.ToString() << "\n";
     ExitCode() = kExitError;

@@ -98,7 +98,7 @@ asio::awaitable<S3Result<void>> S3Handler::ListBuckets(Ctx& c) {
                                         .max_keys = std::min<size_t>(want + 1, 1000)}));
       for (const ObjectInfo& info : names.objects) {
         start = info.key;
-        Result<std::string> meta = ReadWholeObject(*store_, info.key);
+        Result<std::string> meta = ReadWholeObject(*store_, info.key, kMaxRecordBytes);
         if (!meta) continue;  // deleted meanwhile
         if (out.buckets.size() == want) {
           out.truncated = true;

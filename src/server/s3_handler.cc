@@ -148,7 +148,8 @@ asio::awaitable<S3Result<S3Handler::BucketInfo>> S3Handler::FindBucket(const std
     }
   }
   const std::string key = std::string(kBucketPrefix) + bucket;
-  Result<std::string> meta = co_await Blocking([&] { return ReadWholeObject(*store_, key); });
+  Result<std::string> meta =
+      co_await Blocking([&] { return ReadWholeObject(*store_, key, kMaxRecordBytes); });
   if (!meta) {
     if (meta.error().code() == StatusCode::kNotFound) {
       if (options_.bucket_elsewhere &&

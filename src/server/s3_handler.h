@@ -161,6 +161,11 @@ inline constexpr std::string_view kOwnerId = "objectcache";
 // <element><ID>objectcache</ID><DisplayName>objectcache</DisplayName></element>
 void WriteOwner(s3::XmlWriter* w, std::string_view element = "Owner");
 
+// The most a bucket or upload record is read as (one is a few hundred bytes; its largest part,
+// stored headers, is bounded by the request header limit, at most 1 MiB): a store that reports
+// a larger one is not believed.
+inline constexpr uint64_t kMaxRecordBytes = 4 << 20;
+
 // The store object describing bucket `bucket`, and the prefix of all of them.
 inline constexpr std::string_view kBucketPrefix = ".bucket/";
 inline std::string BucketObjectKey(std::string_view bucket) {

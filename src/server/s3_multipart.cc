@@ -85,7 +85,8 @@ Result<S3Handler::Upload> S3Handler::LoadUpload(const std::string& bucket, const
     (void)DeleteUpload(*store_, bucket, id);
     return NotFoundError("upload expired");
   }
-  OC_ASSIGN_OR_RETURN(std::string text, ReadWholeObject(*store_, UploadKey(bucket, id)));
+  OC_ASSIGN_OR_RETURN(std::string text,
+                      ReadWholeObject(*store_, UploadKey(bucket, id), kMaxRecordBytes));
   nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
   if (!j.is_object() || !j["key"].is_string() || !j["created"].is_number_integer() ||
       !j["attrs"].is_string()) {

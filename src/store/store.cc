@@ -47,9 +47,15 @@ Status ForEachObject(Store& store, const std::string& prefix,
   }
 }
 
-Result<std::string> ReadWholeObject(Store& store, std::string_view key) {
+Result<std::string> ReadWholeObject(Store& store, std::string_view key, uint64_t max_bytes) {
+  const uint64_t most = std::min<uint64_t>(max_bytes, std::string().max_size());
   for (int attempt = 0; attempt < 8; ++attempt) {
     OC_ASSIGN_OR_RETURN(ObjectInfo info, store.Stat(key));
+    if (info.size > most) {
+      return ResourceExhaustedError("reading '" + std::string(key) + "': an object of " +
+                                    std::to_string(info.size) + " bytes, over the " +
+                                    std::to_string(most) + " this reader holds");
+    }
     std::string buf(info.size, '\0');
     Result<size_t> n = store.Retrieve(key, AsWritableBytes(buf));
     if (n.has_value()) {

@@ -1,6 +1,6 @@
 """A server on 127.0.0.1 that answers every GET and POST with the body a function gives for
-its request target, and every HEAD with an empty 200: a server that lies, for the tests of what
-a client trusts.
+its request target, and every HEAD with a 200 of given headers: a server that lies, for the
+tests of what a client trusts.
 
   from support.canned_http import canned_server
   with canned_server(lambda target: b"...") as port: ...
@@ -11,9 +11,10 @@ import threading
 
 
 @contextlib.contextmanager
-def canned_server(reply):
+def canned_server(reply, head=None):
     """Serves on a port the kernel picks, yielded; `reply(target)` is the 200 response's body
-    for a GET or POST of `target` (path and query). Stopped on leaving the block."""
+    for a GET or POST of `target` (path and query), `head` the headers of every HEAD's 200
+    (default: Content-Length 0). Stopped on leaving the block."""
 
     class Canned(http.server.BaseHTTPRequestHandler):
         def answer(self, body):
@@ -34,7 +35,8 @@ def canned_server(reply):
 
         def do_HEAD(self):
             self.send_response(200)
-            self.send_header("Content-Length", "0")
+            for name, value in (head or {"Content-Length": "0"}).items():
+                self.send_header(name, value)
             self.end_headers()
 
         def log_message(self, *args):
