@@ -328,13 +328,26 @@ S3Result<SigV4Identity> VerifySigV4(const S3Request& request, const SecretLookup
   return id;
 }
 
+namespace {
+// A streaming signature: `algorithm`, the request's date and scope, the signature before this
+// one, then what this one covers, a line each.
+std::string StreamingSignature(std::string_view signing_key, std::string_view algorithm,
+                               std::string_view amz_date, std::string_view scope,
+                               std::string_view previous_signature, std::string_view covered) {
+  std::string to_sign;
+  for (std::string_view line : {algorithm, amz_date, scope, previous_signature})
+    to_sign.append(line).append("\n");
+  to_sign.append(covered);
+  return ToHex(HmacSha256(signing_key, to_sign));
+}
+}  // namespace
+
 std::string ChunkSignature(std::string_view signing_key, std::string_view amz_date,
                            std::string_view scope, std::string_view previous_signature,
                            std::string_view chunk_sha256_hex) {
-  std::string to_sign = "AWS4-HMAC-SHA256-PAYLOAD\n" + std::string(amz_date) + "\n" +
-                        std::string(scope) + "\n" + std::string(previous_signature) + "\n" +
-                        std::string(kEmptySha256) + "\n" + std::string(chunk_sha256_hex);
-  return ToHex(HmacSha256(signing_key, to_sign));
+  return StreamingSignature(signing_key, "AWS4-HMAC-SHA256-PAYLOAD", amz_date, scope,
+                            previous_signature,
+                            std::string(kEmptySha256) + "\n" + std::string(chunk_sha256_hex));
 }
 
 bool ChunkSignatureChain::Verify(std::string_view chunk_sha256_hex, std::string_view signature) {
@@ -348,10 +361,8 @@ bool ChunkSignatureChain::Verify(std::string_view chunk_sha256_hex, std::string_
 std::string TrailerSignature(std::string_view signing_key, std::string_view amz_date,
                              std::string_view scope, std::string_view final_chunk_signature,
                              std::string_view canonical_trailers) {
-  std::string to_sign = "AWS4-HMAC-SHA256-TRAILER\n" + std::string(amz_date) + "\n" +
-                        std::string(scope) + "\n" + std::string(final_chunk_signature) + "\n" +
-                        ToHex(Sha256(canonical_trailers));
-  return ToHex(HmacSha256(signing_key, to_sign));
+  return StreamingSignature(signing_key, "AWS4-HMAC-SHA256-TRAILER", amz_date, scope,
+                            final_chunk_signature, ToHex(Sha256(canonical_trailers)));
 }
 
 bool ChunkSignatureChain::VerifyTrailer(std::string_view canonical_trailers,
