@@ -401,6 +401,27 @@ class S3ServerTest(unittest.TestCase):
         self.assertTrue(status.startswith(b"HTTP/1.1 403"), status[:100])
         self.assertEqual(self.s3.get_object(Bucket=b, Key="k")["Body"].read(), b"original")
 
+    def test_a_checksum_is_checked_kept_and_answered(self):
+        # boto3 checks a GET's body against the checksum the answer carries (ChecksumMode).
+        b = self.bucket()
+        data = self.rng.randbytes(300000)
+        crc = base64.b64encode(zlib.crc32(data).to_bytes(4, "big")).decode()
+        sha = base64.b64encode(hashlib.sha256(data).digest()).decode()
+        self.s3.put_object(Bucket=b, Key="crc", Body=data, ChecksumAlgorithm="CRC32")
+        self.s3.put_object(Bucket=b, Key="sha", Body=data, ChecksumAlgorithm="SHA256")
+        for key, field, value in [("crc", "ChecksumCRC32", crc), ("sha", "ChecksumSHA256", sha)]:
+            got = self.s3.get_object(Bucket=b, Key=key, ChecksumMode="ENABLED")
+            self.assertEqual(got[field], value)
+            self.assertEqual(got["Body"].read(), data)
+            self.assertEqual(self.s3.head_object(Bucket=b, Key=key, ChecksumMode="ENABLED")[field],
+                             value)
+            attributes = self.s3.get_object_attributes(Bucket=b, Key=key,
+                                                       ObjectAttributes=["Checksum"])
+            self.assertEqual(attributes["Checksum"][field], value)
+        ranged = self.s3.get_object(Bucket=b, Key="crc", ChecksumMode="ENABLED", Range="bytes=0-9")
+        self.assertNotIn("ChecksumCRC32", ranged)  # of the whole object only
+        self.assertEqual(ranged["Body"].read(), data[:10])
+
     def test_streaming_signed_chunk_upload(self):
         # STREAMING-AWS4-HMAC-SHA256-PAYLOAD, and its -TRAILER form with a signed CRC-32 trailer
         # (what the AWS SDK for Java v2 sends over plain HTTP), each signed as the SDKs sign.

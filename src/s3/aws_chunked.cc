@@ -46,7 +46,13 @@ S3Result<void> AwsChunkedDecoder::TrailerLine() {
     return std::unexpected(MakeS3Error(
         "BadDigest", "The " + name + " you specified did not match the calculated checksum."));
   }
+  trailer_value_ = std::string(value);
   return {};
+}
+
+std::optional<std::pair<std::string, std::string>> AwsChunkedDecoder::checksum() const {
+  if (state_ != State::kDone || !trailer_ || !trailer_seen_) return std::nullopt;
+  return std::pair(trailer_->header(), trailer_value_);
 }
 
 S3Result<void> AwsChunkedDecoder::EndTrailers() {

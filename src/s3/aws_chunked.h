@@ -17,6 +17,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <utility>
 
 #include "s3/crypto.h"
 #include "s3/s3_error.h"
@@ -40,6 +41,8 @@ class AwsChunkedDecoder {
   // After the last byte: was the encoding complete (and the trailer signature right)?
   S3Result<void> Finish();
   bool done() const { return state_ == State::kDone; }
+  // The announced trailer checksum (its header and base64 value) once it has been checked.
+  std::optional<std::pair<std::string, std::string>> checksum() const;
 
  private:
   enum class State { kHeader, kData, kDataEnd, kTrailer, kDone };
@@ -59,6 +62,7 @@ class AwsChunkedDecoder {
   Digest chunk_sha_{Digest::Kind::kSha256};
   std::optional<PayloadChecksum> trailer_;
   bool trailer_seen_ = false;
+  std::string trailer_value_;  // what the announced trailer said, once it matched
   bool signed_trailers_;
   std::map<std::string, std::string> trailers_;  // what the trailer signature covers
   std::optional<std::string> trailer_signature_;

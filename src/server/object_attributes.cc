@@ -28,6 +28,7 @@ std::string ObjectAttributes::Encode() const {
     for (const auto& [k, v] : stored_headers) h.push_back({k, v});
     j["h"] = h;
   }
+  if (checksum) j["c"] = nlohmann::json::array({{checksum->first, checksum->second}});
   return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
@@ -35,13 +36,16 @@ namespace {
 
 // Reads the attributes document as it is parsed (SAX), into the fields it names, without
 // building a tree of it: a GET decodes one for every response. Accepts what the tree decoder
-// did: "e" and "t" as strings, "m" and "h" as lists of [name, value] string pairs (other
-// entries skipped), anything else ignored; the document itself must be one JSON object.
+// did: "e" and "t" as strings, "m", "h" and "c" (the checksum, one pair) as lists of
+// [name, value] string pairs (other entries skipped), anything else ignored; the document itself
+// must be one JSON object.
 class AttributesReader final : public nlohmann::json_sax<nlohmann::json> {
  public:
   explicit AttributesReader(ObjectAttributes* out) : out_(out) {}
 
   bool is_object() const { return is_object_; }
+  // The checksum pairs "c" held: one, in a document this server wrote.
+  const std::vector<std::pair<std::string, std::string>>& checksums() const { return checksums_; }
 
   bool null() override { return Value(); }
   bool boolean(bool) override { return Value(); }
@@ -78,8 +82,10 @@ class AttributesReader final : public nlohmann::json_sax<nlohmann::json> {
   }
   bool Open(bool array) {
     if (depth_ == 0) is_object_ = !array;
-    if (depth_ == 1 && array && (key_ == "m" || key_ == "h")) {
-      list_ = key_ == "m" ? &out_->user_metadata : &out_->stored_headers;
+    if (depth_ == 1 && array && (key_ == "m" || key_ == "h" || key_ == "c")) {
+      list_ = key_ == "m"   ? &out_->user_metadata
+              : key_ == "h" ? &out_->stored_headers
+                            : &checksums_;
     }
     if (depth_ == 2 && list_ != nullptr) {
       pair_size_ = 0;
@@ -102,7 +108,8 @@ class AttributesReader final : public nlohmann::json_sax<nlohmann::json> {
   bool is_object_ = false;
   size_t depth_ = 0;  // containers open
   std::string key_;   // the top-level key whose value is being read
-  std::vector<std::pair<std::string, std::string>>* list_ = nullptr;  // "m" or "h" being read
+  std::vector<std::pair<std::string, std::string>>* list_ = nullptr;  // the list being read
+  std::vector<std::pair<std::string, std::string>> checksums_;
   std::string pair_[2];
   size_t pair_size_ = 0;
   bool pair_ok_ = false;
@@ -115,6 +122,7 @@ std::optional<ObjectAttributes> ObjectAttributes::Decode(std::string_view text) 
   if (text.empty()) return a;  // an object stored without S3 metadata
   AttributesReader reader(&a);
   if (!nlohmann::json::sax_parse(text, &reader) || !reader.is_object()) return std::nullopt;
+  if (reader.checksums().size() == 1) a.checksum = reader.checksums().front();
   return a;
 }
 
@@ -162,6 +170,17 @@ void ObjectAttributes::AddTo(Headers* response) const {
   response->emplace_back("Content-Type", content_type);
   for (const auto& [k, v] : user_metadata) response->emplace_back("x-amz-meta-" + k, v);
   for (const auto& [k, v] : stored_headers) response->emplace_back(k, v);
+}
+
+void ObjectAttributes::AddChecksumTo(const Headers& request, Headers* response) const {
+  if (!checksum) return;
+  for (const auto& [name, value] : request) {
+    if (name == "x-amz-checksum-mode" && strcasecmp(value.c_str(), "ENABLED") == 0) {
+      response->emplace_back(checksum->first, checksum->second);
+      response->emplace_back("x-amz-checksum-type", "FULL_OBJECT");
+      return;
+    }
+  }
 }
 
 std::optional<std::string> ObjectAttributes::OverrideFromQuery(

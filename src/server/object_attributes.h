@@ -1,6 +1,7 @@
 // S3 object metadata as stored in a store object's attributes: ETag, content type, user
-// metadata (x-amz-meta-*) and the standard headers S3 stores and returns
-// (Cache-Control, Content-Disposition, Content-Encoding, Content-Language, Expires).
+// metadata (x-amz-meta-*), the standard headers S3 stores and returns
+// (Cache-Control, Content-Disposition, Content-Encoding, Content-Language, Expires), and the
+// additional checksum it was stored with.
 // Encoded as compact JSON (docs/s3-api.md).
 #pragma once
 
@@ -19,6 +20,9 @@ struct ObjectAttributes {
   std::string content_type = "binary/octet-stream";
   std::vector<std::pair<std::string, std::string>> user_metadata;   // names without x-amz-meta-
   std::vector<std::pair<std::string, std::string>> stored_headers;  // lowercase names
+  // The x-amz-checksum-* header (lowercase) and base64 value the payload was checked against
+  // when stored; answered for the whole object to a GET or HEAD that asks for it.
+  std::optional<std::pair<std::string, std::string>> checksum;
 
   std::string Encode() const;
   static std::optional<ObjectAttributes> Decode(std::string_view text);
@@ -27,6 +31,9 @@ struct ObjectAttributes {
   static ObjectAttributes FromRequest(const Headers& headers);
   // Adds ETag, Content-Type, x-amz-meta-* and stored headers to a response.
   void AddTo(Headers* response) const;
+  // Adds the checksum (and x-amz-checksum-type FULL_OBJECT), when there is one, to a response
+  // of the whole object to a request with x-amz-checksum-mode: ENABLED, as S3 answers it.
+  void AddChecksumTo(const Headers& request, Headers* response) const;
   // GetObject's and HeadObject's response-* query parameters, as S3 takes them:
   // response-content-type replaces the content type, response-cache-control,
   // -content-disposition, -content-encoding, -content-language and -expires their stored

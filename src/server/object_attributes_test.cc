@@ -17,6 +17,7 @@ void ExpectSame(const ObjectAttributes& got, const ObjectAttributes& want) {
   EXPECT_EQ(got.content_type, want.content_type);
   EXPECT_EQ(got.user_metadata, want.user_metadata);
   EXPECT_EQ(got.stored_headers, want.stored_headers);
+  EXPECT_EQ(got.checksum, want.checksum);
 }
 
 TEST(ObjectAttributesTest, AwsChunkedIsHowTheBodyCameNotACodingOfTheObject) {
@@ -51,6 +52,7 @@ TEST(ObjectAttributesTest, WhatIsEncodedDecodesTheSame) {
                      {"utf8", "héllo ☃"}, {"empty", ""},
                      {"", "no name"},     {"bytes", "\x01\x1f\x7f"}};
   a.stored_headers = {{"cache-control", "max-age=5"}, {"expires", "Thu, 01 Jan 1970 00:00:00 GMT"}};
+  a.checksum = {{"x-amz-checksum-crc64nvme", "rosUhgp5mIg="}};
   std::optional<ObjectAttributes> back = ObjectAttributes::Decode(a.Encode());
   ASSERT_TRUE(back.has_value());
   ExpectSame(*back, a);

@@ -179,6 +179,7 @@ S3Result<std::unique_ptr<BodyPipeline>> BodyPipeline::ForRequest(
     std::optional<PayloadChecksum> checksum = PayloadChecksum::ForHeader(name);
     if (!checksum) return Fail("InvalidArgument", "unsupported checksum " + name);
     header_checksum = std::make_unique<HeaderChecksumVerifier>(std::move(*checksum), value);
+    p->header_checksum_.emplace(name, value);
   }
   if (header_checksum) p->verifiers_.push_back(std::move(header_checksum));
   std::string content_md5;
@@ -226,6 +227,11 @@ S3Result<std::string> BodyPipeline::Finish() {
     if (S3Result<void> s = v->Finish(total_); !s) return std::unexpected(s.error());
   }
   return ToHex(md5_->digest());
+}
+
+std::optional<std::pair<std::string, std::string>> BodyPipeline::checksum() const {
+  if (header_checksum_) return header_checksum_;
+  return chunked_ ? chunked_->checksum() : std::nullopt;
 }
 
 }  // namespace objectcache::server

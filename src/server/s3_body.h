@@ -11,6 +11,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "objectcache/kv_layout.h"
@@ -47,6 +48,9 @@ class BodyPipeline {
   // After the last byte: the first error of the decoder and then of the verifiers in order,
   // else the payload's MD5 in hex (the ETag).
   s3::S3Result<std::string> Finish();
+  // After a Finish that succeeded: the x-amz-checksum-* header or trailer the payload matched
+  // (its lowercase name and base64 value), if the request gave one.
+  std::optional<std::pair<std::string, std::string>> checksum() const;
 
  private:
   class Md5;
@@ -54,8 +58,9 @@ class BodyPipeline {
 
   std::optional<s3::AwsChunkedDecoder> chunked_;
   std::string decoded_;
-  std::vector<std::unique_ptr<BodyVerifier>> verifiers_;  // in the order they answer
-  Md5* md5_ = nullptr;                                    // one of verifiers_
+  std::vector<std::unique_ptr<BodyVerifier>> verifiers_;                // in the order they answer
+  Md5* md5_ = nullptr;                                                  // one of verifiers_
+  std::optional<std::pair<std::string, std::string>> header_checksum_;  // as the header gave it
   uint64_t total_ = 0;
 };
 

@@ -359,6 +359,7 @@ asio::awaitable<S3Result<std::string>> S3Handler::ReceiveBody(Ctx& c, const std:
   S3Result<std::string> etag = (*body)->Finish();
   if (!etag) co_return std::unexpected(etag.error());
   attributes.etag = *etag;
+  attributes.checksum = (*body)->checksum();
   if (Status s = (*writer)->SetAttributes(attributes.Encode()); !s.ok()) {
     co_return Fail("MetadataTooLarge", s.message());
   }

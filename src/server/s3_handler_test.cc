@@ -243,6 +243,47 @@ TEST_F(S3HandlerTest, CopyKeepsOrReplacesMetadata) {
             "200");
 }
 
+TEST_F(S3HandlerTest, TheChecksumAnObjectWasStoredWithIsAnsweredForTheWholeObject) {
+  Put("/sum", "");
+  const Headers mode = {{"x-amz-checksum-mode", "ENABLED"}};
+  EXPECT_EQ(Answer("PUT", "/sum/h", "123456789", {{"x-amz-checksum-crc32", "y/Q5Jg=="}}), "200");
+  EXPECT_EQ(Answer("PUT", "/sum/t",
+                   "9\r\n123456789\r\n0\r\nx-amz-checksum-crc64nvme:rosUhgp5mIg=\r\n\r\n",
+                   {{"x-amz-content-sha256", "STREAMING-UNSIGNED-PAYLOAD-TRAILER"},
+                    {"content-encoding", "aws-chunked"},
+                    {"x-amz-decoded-content-length", "9"},
+                    {"x-amz-trailer", "x-amz-checksum-crc64nvme"}}),
+            "200");
+  EXPECT_EQ(Answer("PUT", "/sum/none", "123456789"), "200");
+  EXPECT_EQ(Answer("PUT", "/sum/copy", "", {{"x-amz-copy-source", "/sum/h"}}), "200");
+  const std::pair<const char*, const char*> stored[] = {{"/sum/h", "x-amz-checksum-crc32"},
+                                                        {"/sum/t", "x-amz-checksum-crc64nvme"},
+                                                        {"/sum/copy", "x-amz-checksum-crc32"}};
+  for (const auto& [path, name] : stored) {
+    for (const char* method : {"GET", "HEAD"}) {
+      auto asked = Call(method, path, "", mode);
+      EXPECT_EQ(asked->ResponseHeader(name),
+                std::string(name).ends_with("crc32") ? "y/Q5Jg==" : "rosUhgp5mIg=")
+          << method << " " << path;
+      EXPECT_EQ(asked->ResponseHeader("x-amz-checksum-type"), "FULL_OBJECT");
+      EXPECT_EQ(Call(method, path)->ResponseHeader(name), std::nullopt);  // not asked
+    }
+    // A range is not the object the checksum is of.
+    Headers ranged = mode;
+    ranged.emplace_back("range", "bytes=0-3");
+    EXPECT_EQ(Call("GET", path, "", ranged)->ResponseHeader(name), std::nullopt) << path;
+  }
+  EXPECT_EQ(Call("GET", "/sum/none", "", mode)->ResponseHeader("x-amz-checksum-type"),
+            std::nullopt);
+  const std::string attributes =
+      Call("GET", "/sum/t?attributes", "", {{"x-amz-object-attributes", "Checksum"}})
+          ->response_body();
+  EXPECT_NE(attributes.find("<Checksum><ChecksumCRC64NVME>rosUhgp5mIg=</ChecksumCRC64NVME>"
+                            "<ChecksumType>FULL_OBJECT</ChecksumType></Checksum>"),
+            std::string::npos)
+      << attributes;
+}
+
 TEST_F(S3HandlerTest, ResponseParametersOverrideTheStoredHeadersOfOneResponse) {
   Put("/rsp", "");
   EXPECT_EQ(Answer("PUT", "/rsp/o", "bytes",

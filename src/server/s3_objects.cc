@@ -1,5 +1,6 @@
 // S3 object operations (buckets are in s3_buckets.cc, multipart uploads in s3_multipart.cc).
 #include <algorithm>
+#include <cctype>
 #include <iterator>
 #include <tuple>
 
@@ -125,6 +126,7 @@ asio::awaitable<S3Result<void>> S3Handler::GetObject(Ctx& c, bool head) {
                                           std::to_string(last - 1) + "/" + std::to_string(size));
     }
   }
+  if (status == 200) attrs->AddChecksumTo(r.headers, &h);  // of the whole object only
   if (head) {
     (void)co_await c.ex.RespondHeaderOnly(status, std::move(h), last - first);
     co_return S3Result<void>();
@@ -212,8 +214,17 @@ asio::awaitable<S3Result<void>> S3Handler::GetObjectAttributes(Ctx& c) {
   XmlWriter w;
   w.Open("GetObjectAttributesResponse", true);
   if (wanted[0]) w.Element("ETag", attrs.etag);
-  // Checksum (wanted[1]): none is kept for a whole object, so none is answered, as S3 answers
-  // for an object uploaded without one.
+  // Checksum (wanted[1]): the one the object was stored with (x-amz-checksum-crc32 is
+  // <ChecksumCRC32>), none for an object stored without one, as S3 answers.
+  if (wanted[1] && attrs.checksum) {
+    std::string algorithm =
+        attrs.checksum->first.substr(std::string_view("x-amz-checksum-").size());
+    for (char& ch : algorithm) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
+    w.Open("Checksum");
+    w.Element("Checksum" + algorithm, attrs.checksum->second);
+    w.Element("ChecksumType", "FULL_OBJECT");
+    w.Close("Checksum");
+  }
   if (const size_t dash = attrs.etag.rfind('-'); wanted[2] && dash != std::string::npos) {
     // A multipart object: its part count. The parts themselves are not kept after completion
     // (S3 lists them only for uploads made with checksums).
@@ -289,6 +300,7 @@ asio::awaitable<S3Result<void>> S3Handler::CopyObject(Ctx& c) {
   if (!condition) co_return std::unexpected(condition.error());
   // What the copy stores: the request's metadata (REPLACE) or the source's; the ETag is set below.
   ObjectAttributes out = replace ? ObjectAttributes::FromRequest(r.headers) : source_attrs;
+  out.checksum = source_attrs.checksum;  // of the same bytes
   const std::optional<ModelPreset>& kv = c.bucket.layout;
   std::optional<ChunkKey> chunk_key;
   if (kv) {
