@@ -324,10 +324,9 @@ asio::awaitable<S3Result<std::string>> S3Handler::ReadSmallBody(Ctx& c, size_t l
   co_return body;
 }
 
-asio::awaitable<S3Result<std::string>> S3Handler::ReceiveBody(Ctx& c, const std::string& store_key,
-                                                              ObjectAttributes attributes,
-                                                              const std::optional<ModelPreset>& kv,
-                                                              const PutOptions& condition) {
+asio::awaitable<S3Result<ObjectAttributes>> S3Handler::ReceiveBody(
+    Ctx& c, const std::string& store_key, ObjectAttributes attributes,
+    const std::optional<ModelPreset>& kv, const PutOptions& condition) {
   S3Result<std::unique_ptr<BodyPipeline>> body =
       BodyPipeline::ForRequest(c.req, c.id, c.ex.ContentLength(), kv);
   if (!body) co_return std::unexpected(body.error());
@@ -365,7 +364,13 @@ asio::awaitable<S3Result<std::string>> S3Handler::ReceiveBody(Ctx& c, const std:
   }
   Status committed = co_await Blocking([&] { return (*writer)->Commit(); });
   if (!committed.ok()) co_return std::unexpected(CommitFailure(committed, condition));
-  co_return *etag;
+  co_return attributes;
+}
+
+asio::awaitable<S3Result<void>> S3Handler::ReplyStored(Ctx& c, const ObjectAttributes& stored) {
+  Headers h{{"ETag", "\"" + stored.etag + "\""}};
+  if (stored.checksum) h.push_back(*stored.checksum);
+  co_return co_await Reply(c, 200, std::move(h));
 }
 
 }  // namespace objectcache::server

@@ -357,12 +357,15 @@ class S3Handler final : public RequestHandler {
 
   // Streams the request body into store object `store_key` with `attributes`, checking
   // Content-MD5, x-amz-content-sha256 or the chunk signatures, and (for KV buckets) the chunk
-  // format. Returns the hex MD5 of the payload. The commit honours `condition`'s if_absent and
-  // if_attributes (CommitFailure).
-  asio::awaitable<s3::S3Result<std::string>> ReceiveBody(Ctx& c, const std::string& store_key,
-                                                         ObjectAttributes attributes,
-                                                         const std::optional<ModelPreset>& kv,
-                                                         const PutOptions& condition);
+  // format. Returns `attributes` as stored: with the ETag (the hex MD5 of the payload) and the
+  // checksum the payload matched. The commit honours `condition`'s if_absent and if_attributes
+  // (CommitFailure).
+  asio::awaitable<s3::S3Result<ObjectAttributes>> ReceiveBody(Ctx& c, const std::string& store_key,
+                                                              ObjectAttributes attributes,
+                                                              const std::optional<ModelPreset>& kv,
+                                                              const PutOptions& condition);
+  // 200 to a PutObject or UploadPart that stored `stored`: its ETag and checksum, as S3 answers.
+  asio::awaitable<s3::S3Result<void>> ReplyStored(Ctx& c, const ObjectAttributes& stored);
   // One version of an object, opened, with its S3 metadata.
   struct ObjectVersion {
     std::unique_ptr<ObjectReader> reader;

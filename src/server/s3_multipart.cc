@@ -221,10 +221,10 @@ asio::awaitable<S3Result<void>> S3Handler::UploadPart(Ctx& c) {
   // co_await expression wrongly (a double free).
   const std::optional<ModelPreset> plain;
   const PutOptions unconditional;
-  auto etag = co_await ReceiveBody(c, PartKey(id, part), ObjectAttributes(), plain, unconditional);
-  if (!etag) co_return std::unexpected(etag.error());
-  Headers h{{"ETag", "\"" + *etag + "\""}};
-  co_return co_await Reply(c, 200, std::move(h));
+  auto stored =
+      co_await ReceiveBody(c, PartKey(id, part), ObjectAttributes(), plain, unconditional);
+  if (!stored) co_return std::unexpected(stored.error());
+  co_return co_await ReplyStored(c, *stored);
 }
 
 asio::awaitable<S3Result<void>> S3Handler::ListParts(Ctx& c) {

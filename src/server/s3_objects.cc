@@ -24,11 +24,10 @@ asio::awaitable<S3Result<void>> S3Handler::PutObject(Ctx& c) {
     put = co_await Blocking([&] { return ConditionalPutOptions(*condition, store_key); });
     if (!put) co_return std::unexpected(put.error());
   }
-  auto etag = co_await ReceiveBody(c, store_key, ObjectAttributes::FromRequest(c.req.headers),
-                                   c.bucket.layout, *put);
-  if (!etag) co_return std::unexpected(etag.error());
-  Headers h{{"ETag", "\"" + *etag + "\""}};
-  co_return co_await Reply(c, 200, std::move(h));
+  auto stored = co_await ReceiveBody(c, store_key, ObjectAttributes::FromRequest(c.req.headers),
+                                     c.bucket.layout, *put);
+  if (!stored) co_return std::unexpected(stored.error());
+  co_return co_await ReplyStored(c, *stored);
 }
 
 namespace {
