@@ -10,6 +10,7 @@
 #pragma once
 
 #include <expected>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -93,6 +94,10 @@ Status UnavailableError(std::string message);
 Status InternalError(std::string message);
 Status UnimplementedError(std::string message);
 Status PermissionDeniedError(std::string message);
+
+// fn(), or Internal naming what it threw (an allocation that failed, say): for work on a thread
+// of its own, or a command's body, where an exception would end the process.
+Status CallCatchingExceptions(const std::function<Status()>& fn);
 
 // An OS error (errno) turned into the closest canonical code, with what was being done:
 // ErrnoError("opening /data/x", ENOENT) -> NotFound "opening /data/x: No such file or directory".

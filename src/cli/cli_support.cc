@@ -22,13 +22,8 @@ int& ExitCode() {
 }
 
 void RunCommand(const std::function<Status()>& body) {
-  Status s;
-  try {
-    s = body();
-  } catch (const std::exception& e) {
-    // A failed allocation or library call ends the command with its message, not an abort.
-    s = InternalError(std::string("unexpected failure: ") + e.what());
-  }
+  // A failed allocation or library call ends the command with its message, not an abort.
+  Status s = CallCatchingExceptions(body);
   if (!s.ok()) {
     std::cerr << "objectcache: error: " << s.ToString() << "\n";
     ExitCode() = kExitError;

@@ -26,7 +26,9 @@ std::vector<Status> ParallelFor(size_t n, int workers, const std::function<Statu
   std::vector<Status> out(n);
   std::atomic<size_t> next{0};
   auto loop = [&] {
-    for (size_t i; (i = next.fetch_add(1)) < n;) out[i] = fn(i);
+    for (size_t i; (i = next.fetch_add(1)) < n;) {
+      out[i] = CallCatchingExceptions([&] { return fn(i); });  // on a thread of its own
+    }
   };
   const size_t threads = std::min<size_t>(n, static_cast<size_t>(std::max(1, workers)));
   std::vector<std::thread> pool;

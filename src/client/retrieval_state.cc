@@ -13,7 +13,7 @@ RetrievalState::~RetrievalState() {
 }
 
 void RetrievalState::Start(std::function<Status()> work) {
-  thread_ = std::thread([this, work = std::move(work)] { Finish(work()); });
+  thread_ = std::thread([this, work = std::move(work)] { Finish(CallCatchingExceptions(work)); });
 }
 
 void RetrievalState::SetHits(uint32_t hits) {

@@ -2,6 +2,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <exception>
 
 #include "core/name_table.h"
 
@@ -65,6 +66,16 @@ Status ResourceExhaustedError(std::string m) {
 Status OutOfRangeError(std::string m) { return {StatusCode::kOutOfRange, std::move(m)}; }
 Status UnavailableError(std::string m) { return {StatusCode::kUnavailable, std::move(m)}; }
 Status InternalError(std::string m) { return {StatusCode::kInternal, std::move(m)}; }
+
+Status CallCatchingExceptions(const std::function<Status()>& fn) {
+  try {
+    return fn();
+  } catch (const std::exception& e) {
+    return InternalError(std::string("unexpected failure: ") + e.what());
+  } catch (...) {
+    return InternalError("unexpected failure");
+  }
+}
 Status UnimplementedError(std::string m) { return {StatusCode::kUnimplemented, std::move(m)}; }
 Status PermissionDeniedError(std::string m) {
   return {StatusCode::kPermissionDenied, std::move(m)};

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cerrno>
+#include <new>
 
 namespace objectcache {
 namespace {
@@ -38,6 +39,16 @@ TEST(StatusTest, AnnotatePrefixesContextAndKeepsCode) {
   EXPECT_EQ(s.code(), StatusCode::kDataLoss);
   EXPECT_EQ(s.ToString(), "DataLoss: reading chunk 3fa2: checksum mismatch in layer 7");
   EXPECT_TRUE(Status().Annotate("anything").ok());
+}
+
+TEST(StatusTest, AnExceptionBecomesAnInternalStatus) {
+  EXPECT_TRUE(CallCatchingExceptions([] { return Status(); }).ok());
+  EXPECT_EQ(CallCatchingExceptions([] { return NotFoundError("x"); }).code(),
+            StatusCode::kNotFound);
+  const Status thrown = CallCatchingExceptions([]() -> Status { throw std::bad_alloc(); });
+  EXPECT_EQ(thrown.code(), StatusCode::kInternal);
+  EXPECT_EQ(thrown.message(), "unexpected failure: std::bad_alloc");
+  EXPECT_EQ(CallCatchingExceptions([]() -> Status { throw 7; }).code(), StatusCode::kInternal);
 }
 
 TEST(StatusTest, ErrnoMapsToCanonicalCodes) {
