@@ -122,6 +122,20 @@ class BodyPipeline::Md5 final : public BodyVerifier {
   std::string digest_;
 };
 
+S3Result<std::optional<RequestChecksum>> RequestChecksum::Of(const S3Request& r) {
+  std::optional<RequestChecksum> found;
+  for (const auto& [name, value] : r.headers) {
+    if (!name.starts_with("x-amz-checksum-") || name == "x-amz-checksum-algorithm" ||
+        name == "x-amz-checksum-type" || name == "x-amz-checksum-mode") {
+      continue;  // which checksum, of what, and whether to answer one: no value of their own
+    }
+    std::optional<PayloadChecksum> algorithm = PayloadChecksum::ForHeader(name);
+    if (!algorithm) return Fail("InvalidArgument", "unsupported checksum " + name);
+    found.emplace(RequestChecksum{std::move(*algorithm), value});
+  }
+  return found;
+}
+
 S3Result<std::unique_ptr<BodyPipeline>> BodyPipeline::ForRequest(
     const S3Request& r, const std::optional<SigV4Identity>& id,
     std::optional<uint64_t> content_length, const std::optional<ModelPreset>& kv) {
@@ -170,18 +184,13 @@ S3Result<std::unique_ptr<BodyPipeline>> BodyPipeline::ForRequest(
     }
   }
   // An x-amz-checksum-* header names a checksum of the whole payload: it is checked too.
-  std::unique_ptr<BodyVerifier> header_checksum;
-  for (const auto& [name, value] : r.headers) {
-    if (!name.starts_with("x-amz-checksum-") || name == "x-amz-checksum-algorithm" ||
-        name == "x-amz-checksum-type") {
-      continue;  // which checksum, and whether of the whole object: no checksum of their own
-    }
-    std::optional<PayloadChecksum> checksum = PayloadChecksum::ForHeader(name);
-    if (!checksum) return Fail("InvalidArgument", "unsupported checksum " + name);
-    header_checksum = std::make_unique<HeaderChecksumVerifier>(std::move(*checksum), value);
-    p->header_checksum_.emplace(name, value);
+  S3Result<std::optional<RequestChecksum>> checksum = RequestChecksum::Of(r);
+  if (!checksum) return std::unexpected(checksum.error());
+  if (*checksum) {
+    p->header_checksum_.emplace((*checksum)->algorithm.header(), (*checksum)->value);
+    p->verifiers_.push_back(std::make_unique<HeaderChecksumVerifier>(
+        std::move((*checksum)->algorithm), std::move((*checksum)->value)));
   }
-  if (header_checksum) p->verifiers_.push_back(std::move(header_checksum));
   std::string content_md5;
   if (const std::string* md5 = r.Header("content-md5")) {
     if (!Base64Decode(*md5, &content_md5) || content_md5.size() != 16) {

@@ -31,6 +31,17 @@ class BodyVerifier {
   virtual s3::S3Result<void> Finish(uint64_t total) = 0;
 };
 
+// The x-amz-checksum-* header of a request that gives a checksum of its whole payload: the
+// algorithm, to compute over the payload, and the base64 value it must come to.
+struct RequestChecksum {
+  s3::PayloadChecksum algorithm;
+  std::string value;
+
+  // The one `r` gives (of several, the last), if any; InvalidArgument for a name S3 does not
+  // define. x-amz-checksum-algorithm, -type and -mode give no value and are passed over.
+  static s3::S3Result<std::optional<RequestChecksum>> Of(const s3::S3Request& r);
+};
+
 class BodyPipeline {
  public:
   // What request `r`'s headers ask of its body, read before any byte of it: InvalidArgument,

@@ -182,6 +182,55 @@ TEST_F(S3HandlerTest, MultipartCompletionAndAbort) {
   for (const ObjectInfo& o : left->objects) EXPECT_EQ(o.key.find(id2), std::string::npos) << o.key;
 }
 
+TEST_F(S3HandlerTest, AWholeObjectChecksumIsCheckedAtCompletionAndKept) {
+  Put("/mpc", "");
+  const std::string part1(5 << 20, 'x'), part2 = "tail";
+  auto crc32 = [](std::string_view bytes) {
+    std::optional<s3::PayloadChecksum> c = s3::PayloadChecksum::ForHeader("x-amz-checksum-crc32");
+    c->Update(AsBytes(bytes));
+    return c->FinishBase64();
+  };
+  // Uploads of the two parts, as a client that checksums the whole object makes them; the
+  // body that completes each.
+  auto upload = [&](const std::string& key) {
+    auto created =
+        Call("POST", "/mpc/" + key + "?uploads", "",
+             {{"x-amz-checksum-algorithm", "CRC32"}, {"x-amz-checksum-type", "FULL_OBJECT"}});
+    const std::string id = All(created->response_body(), "<UploadId>([^<]*)</UploadId>").at(0);
+    std::string parts;
+    for (const auto& [n, body] : {std::pair{1, part1}, std::pair{2, part2}}) {
+      auto up = Call("PUT", "/mpc/" + key + "?partNumber=" + std::to_string(n) + "&uploadId=" + id,
+                     body, {{"x-amz-checksum-crc32", crc32(body)}});
+      EXPECT_EQ(up->ResponseHeader("x-amz-checksum-crc32"), crc32(body));
+      parts += "<Part><PartNumber>" + std::to_string(n) + "</PartNumber><ETag>" +
+               *up->ResponseHeader("ETag") + "</ETag></Part>";
+    }
+    return std::pair("/mpc/" + key + "?uploadId=" + id,
+                     "<CompleteMultipartUpload>" + parts + "</CompleteMultipartUpload>");
+  };
+  const Headers full = {{"x-amz-checksum-type", "FULL_OBJECT"}};
+  auto with = [&](std::string value) {
+    Headers h = full;
+    h.emplace_back("x-amz-checksum-crc32", std::move(value));
+    return h;
+  };
+  const auto [target, complete] = upload("obj");
+  EXPECT_EQ(Answer("POST", target, complete, with(crc32(part1))), "400 BadDigest");
+  EXPECT_EQ(Answer("GET", "/mpc/obj"), "404 NoSuchKey");  // nothing made; the upload is still there
+  EXPECT_EQ(Answer("POST", target, complete, with(crc32(part1 + part2))), "200");
+  auto got = Call("GET", "/mpc/obj", "", {{"x-amz-checksum-mode", "ENABLED"}});
+  EXPECT_EQ(got->response_body(), part1 + part2);
+  EXPECT_EQ(got->ResponseHeader("x-amz-checksum-crc32"), crc32(part1 + part2));
+  // A composite checksum (of the parts' checksums) is not computed here: passed over.
+  const auto [composite_target, composite_complete] = upload("composite");
+  EXPECT_EQ(Answer("POST", composite_target, composite_complete,
+                   {{"x-amz-checksum-crc32", "AAAAAA==-2"}}),
+            "200");
+  EXPECT_EQ(Call("HEAD", "/mpc/composite", "", {{"x-amz-checksum-mode", "ENABLED"}})
+                ->ResponseHeader("x-amz-checksum-crc32"),
+            std::nullopt);
+}
+
 TEST_F(S3HandlerTest, DeleteObjectsReportsEachKey) {
   Put("/del", "");
   for (const char* k : {"k1", "k2", "k3"}) Put(std::string("/del/") + k, "v");

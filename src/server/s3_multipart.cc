@@ -5,6 +5,8 @@
 // time and 16 random ones, so expired uploads are found from their names alone. Records and
 // parts are records in the store's sense (store.h): capacity eviction never drops them; expiry
 // (S3Options::upload_expiry) does, and a bucket holds at most max_uploads_per_bucket.
+#include <strings.h>
+
 #include <algorithm>
 #include <nlohmann/json.hpp>
 
@@ -12,6 +14,7 @@
 #include "s3/crypto.h"
 #include "s3/xml.h"
 #include "server/log.h"
+#include "server/s3_body.h"
 #include "server/s3_handler.h"
 
 namespace objectcache::server {
@@ -344,6 +347,16 @@ asio::awaitable<S3Result<void>> S3Handler::CompleteMultipart(Ctx& c) {
   }
   S3Result<WriteCondition> condition = ParseWriteCondition(c.req);
   if (!condition) co_return std::unexpected(condition.error());
+  // A checksum of the whole object (x-amz-checksum-type FULL_OBJECT, as the AWS CLI sends it) is
+  // computed over the parts as they are joined, checked, and kept; a composite one (of the
+  // parts' checksums, "value-N") is not computed here and is passed over.
+  S3Result<std::optional<RequestChecksum>> whole = RequestChecksum::Of(c.req);
+  if (!whole) co_return std::unexpected(whole.error());
+  const std::string* checksum_type = c.req.Header("x-amz-checksum-type");
+  if (*whole && ((checksum_type && strcasecmp(checksum_type->c_str(), "COMPOSITE") == 0) ||
+                 (*whole)->value.find('-') != std::string::npos)) {
+    whole->reset();
+  }
   const std::string object_key = ObjectKey(c.req.bucket, c.req.key);
   const size_t piece = options_.io_buffer_bytes;
   MemoryBudget::Lease lease = memory_.NewLease();
@@ -403,6 +416,7 @@ asio::awaitable<S3Result<void>> S3Handler::CompleteMultipart(Ctx& c) {
           if (Status v = verifier->Feed(part); !v.ok())
             return Fail("InvalidChunkObject", v.ToString());
         }
+        if (s.ok() && *whole) (*whole)->algorithm.Update(part);
         if (s.ok()) s = (*w)->Append(part);
         if (!s.ok()) return std::unexpected(FromStatus(s));
         at += n;
@@ -413,6 +427,14 @@ asio::awaitable<S3Result<void>> S3Handler::CompleteMultipart(Ctx& c) {
     }
     ObjectAttributes attrs = u->attrs;
     attrs.etag = final_etag;
+    if (*whole) {
+      const std::string& name = (*whole)->algorithm.header();
+      if ((*whole)->algorithm.FinishBase64() != (*whole)->value) {
+        return Fail("BadDigest",
+                    "The " + name + " you specified did not match the calculated checksum.");
+      }
+      attrs.checksum.emplace(name, (*whole)->value);
+    }
     if (Status s = (*w)->SetAttributes(attrs.Encode()); !s.ok())
       return std::unexpected(FromStatus(s));
     if (Status s = (*w)->Commit(); !s.ok()) return std::unexpected(CommitFailure(s, *put));
