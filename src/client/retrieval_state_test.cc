@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 
 #include <new>
+#include <string>
+#include <vector>
 
 namespace objectcache::client {
 namespace {

@@ -66,6 +66,10 @@ Status ResourceExhaustedError(std::string m) {
 Status OutOfRangeError(std::string m) { return {StatusCode::kOutOfRange, std::move(m)}; }
 Status UnavailableError(std::string m) { return {StatusCode::kUnavailable, std::move(m)}; }
 Status InternalError(std::string m) { return {StatusCode::kInternal, std::move(m)}; }
+Status UnimplementedError(std::string m) { return {StatusCode::kUnimplemented, std::move(m)}; }
+Status PermissionDeniedError(std::string m) {
+  return {StatusCode::kPermissionDenied, std::move(m)};
+}
 
 Status CallCatchingExceptions(const std::function<Status()>& fn) {
   try {
@@ -75,10 +79,6 @@ Status CallCatchingExceptions(const std::function<Status()>& fn) {
   } catch (...) {
     return InternalError("unexpected failure");
   }
-}
-Status UnimplementedError(std::string m) { return {StatusCode::kUnimplemented, std::move(m)}; }
-Status PermissionDeniedError(std::string m) {
-  return {StatusCode::kPermissionDenied, std::move(m)};
 }
 
 Status ErrnoError(std::string_view context, int errno_value) {

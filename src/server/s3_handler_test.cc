@@ -221,14 +221,19 @@ TEST_F(S3HandlerTest, AWholeObjectChecksumIsCheckedAtCompletionAndKept) {
   auto got = Call("GET", "/mpc/obj", "", {{"x-amz-checksum-mode", "ENABLED"}});
   EXPECT_EQ(got->response_body(), part1 + part2);
   EXPECT_EQ(got->ResponseHeader("x-amz-checksum-crc32"), crc32(part1 + part2));
-  // A composite checksum (of the parts' checksums) is not computed here: passed over.
+  // Any other (a composite checksum, of the parts' checksums) is not computed here: passed over.
   const auto [composite_target, composite_complete] = upload("composite");
   EXPECT_EQ(Answer("POST", composite_target, composite_complete,
-                   {{"x-amz-checksum-crc32", "AAAAAA==-2"}}),
+                   {{"x-amz-checksum-crc32", "AAAAAA==-2"}, {"x-amz-checksum-type", "COMPOSITE"}}),
             "200");
   EXPECT_EQ(Call("HEAD", "/mpc/composite", "", {{"x-amz-checksum-mode", "ENABLED"}})
                 ->ResponseHeader("x-amz-checksum-crc32"),
             std::nullopt);
+  // So is one that does not say it is of the whole object.
+  const auto [untyped_target, untyped_complete] = upload("untyped");
+  EXPECT_EQ(
+      Answer("POST", untyped_target, untyped_complete, {{"x-amz-checksum-crc32", "AAAAAA=="}}),
+      "200");
 }
 
 TEST_F(S3HandlerTest, DeleteObjectsReportsEachKey) {

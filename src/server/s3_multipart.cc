@@ -347,16 +347,13 @@ asio::awaitable<S3Result<void>> S3Handler::CompleteMultipart(Ctx& c) {
   }
   S3Result<WriteCondition> condition = ParseWriteCondition(c.req);
   if (!condition) co_return std::unexpected(condition.error());
-  // A checksum of the whole object (x-amz-checksum-type FULL_OBJECT, as the AWS CLI sends it) is
-  // computed over the parts as they are joined, checked, and kept; a composite one (of the
-  // parts' checksums, "value-N") is not computed here and is passed over.
+  // A checksum of the whole object (x-amz-checksum-type: FULL_OBJECT, as the AWS CLI sends it) is
+  // computed over the parts as they are joined, checked, and kept. Any other (a composite one,
+  // of the parts' checksums) is not computed here and is passed over.
   S3Result<std::optional<RequestChecksum>> whole = RequestChecksum::Of(c.req);
   if (!whole) co_return std::unexpected(whole.error());
   const std::string* checksum_type = c.req.Header("x-amz-checksum-type");
-  if (*whole && ((checksum_type && strcasecmp(checksum_type->c_str(), "COMPOSITE") == 0) ||
-                 (*whole)->value.find('-') != std::string::npos)) {
-    whole->reset();
-  }
+  if (!checksum_type || strcasecmp(checksum_type->c_str(), "FULL_OBJECT") != 0) whole->reset();
   const std::string object_key = ObjectKey(c.req.bucket, c.req.key);
   const size_t piece = options_.io_buffer_bytes;
   MemoryBudget::Lease lease = memory_.NewLease();
