@@ -154,6 +154,15 @@ class CliTest(unittest.TestCase):
                 self.assertFailsCleanly(["kv", "get", "--store", f"s3://127.0.0.1:{port}/b", "k"],
                                         message)
 
+    def test_a_config_key_no_command_takes_is_named(self):
+        # CLI11 said "INI was not able to parse serve.bogus" (and "other.++" for a section).
+        cases = {'[serve]\nlisten = "127.0.0.1:0"\nbogus = 3\n': "'bogus' in [serve] is no option",
+                 "[other]\nx = 1\n": "the section [other]",
+                 "bogus = 1\n": "'bogus' is set outside a section"}
+        for text, message in cases.items():
+            self.assertFailsCleanly(["serve", "--config", self.write("c.toml", text.encode()),
+                                     "--store", self.store], message, code=2)
+
     def test_every_repeating_benchmark_takes_rounds_and_repeats(self):
         for name in ["keys", "s3", "ttft", "sched", "backends", "tls", "path", "nvme-kv", "evict",
                      "gpu"]:

@@ -1,7 +1,9 @@
 // The `objectcache` command: serve, fetch, kv, nvme-kv, pin, and (in a build with
 // OBJECTCACHE_BUILD_BENCH) bench and demo.
 #include <CLI/CLI.hpp>
+#include <iostream>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #ifdef OBJECTCACHE_WITH_BENCH
@@ -34,6 +36,27 @@ std::vector<std::string> HoistConfigFlag(int argc, char** argv) {
     }
   }
   return args;
+}
+
+// CLI11 names a configuration key no command takes as "INI was not able to parse serve.bogus"
+// (and a whole unknown section as "other.++"): say what is wrong, and what a key must be.
+std::string ConfigErrorMessage(std::string_view what) {
+  constexpr std::string_view kPrefix = "INI was not able to parse ";
+  if (!what.starts_with(kPrefix)) return "--config: " + std::string(what);
+  std::string_view item = what.substr(kPrefix.size());
+  const size_t dot = item.find('.');
+  if (dot == std::string_view::npos) {
+    return "--config: '" + std::string(item) + "' is set outside a section: put it under the " +
+           "command it is for, [serve]";
+  }
+  const std::string section(item.substr(0, dot));
+  const std::string_view key = item.substr(dot + 1);
+  if (key.empty() || key == "++") {
+    return "--config: the section [" + section + "] sets what no command takes (a section " +
+           "names a command, [serve], and its keys that command's long options)";
+  }
+  return "--config: '" + std::string(key) + "' in [" + section + "] is no option of `objectcache " +
+         section + "` (a key is a long option without its dashes: listen, store, ...)";
 }
 
 // Every option's help shows its default, but CLI11 shows an empty list's as "[]": hide those.
@@ -73,6 +96,9 @@ int main(int argc, char** argv) {
   for (std::string& a : args) args_c.push_back(a.data());
   try {
     app.parse(static_cast<int>(args_c.size()), args_c.data());
+  } catch (const CLI::ConfigError& e) {
+    std::cerr << "objectcache: error: " << ConfigErrorMessage(e.what()) << "\n";
+    return objectcache::cli::kExitUsage;
   } catch (const CLI::ParseError& e) {
     int code = app.exit(e);
     return code == 0 ? 0 : objectcache::cli::kExitUsage;
