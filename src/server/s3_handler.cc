@@ -85,11 +85,23 @@ asio::awaitable<S3Result<void>> S3Handler::ReplyJson(Ctx& c, std::string json) {
   return Reply(c, 200, {{"Content-Type", "application/json"}}, std::move(json));
 }
 
+std::string S3Handler::AllowedMethods(const S3Request& r) {
+  std::string allowed;
+  S3Request other = r;
+  for (const char* method : {"GET", "HEAD", "PUT", "POST", "DELETE"}) {
+    other.method = method;
+    if (S3Result<S3Route> route = RouteS3Request(other); route && FindOperation(*route))
+      allowed += (allowed.empty() ? "" : ", ") + std::string(method);
+  }
+  return allowed;
+}
+
 asio::awaitable<void> S3Handler::SendError(Ctx& c, const S3Error& e) {
   S3Error err = e;
   if (err.resource.empty()) err.resource = c.req.raw_path;
   Headers h{{"Content-Type", "application/xml"}, {"x-amz-request-id", c.request_id}};
   const int status = err.HttpStatus();
+  if (status == 405) h.emplace_back("Allow", AllowedMethods(c.req));
   LogDebug(c.req.method + " " + c.req.raw_path + " -> " + std::to_string(status) + " " + err.code +
            ": " + err.message);
   if (c.req.method == "HEAD" || status == 304) {

@@ -273,6 +273,8 @@ class S3Handler final : public RequestHandler {
   };
   // The row of `route` (s3_operations.cc); nullptr for none.
   static const Operation* FindOperation(S3Route route);
+  // The methods the resource `r` names takes, "GET, HEAD, ...": a 405's Allow (RFC 9110).
+  static std::string AllowedMethods(const s3::S3Request& r);
 
   // The operations, one handler each. Buckets (s3_buckets.cc, s3_operations.cc).
   asio::awaitable<s3::S3Result<void>> ListBuckets(Ctx& c);

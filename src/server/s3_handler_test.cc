@@ -466,6 +466,11 @@ TEST_F(S3HandlerTest, UnimplementedSubResourcesTouchNothing) {
   Put("/sub/k", "v");
   EXPECT_EQ(Answer("PUT", "/sub?policy", "{}"), "501 NotImplemented");
   EXPECT_EQ(Answer("POST", "/sub", "a browser form"), "405 MethodNotAllowed");
+  // A 405 names the methods the resource takes (RFC 9110 15.5.6).
+  EXPECT_EQ(Call("POST", "/sub", "a browser form")->ResponseHeader("Allow"),
+            "GET, HEAD, PUT, DELETE");
+  EXPECT_EQ(Call("PATCH", "/sub/k")->ResponseHeader("Allow"), "GET, HEAD, PUT, DELETE");
+  EXPECT_EQ(Call("DELETE", "/")->ResponseHeader("Allow"), "GET");
   EXPECT_EQ(Answer("DELETE", "/sub/k?tagging"), "501 NotImplemented");
   EXPECT_EQ(Answer("PUT", "/sub/k?retention", "<Retention/>"), "501 NotImplemented");
   EXPECT_EQ(Get("/sub/k"), "v");
