@@ -83,6 +83,23 @@ bool PercentDecode(std::string_view in, std::string* out) {
   return true;
 }
 
+std::string_view TrimOws(std::string_view value) {
+  while (!value.empty() && (value.front() == ' ' || value.front() == '\t')) value.remove_prefix(1);
+  while (!value.empty() && (value.back() == ' ' || value.back() == '\t')) value.remove_suffix(1);
+  return value;
+}
+
+std::vector<std::string_view> HeaderListItems(std::string_view value) {
+  std::vector<std::string_view> items;
+  if (value.empty()) return items;
+  for (;;) {
+    const size_t comma = value.find(',');
+    items.push_back(TrimOws(value.substr(0, comma)));
+    if (comma == std::string_view::npos) return items;
+    value.remove_prefix(comma + 1);
+  }
+}
+
 std::string UriEncode(std::string_view in, bool keep_slash) {
   static constexpr char kDigits[] = "0123456789ABCDEF";
   std::string out;

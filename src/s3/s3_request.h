@@ -35,6 +35,12 @@ struct S3Request {
 // false otherwise ("100junk", "1abc", "", "-1", 2^64).
 bool ParseDecimal(std::string_view text, uint64_t* out);
 
+// `value` without the spaces and tabs around it (HTTP's optional whitespace).
+std::string_view TrimOws(std::string_view value);
+// The items of a comma-separated header value (RFC 9110 5.6.1), each trimmed, empty ones kept
+// ("a, ,b" is "a", "", "b"); none for an empty value.
+std::vector<std::string_view> HeaderListItems(std::string_view value);
+
 // Percent-decoding; false on a malformed escape.
 bool PercentDecode(std::string_view in, std::string* out);
 // Well-formed UTF-8 (no overlong forms, no surrogates, nothing above U+10FFFF): what S3 object

@@ -49,6 +49,15 @@ TEST(S3RequestTest, FramingHeadersComeOnceAndChunkedIsTheOnlyCoding) {
   EXPECT_EQ(code({}), "ok");  // HTTP/1.0 has no Host; SigV4 refuses an unsigned one
 }
 
+TEST(S3RequestTest, AHeaderListSplitsAtCommasAndTrimsEachItem) {
+  using Items = std::vector<std::string_view>;
+  EXPECT_EQ(HeaderListItems(" aws-chunked ,\tgzip, br "), (Items{"aws-chunked", "gzip", "br"}));
+  EXPECT_EQ(HeaderListItems("a, ,b,"), (Items{"a", "", "b", ""}));
+  EXPECT_EQ(HeaderListItems("one"), (Items{"one"}));
+  EXPECT_EQ(HeaderListItems(""), Items{});
+  EXPECT_EQ(TrimOws(" \t x y \t"), "x y");
+}
+
 TEST(S3RequestTest, UriEncodingIsTheAwsOne) {
   EXPECT_EQ(UriEncode("a b/c~d_e.f-g+h*", true), "a%20b/c~d_e.f-g%2Bh%2A");
   EXPECT_EQ(UriEncode("a/b", false), "a%2Fb");

@@ -25,12 +25,6 @@ bool ParsePosition(std::string_view s, uint64_t* out) {
   return true;
 }
 
-std::string_view TrimSpaces(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
-  return s;
-}
-
 }  // namespace
 
 s3::S3Result<std::optional<ByteRange>> EvaluateRange(std::string_view header, uint64_t size) {
@@ -39,14 +33,14 @@ s3::S3Result<std::optional<ByteRange>> EvaluateRange(std::string_view header, ui
     return std::unexpected(
         s3::MakeS3Error("InvalidRange", "The requested range is not satisfiable"));
   };
-  header = TrimSpaces(header);
+  header = s3::TrimOws(header);
   // The unit is named without regard to case (RFC 9110, 14.1): "BYTES=0-1" is a byte range.
   constexpr std::string_view kUnit = "bytes=";
   if (header.size() < kUnit.size() ||
       ::strncasecmp(header.data(), kUnit.data(), kUnit.size()) != 0) {
     return Range();
   }
-  const std::string_view spec = TrimSpaces(header.substr(kUnit.size()));
+  const std::string_view spec = s3::TrimOws(header.substr(kUnit.size()));
   if (spec.find(',') != std::string_view::npos) return Range();  // several ranges: the whole
   const size_t dash = spec.find('-');
   if (dash == std::string_view::npos) return Range();
@@ -69,10 +63,7 @@ s3::S3Result<std::optional<ByteRange>> EvaluateRange(std::string_view header, ui
 }
 
 bool EtagListMatches(std::string_view list, std::string_view etag) {
-  while (!list.empty()) {
-    const size_t comma = list.find(',');
-    std::string_view item = TrimSpaces(list.substr(0, comma));
-    list = comma == std::string_view::npos ? std::string_view() : list.substr(comma + 1);
+  for (std::string_view item : s3::HeaderListItems(list)) {
     if (item.starts_with("W/")) item.remove_prefix(2);
     if (item.size() >= 2 && item.front() == '"' && item.back() == '"') {
       item = item.substr(1, item.size() - 2);
@@ -103,7 +94,7 @@ s3::S3Result<DeleteConditions> ParseDeleteConditions(const std::string* if_match
                                                      const std::string* size) {
   DeleteConditions c;
   if (if_match != nullptr) {
-    if (TrimSpaces(*if_match).empty()) {
+    if (s3::TrimOws(*if_match).empty()) {
       return std::unexpected(s3::MakeS3Error("InvalidArgument", "If-Match is empty"));
     }
     c.if_match = *if_match;

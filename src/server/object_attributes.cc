@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/utc_time.h"
+#include "s3/s3_request.h"
 
 namespace objectcache::server {
 namespace {
@@ -131,14 +132,7 @@ namespace {
 // coding of the object (S3 stores the rest). Empty when nothing else is named.
 std::string WithoutAwsChunked(std::string_view encoding) {
   std::string out;
-  while (!encoding.empty()) {
-    const size_t comma = std::min(encoding.find(','), encoding.size());
-    std::string_view coding = encoding.substr(0, comma);
-    encoding.remove_prefix(std::min(comma + 1, encoding.size()));
-    while (!coding.empty() && (coding.front() == ' ' || coding.front() == '\t'))
-      coding.remove_prefix(1);
-    while (!coding.empty() && (coding.back() == ' ' || coding.back() == '\t'))
-      coding.remove_suffix(1);
+  for (std::string_view coding : s3::HeaderListItems(encoding)) {
     const bool framing = coding.size() == 11 && strncasecmp(coding.data(), "aws-chunked", 11) == 0;
     if (!coding.empty() && !framing) out += (out.empty() ? "" : ",") + std::string(coding);
   }
@@ -172,15 +166,10 @@ void ObjectAttributes::AddTo(Headers* response) const {
   for (const auto& [k, v] : stored_headers) response->emplace_back(k, v);
 }
 
-void ObjectAttributes::AddChecksumTo(const Headers& request, Headers* response) const {
+void ObjectAttributes::AddChecksumTo(Headers* response) const {
   if (!checksum) return;
-  for (const auto& [name, value] : request) {
-    if (name == "x-amz-checksum-mode" && strcasecmp(value.c_str(), "ENABLED") == 0) {
-      response->emplace_back(checksum->first, checksum->second);
-      response->emplace_back("x-amz-checksum-type", "FULL_OBJECT");
-      return;
-    }
-  }
+  response->emplace_back(checksum->first, checksum->second);
+  response->emplace_back("x-amz-checksum-type", "FULL_OBJECT");
 }
 
 std::optional<std::string> ObjectAttributes::OverrideFromQuery(

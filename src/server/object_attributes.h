@@ -32,8 +32,8 @@ struct ObjectAttributes {
   // Adds ETag, Content-Type, x-amz-meta-* and stored headers to a response.
   void AddTo(Headers* response) const;
   // Adds the checksum (and x-amz-checksum-type FULL_OBJECT), when there is one, to a response
-  // of the whole object to a request with x-amz-checksum-mode: ENABLED, as S3 answers it.
-  void AddChecksumTo(const Headers& request, Headers* response) const;
+  // of the whole object (a GET or HEAD with x-amz-checksum-mode: ENABLED, as S3 answers it).
+  void AddChecksumTo(Headers* response) const;
   // GetObject's and HeadObject's response-* query parameters, as S3 takes them:
   // response-content-type replaces the content type, response-cache-control,
   // -content-disposition, -content-encoding, -content-language and -expires their stored

@@ -1,4 +1,6 @@
 // S3 object operations (buckets are in s3_buckets.cc, multipart uploads in s3_multipart.cc).
+#include <strings.h>
+
 #include <algorithm>
 #include <cctype>
 #include <iterator>
@@ -125,7 +127,10 @@ asio::awaitable<S3Result<void>> S3Handler::GetObject(Ctx& c, bool head) {
                                           std::to_string(last - 1) + "/" + std::to_string(size));
     }
   }
-  if (status == 200) attrs->AddChecksumTo(r.headers, &h);  // of the whole object only
+  const std::string* checksum_mode = r.Header("x-amz-checksum-mode");
+  if (status == 200 && checksum_mode && strcasecmp(checksum_mode->c_str(), "ENABLED") == 0) {
+    attrs->AddChecksumTo(&h);  // of the whole object only
+  }
   if (head) {
     (void)co_await c.ex.RespondHeaderOnly(status, std::move(h), last - first);
     co_return S3Result<void>();
